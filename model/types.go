@@ -1,0 +1,296 @@
+package model
+
+import (
+	"context"
+	"time"
+)
+
+// Artifact is a reference to content, never the content itself.
+type Artifact struct {
+	URI       string `json:"uri"`
+	MediaType string `json:"media_type,omitempty"`
+	Name      string `json:"name,omitempty"`
+}
+
+// ToolCall is what the relay keeps of an agent's tool call: its title and
+// last status. Arguments and output are never kept.
+type ToolCall struct {
+	ID     string `json:"id"`
+	Title  string `json:"title"`
+	Kind   string `json:"kind,omitempty"`
+	Status string `json:"status,omitempty"`
+}
+
+// Task is a delegated unit of work and its lifecycle.
+type Task struct {
+	ID                string     `json:"task_id"`
+	State             State      `json:"state"`
+	Code              Code       `json:"code"`
+	Message           string     `json:"message"`
+	Caller            string     `json:"caller"`
+	Target            string     `json:"target"`
+	Mode              Mode       `json:"mode"`
+	MissionID         string     `json:"mission_id"`
+	LeaseID           string     `json:"lease_id"`
+	ContextID         string     `json:"context_id"`
+	Prompt            string     `json:"prompt"`
+	Cwd               string     `json:"cwd"`
+	Artifacts         []Artifact `json:"artifacts"`
+	ReferenceTaskIDs  []string   `json:"reference_task_ids"`
+	IdempotencyKey    string     `json:"idempotency_key,omitempty"`
+	Result            string     `json:"result"`
+	StopReason        string     `json:"stop_reason"`
+	SessionMode       string     `json:"session_mode,omitempty"`
+	ToolCalls         []ToolCall `json:"tool_calls"`
+	DeniedPermissions int        `json:"denied_permissions"`
+	CreatedAt         time.Time  `json:"created_at"`
+	UpdatedAt         time.Time  `json:"updated_at"`
+}
+
+// Event is one persisted transition of a task.
+type Event struct {
+	TaskID  string    `json:"task_id"`
+	From    State     `json:"from"`
+	To      State     `json:"to"`
+	Trigger Trigger   `json:"trigger"`
+	Code    Code      `json:"code"`
+	Message string    `json:"message,omitempty"`
+	Actor   string    `json:"actor,omitempty"`
+	At      time.Time `json:"at"`
+}
+
+// Verdict is one gate's answer during one evaluation of a task.
+type Verdict struct {
+	Gate    Gate              `json:"gate"`
+	Passed  bool              `json:"passed"`
+	Code    Code              `json:"code"`
+	Message string            `json:"message,omitempty"`
+	Detail  map[string]string `json:"detail,omitempty"`
+	At      time.Time         `json:"at"`
+}
+
+// TaskResult is what a run leaves on its task when it ends.
+type TaskResult struct {
+	Text        string     `json:"result"`
+	StopReason  string     `json:"stop_reason"`
+	SessionMode string     `json:"session_mode,omitempty"`
+	ToolCalls   []ToolCall `json:"tool_calls,omitempty"`
+}
+
+// Transition is a compare-and-set state write with everything that must
+// commit with it: the event row, the verdicts of the evaluation that led to
+// it, and an audit row.
+type Transition struct {
+	TaskID   string
+	From     State
+	To       State
+	Trigger  Trigger
+	Code     Code
+	Message  string
+	Actor    string
+	Verdicts []Verdict
+	// Result, when set, is stored on the task with the transition.
+	Result *TaskResult
+	At     time.Time
+}
+
+// Message is a passive message between two agents.
+type Message struct {
+	ID        string       `json:"message_id"`
+	From      string       `json:"from"`
+	To        string       `json:"to"`
+	Body      string       `json:"body"`
+	ContextID string       `json:"context_id"`
+	ReplyTo   string       `json:"reply_to,omitempty"`
+	Artifacts []Artifact   `json:"artifacts"`
+	State     MessageState `json:"state"`
+	CreatedAt time.Time    `json:"created_at"`
+	ReadAt    *time.Time   `json:"read_at,omitempty"`
+	AckedAt   *time.Time   `json:"acked_at,omitempty"`
+}
+
+// AuditEvent is one row of the append-only, hash-chained audit log.
+type AuditEvent struct {
+	Seq       int64             `json:"seq"`
+	At        time.Time         `json:"at"`
+	Kind      string            `json:"kind"`
+	Actor     string            `json:"actor"`
+	TaskID    string            `json:"task_id,omitempty"`
+	MessageID string            `json:"message_id,omitempty"`
+	Data      map[string]string `json:"data,omitempty"`
+	PrevHash  string            `json:"prev_hash"`
+	Hash      string            `json:"hash"`
+}
+
+// AuditReport is the result of recomputing the audit chain.
+type AuditReport struct {
+	Rows int64 `json:"rows"`
+	OK   bool  `json:"ok"`
+	// BadSeq is the first row that does not verify (0 when OK).
+	BadSeq int64  `json:"bad_seq,omitempty"`
+	Reason string `json:"reason,omitempty"`
+	Head   string `json:"head"`
+}
+
+// TaskFilter selects tasks for listing. Zero values select everything.
+type TaskFilter struct {
+	State  State
+	Agent  string // caller or target
+	Caller string
+	Target string
+	// Visible, when set, restricts to tasks this agent submitted or targets.
+	Visible string
+	Limit   int
+	// Before is a cursor: only tasks older than this task id's row.
+	Before string
+}
+
+// MessageFilter selects messages for listing.
+type MessageFilter struct {
+	To         string
+	From       string
+	UnreadOnly bool
+	Limit      int
+	Before     string
+}
+
+// AgentInfo is an agent's registry entry with its health signals.
+type AgentInfo struct {
+	Name             string     `json:"name"`
+	Command          []string   `json:"command"`
+	Enabled          bool       `json:"enabled"`
+	EnabledReason    string     `json:"enabled_reason"`
+	Configured       bool       `json:"configured"`
+	ConfiguredAt     *time.Time `json:"configured_at"`
+	ConfiguredReason string     `json:"configured_reason"`
+	WorkedLive       bool       `json:"worked_live"`
+	WorkedLiveAt     *time.Time `json:"worked_live_at"`
+	WorkedLiveReason string     `json:"worked_live_reason"`
+}
+
+// Store is the persistence port. Every state write is compare-and-set and
+// commits with its event and audit rows.
+type Store interface {
+	// CreateTask persists a new submitted task with its audit row. When the
+	// caller already submitted a task with the same idempotency key, it
+	// returns that task and existed=true, writing nothing.
+	CreateTask(ctx context.Context, t Task) (stored Task, existed bool, err error)
+	// GetTask returns a task, or an *Error with CodeNotFound.
+	GetTask(ctx context.Context, id string) (Task, error)
+	// Transition applies a compare-and-set state write. When the task is
+	// not in tr.From it returns an *Error with CodeStaleState wrapping
+	// ErrStaleState and writes nothing.
+	Transition(ctx context.Context, tr Transition) (Task, error)
+	// ListTasks returns tasks newest first.
+	ListTasks(ctx context.Context, f TaskFilter) ([]Task, error)
+	// TaskEvents returns a task's transitions, oldest first.
+	TaskEvents(ctx context.Context, id string) ([]Event, error)
+	// TaskVerdicts returns every gate verdict recorded for a task, oldest first.
+	TaskVerdicts(ctx context.Context, id string) ([]Verdict, error)
+	// RecordDenial counts a denied permission request on a working task and
+	// audits it, in one transaction.
+	RecordDenial(ctx context.Context, taskID string, data map[string]string) error
+	// Audit appends one audit row.
+	Audit(ctx context.Context, ev AuditEvent) error
+	// VerifyAudit recomputes the hash chain.
+	VerifyAudit(ctx context.Context) (AuditReport, error)
+}
+
+// MessageStore is the persistence port for passive messages.
+type MessageStore interface {
+	// CreateMessage persists a stored message with its audit row.
+	CreateMessage(ctx context.Context, m Message) (Message, error)
+	// Inbox returns the recipient's messages oldest first, marks the
+	// returned stored ones read (audited), and returns the unread count
+	// left after this call.
+	Inbox(ctx context.Context, to string, unreadOnly bool, limit int) ([]Message, int, error)
+	// Ack marks the recipient's messages acked (audited) and returns how
+	// many changed. Ids that are not the recipient's are CodeNotFound.
+	Ack(ctx context.Context, to string, ids []string) (int, error)
+	// ListMessages returns messages newest first for operators.
+	ListMessages(ctx context.Context, f MessageFilter) ([]Message, error)
+}
+
+// DispatchPolicy is what a dispatcher promises about the ACP client it runs;
+// the acpDenial gate checks it before every authorization.
+type DispatchPolicy struct {
+	DeniesAllPermissions bool `json:"denies_all_permissions"`
+	AdvertisesFS         bool `json:"advertises_fs"`
+	AdvertisesTerminal   bool `json:"advertises_terminal"`
+}
+
+// Denial is one permission request the dispatcher refused.
+type Denial struct {
+	ToolCallTitle string
+	ToolCallKind  string
+	OptionID      string // the reject_once option selected, or "" for cancelled
+	Outcome       string // "selected" or "cancelled"
+}
+
+// Outcome is how a dispatched run ended.
+type Outcome struct {
+	State   State // StateCompleted, StateFailed or StateCanceled
+	Code    Code
+	Message string
+	Result  TaskResult
+}
+
+// RunReporter receives a dispatched run's progress; the engine implements it.
+type RunReporter interface {
+	// Started reports the ACP session running (authorized → working).
+	Started(ctx context.Context, taskID string) error
+	// Denied reports one refused permission request.
+	Denied(ctx context.Context, taskID string, d Denial) error
+	// Finished reports the end of the run.
+	Finished(ctx context.Context, taskID string, out Outcome) error
+}
+
+// Dispatcher runs authorized tasks. Dispatch must return quickly: it starts
+// the run and reports through r; an error means nothing was started.
+type Dispatcher interface {
+	Policy() DispatchPolicy
+	Dispatch(ctx context.Context, t Task, r RunReporter) error
+	// Cancel stops the task's run if there is one (session/cancel, a short
+	// grace, then kill). It does not report.
+	Cancel(taskID string)
+}
+
+// Registry resolves agent names to their entries and health.
+type Registry interface {
+	// Agent returns the named agent's entry; ok is false for unknown names.
+	Agent(ctx context.Context, name string) (AgentInfo, bool)
+	// Agents lists every known agent.
+	Agents(ctx context.Context) []AgentInfo
+}
+
+// AuthorityRequest is what the relay asks the authority adapter.
+type AuthorityRequest struct {
+	RequestID   string
+	TaskID      string
+	MissionID   string
+	LeaseID     string
+	Caller      string
+	Target      string
+	Mode        Mode
+	RequestedAt time.Time
+}
+
+// AuthorityAnswer is the authority adapter's decision and what was observed
+// while asking.
+type AuthorityAnswer struct {
+	Allow     bool
+	Assurance Assurance
+	// DenyCode is the adapter's own code on deny (e.g. lease_expired).
+	DenyCode string
+	Message  string
+	// Stderr is a bounded excerpt of the adapter's stderr.
+	Stderr   string
+	ExitCode int
+	Elapsed  time.Duration
+}
+
+// Authority consults the external authority adapter. A failure to get a
+// valid answer is an *Error with one of the authority_* codes.
+type Authority interface {
+	Consult(ctx context.Context, req AuthorityRequest) (AuthorityAnswer, error)
+}

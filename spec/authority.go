@@ -1,0 +1,37 @@
+package spec
+
+// AuthorityProtocolVersion is the version field of every authority request.
+const AuthorityProtocolVersion = 1
+
+// AuthorityMaxResponse is the most the relay reads from an adapter's stdout.
+const AuthorityMaxResponse = 64 << 10
+
+// AuthorityRequest is the one JSON object the relay writes, followed by a
+// newline, to the authority adapter's stdin (brief §4).
+type AuthorityRequest struct {
+	Version     int    `json:"version"`
+	RequestID   string `json:"request_id"`
+	TaskID      string `json:"task_id"`
+	MissionID   string `json:"mission_id"`
+	LeaseID     string `json:"lease_id"`
+	Caller      string `json:"caller"`
+	Target      string `json:"target"`
+	Mode        string `json:"mode"`
+	RequestedAt string `json:"requested_at"` // RFC 3339
+}
+
+// AuthorityResponse is the one JSON object the adapter writes to stdout.
+// Decision is "allow" or "deny"; Assurance is "guarded" or "standard"
+// (absent means standard); Code and Message explain a deny.
+type AuthorityResponse struct {
+	Decision  string `json:"decision"`
+	Assurance string `json:"assurance,omitempty"`
+	Code      string `json:"code,omitempty"`
+	Message   string `json:"message,omitempty"`
+}
+
+// Authority decisions.
+const (
+	DecisionAllow = "allow"
+	DecisionDeny  = "deny"
+)

@@ -1,0 +1,112 @@
+package spec
+
+import (
+	"net/http"
+
+	"github.com/hai-relay/relay/model"
+)
+
+// CodeKind says what a code is attached to.
+type CodeKind string
+
+// The kinds of code.
+const (
+	// KindTask codes end a task in the state they name.
+	KindTask CodeKind = "task"
+	// KindRequest codes refuse a request; nothing is created.
+	KindRequest CodeKind = "request"
+	// KindEngine codes are the engine's own typed refusals.
+	KindEngine CodeKind = "engine"
+)
+
+// CodeInfo is one entry of the error catalogue.
+type CodeInfo struct {
+	Code model.Code
+	Kind CodeKind
+	// State is the terminal state a task code leads to ("" for other kinds).
+	State model.State
+	// Status is the HTTP status of the socket API for this code.
+	Status  int
+	Meaning string
+	// Hint is the default hint shown with the code.
+	Hint string
+}
+
+// Catalogue lists every stable code. spec/errors.md is generated from it.
+func Catalogue() []CodeInfo {
+	const unproc = http.StatusUnprocessableEntity
+	t := func(c model.Code, s model.State, meaning, hint string) CodeInfo {
+		return CodeInfo{Code: c, Kind: KindTask, State: s, Status: unproc, Meaning: meaning, Hint: hint}
+	}
+	r := func(c model.Code, status int, meaning, hint string) CodeInfo {
+		return CodeInfo{Code: c, Kind: KindRequest, Status: status, Meaning: meaning, Hint: hint}
+	}
+	e := func(c model.Code, status int, meaning, hint string) CodeInfo {
+		return CodeInfo{Code: c, Kind: KindEngine, Status: status, Meaning: meaning, Hint: hint}
+	}
+	return []CodeInfo{
+		t(model.CodeMissingMissionID, model.StateRejected, "the task has no mission ID", "pass mission_id (an HAI-MCP mission, M-…)"),
+		t(model.CodeMissingLeaseID, model.StateRejected, "the task has no lease ID", "pass lease_id (an HAI-MCP lease, S-…)"),
+		t(model.CodeInvalidMissionID, model.StateRejected, "the mission ID is not 1–128 characters of [A-Za-z0-9._:-]", "pass the mission ID exactly as the authority issued it"),
+		t(model.CodeInvalidLeaseID, model.StateRejected, "the lease ID is not 1–128 characters of [A-Za-z0-9._:-]", "pass the lease ID exactly as the authority issued it"),
+		t(model.CodeACPDenialNotEnforced, model.StateBlocked, "the dispatcher would not deny every permission request, or would advertise fs/terminal", "this is a relay defect; report it"),
+		t(model.CodeAgentDisabled, model.StateBlocked, "the target agent is disabled by policy", "set enabled = true under [agents.NAME] in config.toml"),
+		t(model.CodeAgentNotConfigured, model.StateBlocked, "the target agent's adapter binary is not found on the daemon's PATH", "install the agent's ACP adapter or set [agents.NAME] command in config.toml"),
+		t(model.CodeAuthorityNotConfigured, model.StateBlocked, "no authority adapter is configured, so nothing may run", "set [authority] command in config.toml"),
+		t(model.CodeAuthorityUnavailable, model.StateBlocked, "the authority adapter could not be started or exited non-zero", "run the adapter by hand with a request on stdin; see the audit row for its stderr"),
+		t(model.CodeAuthorityTimeout, model.StateBlocked, "the authority adapter did not answer within authority.timeout", "raise [authority] timeout or fix the adapter"),
+		t(model.CodeAuthorityInvalidResponse, model.StateBlocked, "the authority adapter's answer was not one valid JSON decision of at most 64 KiB", "check the adapter's output against the contract in the brief §4"),
+		t(model.CodeAuthorityDenied, model.StateRejected, "the authority adapter denied the task (its own code is kept with the verdict)", "ask the authority why; see the verdict's adapter code"),
+		t(model.CodeStateChangingRequiresGuardedClaude, model.StateRejected, "state_changing tasks run only on claude with the authority's guarded assurance", "submit read_only, or target claude under a guarded lease"),
+		t(model.CodeDispatchFailed, model.StateFailed, "the target agent could not be started or its ACP session set up", "run `relay agents probe NAME` and read the task log"),
+		t(model.CodeDispatchInterrupted, model.StateFailed, "the daemon stopped while the task was authorized or working; its outcome is unknown", "submit a follow-up task in the same context_id if it is still needed"),
+		t(model.CodeAgentCrashed, model.StateFailed, "the agent process exited, closed its output or spoke garbage mid-task", "read the task's agent log in the relay home"),
+		t(model.CodeAgentRefused, model.StateFailed, "the agent ended its turn with stop reason refusal", "rephrase the task or choose another agent"),
+		t(model.CodeAgentMaxTokens, model.StateFailed, "the agent ended its turn with stop reason max_tokens", "narrow the task"),
+		t(model.CodeAgentMaxTurnRequests, model.StateFailed, "the agent ended its turn with stop reason max_turn_requests", "narrow the task"),
+		t(model.CodeAgentAuthRequired, model.StateFailed, "the agent needs its user to log in; the relay never authenticates for it", "run the agent's own login command, then retry"),
+		t(model.CodeTaskTimeout, model.StateFailed, "the task ran longer than limits.task_timeout and was stopped", "raise [limits] task_timeout or split the task"),
+		t(model.CodeCanceledBySubmitter, model.StateCanceled, "the submitter canceled the task", ""),
+		t(model.CodeCanceledByOperator, model.StateCanceled, "an operator canceled the task", ""),
+
+		r(model.CodeInvalidArgs, http.StatusBadRequest, "the request's arguments are missing, malformed or unknown", "check the tool's input schema"),
+		r(model.CodeUnknownAgent, http.StatusNotFound, "no agent of that name is known", "use list_agents to see the known agents"),
+		r(model.CodeInvalidRecipient, http.StatusBadRequest, "the recipient is not allowed (for example yourself)", "send to another agent"),
+		r(model.CodeBroadcastNotSupported, http.StatusBadRequest, "messages go to exactly one agent", "send one message per recipient"),
+		r(model.CodePayloadTooLarge, http.StatusRequestEntityTooLarge, "the payload exceeds its limit", "shorten it, or pass an artifact reference instead of the content"),
+		r(model.CodeInvalidCwd, http.StatusBadRequest, "cwd is not an existing absolute directory", "pass an absolute path to an existing directory"),
+		r(model.CodeNotFound, http.StatusNotFound, "no such task or message (or it is not yours to see)", "list_tasks / check_inbox show what you can see"),
+		r(model.CodeTaskNotCancelable, http.StatusConflict, "the task is already in a terminal state", "a follow-up is a new task in the same context_id"),
+		r(model.CodeDaemonUnavailable, http.StatusServiceUnavailable, "no relay daemon answers on this home", "start one with `relay daemon`"),
+		r(model.CodeInternal, http.StatusInternalServerError, "an internal error; details are in the daemon log", "see the daemon log in the relay home"),
+
+		e(model.CodeStaleState, http.StatusConflict, "another transition changed the task first (compare-and-set lost)", "read the task again"),
+		e(model.CodeInvalidTransition, http.StatusConflict, "the trigger is not permitted from the task's current state", "terminal states never change"),
+		e(model.CodeInvalidConfig, http.StatusInternalServerError, "config.toml is malformed, has a wrong type or an unknown key", "fix the key named in the message"),
+		e(model.CodeAuditBroken, http.StatusInternalServerError, "the audit hash chain does not verify", "the named row was changed, removed or reordered"),
+	}
+}
+
+// Lookup returns the catalogue entry of a code.
+func Lookup(c model.Code) (CodeInfo, bool) {
+	for _, ci := range Catalogue() {
+		if ci.Code == c {
+			return ci, true
+		}
+	}
+	return CodeInfo{}, false
+}
+
+// HTTPStatus maps an error's code to the socket API's HTTP status.
+func HTTPStatus(c model.Code) int {
+	if ci, ok := Lookup(c); ok {
+		return ci.Status
+	}
+	return http.StatusInternalServerError
+}
+
+// Hint returns the default hint of a code.
+func Hint(c model.Code) string {
+	ci, _ := Lookup(c)
+	return ci.Hint
+}

@@ -1,0 +1,8 @@
+// Package spec holds what the relay promises, as data: the task lifecycle
+// table (states, triggers, edges and the gates on them), the catalogue of
+// stable codes with the state each leads to, the configuration file format,
+// and the wire types of the authority adapter contract.
+//
+// The machine is built from Lifecycle, spec/errors.md is generated from
+// Catalogue, and tests keep both in step with the model's constants.
+package spec
