@@ -131,7 +131,7 @@ func ErrorCode(err error) Code {
 		return ""
 	}
 	var e *Error
-	if errors.As(err, &e) {
+	if errors.As(err, &e) && e != nil {
 		return e.Code
 	}
 	return CodeInternal
@@ -142,7 +142,7 @@ func ErrorCode(err error) Code {
 // internal leaks.
 func Public(err error) *Error {
 	var e *Error
-	if errors.As(err, &e) {
+	if errors.As(err, &e) && e != nil {
 		return &Error{Code: e.Code, Message: e.Message, Hint: e.Hint}
 	}
 	return &Error{Code: CodeInternal, Message: "internal error", Hint: "see the daemon log for details"}

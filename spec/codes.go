@@ -82,7 +82,7 @@ func Catalogue() []CodeInfo {
 
 		e(model.CodeStaleState, http.StatusConflict, "another transition changed the task first (compare-and-set lost)", "read the task again"),
 		e(model.CodeInvalidTransition, http.StatusConflict, "the trigger is not permitted from the task's current state", "terminal states never change"),
-		e(model.CodeInvalidConfig, http.StatusInternalServerError, "config.toml is malformed, has a wrong type or an unknown key", "fix the key named in the message"),
+		e(model.CodeInvalidConfig, http.StatusInternalServerError, "config.toml cannot be read, is malformed, or has an unknown key, a wrong type or a bad value", "fix the key named in the message"),
 		e(model.CodeAuditBroken, http.StatusInternalServerError, "the audit hash chain does not verify", "the named row was changed, removed or reordered"),
 	}
 }

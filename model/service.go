@@ -1,0 +1,92 @@
+package model
+
+import (
+	"context"
+	"time"
+)
+
+// SubmitRequest is a task as its caller submits it. The caller's identity
+// is not part of it: transports pass it separately, fixed at launch.
+type SubmitRequest struct {
+	Target           string     `json:"target"`
+	Prompt           string     `json:"prompt"`
+	MissionID        string     `json:"mission_id,omitempty"`
+	LeaseID          string     `json:"lease_id,omitempty"`
+	Mode             Mode       `json:"mode,omitempty"`
+	ContextID        string     `json:"context_id,omitempty"`
+	ReferenceTaskIDs []string   `json:"reference_task_ids,omitempty"`
+	Artifacts        []Artifact `json:"artifacts,omitempty"`
+	IdempotencyKey   string     `json:"idempotency_key,omitempty"`
+	Cwd              string     `json:"cwd,omitempty"`
+}
+
+// SendRequest is a passive message as its sender sends it.
+type SendRequest struct {
+	To        string     `json:"to"`
+	Body      string     `json:"body"`
+	ContextID string     `json:"context_id,omitempty"`
+	ReplyTo   string     `json:"reply_to,omitempty"`
+	Artifacts []Artifact `json:"artifacts,omitempty"`
+}
+
+// Inbox is check_inbox's answer: the messages returned and the exact number
+// of unread messages left after this call.
+type Inbox struct {
+	Messages []Message `json:"messages"`
+	Unread   int       `json:"unread"`
+}
+
+// AckResult is ack_messages' answer.
+type AckResult struct {
+	Acked int `json:"acked"`
+}
+
+// TaskDetail is a task with its timeline: every transition and every gate
+// verdict.
+type TaskDetail struct {
+	Task
+	Events   []Event   `json:"events"`
+	Verdicts []Verdict `json:"verdicts"`
+}
+
+// Conn describes a transport connection for the audit log.
+type Conn struct {
+	Agent string `json:"agent"`
+	PID   int    `json:"pid"`
+	UID   int    `json:"uid"`
+	Kind  string `json:"kind"` // "mcp" for a facade, "cli" for the operator CLI
+}
+
+// AgentService is what one agent may do, as the identity it was launched
+// with. A caller sees only tasks it submitted or targets, and only its own
+// messages; anything else is CodeNotFound.
+type AgentService interface {
+	SendMessage(ctx context.Context, caller string, r SendRequest) (Message, error)
+	CheckInbox(ctx context.Context, caller string, unreadOnly bool, limit int) (Inbox, error)
+	AckMessages(ctx context.Context, caller string, ids []string) (AckResult, error)
+	SubmitTask(ctx context.Context, caller string, r SubmitRequest) (Task, error)
+	GetTask(ctx context.Context, caller, id string) (Task, error)
+	ListTasks(ctx context.Context, caller string, state State, limit int) ([]Task, error)
+	CancelTask(ctx context.Context, caller, id string) (Task, error)
+	ListAgents(ctx context.Context) ([]AgentInfo, error)
+	// Connected audits a transport connection (identity and pid).
+	Connected(ctx context.Context, c Conn) error
+}
+
+// OperatorService is what the operator CLI may do.
+type OperatorService interface {
+	Tasks(ctx context.Context, f TaskFilter) ([]Task, error)
+	ShowTask(ctx context.Context, id string) (TaskDetail, error)
+	CancelTaskAsOperator(ctx context.Context, id string) (Task, error)
+	Messages(ctx context.Context, f MessageFilter) ([]Message, error)
+	Agents(ctx context.Context) ([]AgentInfo, error)
+	ProbeAgent(ctx context.Context, name string, timeout time.Duration) (AgentInfo, error)
+	VerifyAudit(ctx context.Context) (AuditReport, error)
+}
+
+// Service is the engine port the transports use: the in-process service and
+// the socket client both satisfy it and pass the same tests.
+type Service interface {
+	AgentService
+	OperatorService
+}

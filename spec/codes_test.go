@@ -1,0 +1,291 @@
+package spec_test
+
+import (
+	"bytes"
+	"flag"
+	"net/http"
+	"os"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/hai-relay/relay/model"
+	"github.com/hai-relay/relay/spec"
+)
+
+// update rewrites golden files instead of comparing with them:
+// go test ./spec -update
+var update = flag.Bool("update", false, "rewrite the golden files (spec/errors.md) from the code")
+
+// briefTaskCodes and briefRequestCodes are brief §8's lists, written out
+// here as the independent source the catalogue is checked against.
+var (
+	briefTaskCodes = []model.Code{
+		"missing_mission_id", "missing_lease_id", "invalid_mission_id", "invalid_lease_id",
+		"acp_denial_not_enforced", "agent_disabled", "agent_not_configured",
+		"authority_not_configured", "authority_unavailable", "authority_timeout",
+		"authority_invalid_response", "authority_denied",
+		"state_changing_requires_guarded_claude", "dispatch_failed",
+		"dispatch_interrupted", "agent_crashed", "agent_refused", "agent_max_tokens",
+		"agent_max_turn_requests", "agent_auth_required", "task_timeout",
+		"canceled_by_submitter", "canceled_by_operator",
+	}
+	briefRequestCodes = []model.Code{
+		"invalid_args", "unknown_agent", "invalid_recipient",
+		"broadcast_not_supported", "payload_too_large", "invalid_cwd", "not_found",
+		"task_not_cancelable", "daemon_unavailable", "internal",
+	}
+	// briefTaskStates is the state brief §3 gives each task code it names
+	// (agent_auth_required is named only in §8).
+	briefTaskStates = map[model.Code]model.State{
+		"missing_mission_id":                     model.StateRejected,
+		"missing_lease_id":                       model.StateRejected,
+		"invalid_mission_id":                     model.StateRejected,
+		"invalid_lease_id":                       model.StateRejected,
+		"acp_denial_not_enforced":                model.StateBlocked,
+		"agent_disabled":                         model.StateBlocked,
+		"agent_not_configured":                   model.StateBlocked,
+		"authority_not_configured":               model.StateBlocked,
+		"authority_unavailable":                  model.StateBlocked,
+		"authority_timeout":                      model.StateBlocked,
+		"authority_invalid_response":             model.StateBlocked,
+		"authority_denied":                       model.StateRejected,
+		"state_changing_requires_guarded_claude": model.StateRejected,
+		"dispatch_failed":                        model.StateFailed,
+		"dispatch_interrupted":                   model.StateFailed,
+		"agent_crashed":                          model.StateFailed,
+		"agent_refused":                          model.StateFailed,
+		"agent_max_tokens":                       model.StateFailed,
+		"agent_max_turn_requests":                model.StateFailed,
+		"task_timeout":                           model.StateFailed,
+		"canceled_by_submitter":                  model.StateCanceled,
+		"canceled_by_operator":                   model.StateCanceled,
+	}
+)
+
+func TestErrorsDoc(t *testing.T) {
+	const path = "errors.md"
+	got := spec.RenderErrorsMarkdown()
+	if *update {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("wrote %s", path)
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v; run: go test ./spec -update", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("spec/errors.md is out of date with spec.Catalogue; run: go test ./spec -update\n%s",
+			firstDiff(string(want), string(got)))
+	}
+}
+
+// firstDiff shows the first line where two texts differ.
+func firstDiff(a, b string) string {
+	al, bl := strings.Split(a, "\n"), strings.Split(b, "\n")
+	for i := range max(len(al), len(bl)) {
+		var x, y string
+		if i < len(al) {
+			x = al[i]
+		}
+		if i < len(bl) {
+			y = bl[i]
+		}
+		if x != y {
+			return "line " + strconv.Itoa(i+1) + ":\n  file: " + x + "\n  code: " + y
+		}
+	}
+	return ""
+}
+
+// Every code is listed in errors.md exactly once, as a row of its kind's
+// table.
+func TestErrorsDocRows(t *testing.T) {
+	t.Parallel()
+	doc := string(spec.RenderErrorsMarkdown())
+	sections := map[spec.CodeKind]string{}
+	parts := strings.Split(doc, "\n## ")
+	for _, p := range parts[1:] {
+		switch {
+		case strings.HasPrefix(p, "Task codes"):
+			sections[spec.KindTask] = p
+		case strings.HasPrefix(p, "Request codes"):
+			sections[spec.KindRequest] = p
+		case strings.HasPrefix(p, "Engine codes"):
+			sections[spec.KindEngine] = p
+		default:
+			t.Errorf("unexpected section %q", strings.SplitN(p, "\n", 2)[0])
+		}
+	}
+	for _, ci := range spec.Catalogue() {
+		row := "\n| `" + string(ci.Code) + "` | "
+		if n := strings.Count(doc, row); n != 1 {
+			t.Errorf("code %s has %d rows in errors.md, want 1", ci.Code, n)
+		}
+		if !strings.Contains(sections[ci.Kind], row) {
+			t.Errorf("code %s is not in the %s section", ci.Code, ci.Kind)
+		}
+		if ci.Kind == spec.KindTask && !strings.Contains(sections[ci.Kind], row+"`"+string(ci.State)+"` |") {
+			t.Errorf("code %s's row does not give its state %s", ci.Code, ci.State)
+		}
+	}
+}
+
+func TestCatalogueMatchesModel(t *testing.T) {
+	t.Parallel()
+	count := map[model.Code]int{}
+	for _, ci := range spec.Catalogue() {
+		count[ci.Code]++
+	}
+	for _, c := range model.AllCodes() {
+		if count[c] != 1 {
+			t.Errorf("code %s is in the catalogue %d times, want exactly once", c, count[c])
+		}
+	}
+	for c := range count {
+		if !slices.Contains(model.AllCodes(), c) {
+			t.Errorf("catalogue code %s is not in model.AllCodes()", c)
+		}
+	}
+	if n := len(spec.Catalogue()); n != len(model.AllCodes()) {
+		t.Errorf("catalogue has %d entries, model.AllCodes() %d", n, len(model.AllCodes()))
+	}
+
+	// The kinds agree with the model's lists.
+	kinds := map[spec.CodeKind][]model.Code{
+		spec.KindTask:    model.AllTaskCodes(),
+		spec.KindRequest: model.AllRequestCodes(),
+		spec.KindEngine:  model.AllEngineCodes(),
+	}
+	for _, ci := range spec.Catalogue() {
+		list, ok := kinds[ci.Kind]
+		if !ok {
+			t.Errorf("code %s has unknown kind %q", ci.Code, ci.Kind)
+			continue
+		}
+		if !slices.Contains(list, ci.Code) {
+			t.Errorf("code %s has kind %s, but the model does not list it as one", ci.Code, ci.Kind)
+		}
+	}
+}
+
+func TestCatalogueMatchesBrief(t *testing.T) {
+	t.Parallel()
+	var task, request []model.Code
+	for _, ci := range spec.Catalogue() {
+		switch ci.Kind {
+		case spec.KindTask:
+			task = append(task, ci.Code)
+		case spec.KindRequest:
+			request = append(request, ci.Code)
+		}
+	}
+	sameSet := func(what string, got, want []model.Code) {
+		for _, c := range want {
+			if !slices.Contains(got, c) {
+				t.Errorf("brief §8 %s code %s is missing from the catalogue", what, c)
+			}
+		}
+		for _, c := range got {
+			if !slices.Contains(want, c) {
+				t.Errorf("catalogue %s code %s is not in brief §8", what, c)
+			}
+		}
+	}
+	sameSet("task", task, briefTaskCodes)
+	sameSet("request", request, briefRequestCodes)
+
+	for c, want := range briefTaskStates {
+		ci, ok := spec.Lookup(c)
+		if ok && ci.State != want {
+			t.Errorf("code %s leads to %s, brief §3 says %s", c, ci.State, want)
+		}
+	}
+}
+
+func TestCatalogueEntries(t *testing.T) {
+	t.Parallel()
+	snake := regexp.MustCompile(`^[a-z][a-z0-9]*(_[a-z0-9]+)*$`)
+	endStates := []model.State{model.StateFailed, model.StateRejected, model.StateBlocked, model.StateCanceled}
+	for _, ci := range spec.Catalogue() {
+		if !snake.MatchString(string(ci.Code)) {
+			t.Errorf("code %q is not snake_case", ci.Code)
+		}
+		if ci.Meaning == "" {
+			t.Errorf("code %s has no meaning", ci.Code)
+		}
+		if http.StatusText(ci.Status) == "" || ci.Status < 400 {
+			t.Errorf("code %s has HTTP status %d, want an error status", ci.Code, ci.Status)
+		}
+		switch ci.Kind {
+		case spec.KindTask:
+			if !ci.State.Terminal() {
+				t.Errorf("task code %s leads to %s, which is not terminal", ci.Code, ci.State)
+			}
+			if !slices.Contains(endStates, ci.State) {
+				t.Errorf("task code %s leads to %s, want one of %v", ci.Code, ci.State, endStates)
+			}
+			if ci.Hint == "" && ci.State != model.StateCanceled {
+				t.Errorf("task code %s has no hint", ci.Code)
+			}
+		default:
+			if ci.State != "" {
+				t.Errorf("%s code %s has a state %s; only task codes lead to one", ci.Kind, ci.Code, ci.State)
+			}
+			if ci.Hint == "" {
+				t.Errorf("code %s has no hint", ci.Code)
+			}
+		}
+	}
+	// Every end state but completed has at least one code leading to it.
+	for _, s := range endStates {
+		if !slices.ContainsFunc(spec.Catalogue(), func(ci spec.CodeInfo) bool { return ci.State == s }) {
+			t.Errorf("no task code leads to %s", s)
+		}
+	}
+}
+
+func TestLookup(t *testing.T) {
+	t.Parallel()
+	for _, c := range model.AllCodes() {
+		ci, ok := spec.Lookup(c)
+		if !ok || ci.Code != c {
+			t.Errorf("Lookup(%s) = %+v, %v", c, ci, ok)
+			continue
+		}
+		if got := spec.HTTPStatus(c); got != ci.Status {
+			t.Errorf("HTTPStatus(%s) = %d, want %d", c, got, ci.Status)
+		}
+		if got := spec.Hint(c); got != ci.Hint {
+			t.Errorf("Hint(%s) = %q, want %q", c, got, ci.Hint)
+		}
+	}
+	if _, ok := spec.Lookup("no_such_code"); ok {
+		t.Error("Lookup(no_such_code) ok = true")
+	}
+	if got := spec.HTTPStatus("no_such_code"); got != http.StatusInternalServerError {
+		t.Errorf("HTTPStatus(no_such_code) = %d, want 500", got)
+	}
+	if got := spec.Hint("no_such_code"); got != "" {
+		t.Errorf("Hint(no_such_code) = %q, want none", got)
+	}
+	// Statuses the socket API relies on.
+	for c, want := range map[model.Code]int{
+		model.CodeInvalidArgs:       http.StatusBadRequest,
+		model.CodeNotFound:          http.StatusNotFound,
+		model.CodeUnknownAgent:      http.StatusNotFound,
+		model.CodePayloadTooLarge:   http.StatusRequestEntityTooLarge,
+		model.CodeTaskNotCancelable: http.StatusConflict,
+		model.CodeStaleState:        http.StatusConflict,
+		model.CodeInternal:          http.StatusInternalServerError,
+	} {
+		if got := spec.HTTPStatus(c); got != want {
+			t.Errorf("HTTPStatus(%s) = %d, want %d", c, got, want)
+		}
+	}
+}

@@ -1,0 +1,554 @@
+package spec_test
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hai-relay/relay/model"
+	"github.com/hai-relay/relay/spec"
+)
+
+// briefLaunchSpecs is brief §5's table of default launch specs, written out
+// here as the independent source DefaultConfig is checked against.
+var briefLaunchSpecs = map[string][]string{
+	"claude":   {"claude-agent-acp"},
+	"codex":    {"codex-acp"},
+	"gemini":   {"gemini", "--acp"},
+	"opencode": {"opencode", "acp"},
+	"cursor":   {"agent", "acp"},
+	"hermes":   {"hermes", "acp"},
+}
+
+func TestDefaultConfig(t *testing.T) {
+	t.Parallel()
+	c := spec.DefaultConfig()
+
+	core := slices.Sorted(slices.Values(model.CoreAgents()))
+	if got := c.AgentNames(); !slices.Equal(got, core) {
+		t.Fatalf("AgentNames() = %v, want the core agents %v", got, core)
+	}
+	if len(briefLaunchSpecs) != len(core) {
+		t.Fatalf("brief §5 lists %d agents, model.CoreAgents() %d", len(briefLaunchSpecs), len(core))
+	}
+	for name, want := range briefLaunchSpecs {
+		a, ok := c.Agent(name)
+		if !ok {
+			t.Errorf("agent %s missing from the defaults", name)
+			continue
+		}
+		if !slices.Equal(a.Command, want) {
+			t.Errorf("agent %s command = %q, want %q (brief §5)", name, a.Command, want)
+		}
+		if !a.Enabled {
+			t.Errorf("agent %s is disabled by default; the core agents are enabled in v1", name)
+		}
+	}
+
+	want := spec.Config{
+		Authority: spec.AuthorityConfig{Command: nil, Timeout: 5 * time.Second},
+		Agents:    c.Agents,
+		Limits: spec.LimitsConfig{
+			MessageBytes: 262144,
+			TaskTimeout:  30 * time.Minute,
+			ProbeTimeout: 60 * time.Second,
+			MaxDispatch:  4,
+		},
+		Storage: spec.StorageConfig{Synchronous: "FULL"},
+	}
+	if !reflect.DeepEqual(c, want) {
+		t.Errorf("DefaultConfig() =\n%+v\nwant\n%+v", c, want)
+	}
+	if err := c.Validate(); err != nil {
+		t.Errorf("DefaultConfig().Validate() = %v", err)
+	}
+
+	// Each call is a fresh value: changing one does not change the next.
+	c.Agents["claude"].Command[0] = "changed"
+	c.Agents["extra"] = spec.AgentConfig{}
+	c2 := spec.DefaultConfig()
+	if c2.Agents["claude"].Command[0] != "claude-agent-acp" || len(c2.Agents) != len(core) {
+		t.Errorf("DefaultConfig shares state between calls: %+v", c2.Agents)
+	}
+}
+
+func TestConfigAgent(t *testing.T) {
+	t.Parallel()
+	c := spec.DefaultConfig()
+	a, ok := c.Agent("gemini")
+	if !ok || !slices.Equal(a.Command, []string{"gemini", "--acp"}) {
+		t.Fatalf("Agent(gemini) = %+v, %v", a, ok)
+	}
+	a.Command[0] = "changed"
+	if c.Agents["gemini"].Command[0] != "gemini" {
+		t.Error("Agent returned the config's own command slice")
+	}
+	if _, ok := c.Agent("nobody"); ok {
+		t.Error("Agent(nobody) ok = true")
+	}
+	if _, ok := c.Agent(model.RelayAgent); ok {
+		t.Error("Agent(relay) ok = true")
+	}
+}
+
+const fullConfig = `# every key, and a custom agent
+[authority]
+command = ["hai-authority", "--relay", ""]
+timeout = "2s"
+
+[agents.claude]
+command = ["/opt/claude/bin/claude-agent-acp", "--verbose"]
+enabled = true
+
+[agents.gemini]
+enabled = false
+
+[agents.my-agent_2]
+command = ["my-agent-acp"]
+
+[agents.off]
+command = ["/usr/local/bin/My Agent/acp"]   # a path with a space is fine
+enabled = false
+
+[limits]
+message_bytes = 1024
+task_timeout = "1h30m"
+probe_timeout = "15s"
+max_dispatch = 16
+
+[storage]
+synchronous = "NORMAL"
+`
+
+func TestParseConfigFull(t *testing.T) {
+	t.Parallel()
+	c, err := spec.ParseConfig([]byte(fullConfig), "config.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := spec.DefaultConfig()
+	want.Authority = spec.AuthorityConfig{Command: []string{"hai-authority", "--relay", ""}, Timeout: 2 * time.Second}
+	want.Agents["claude"] = spec.AgentConfig{Command: []string{"/opt/claude/bin/claude-agent-acp", "--verbose"}, Enabled: true}
+	want.Agents["gemini"] = spec.AgentConfig{Command: []string{"gemini", "--acp"}, Enabled: false}
+	want.Agents["my-agent_2"] = spec.AgentConfig{Command: []string{"my-agent-acp"}, Enabled: true}
+	want.Agents["off"] = spec.AgentConfig{Command: []string{"/usr/local/bin/My Agent/acp"}, Enabled: false}
+	want.Limits = spec.LimitsConfig{MessageBytes: 1024, TaskTimeout: 90 * time.Minute, ProbeTimeout: 15 * time.Second, MaxDispatch: 16}
+	want.Storage.Synchronous = spec.SynchronousNormal
+	if !reflect.DeepEqual(c, want) {
+		t.Errorf("ParseConfig =\n%+v\nwant\n%+v", c, want)
+	}
+	wantNames := []string{"claude", "codex", "cursor", "gemini", "hermes", "my-agent_2", "off", "opencode"}
+	if got := c.AgentNames(); !slices.Equal(got, wantNames) {
+		t.Errorf("AgentNames() = %v, want %v", got, wantNames)
+	}
+}
+
+func TestParseConfigEmpty(t *testing.T) {
+	t.Parallel()
+	for _, doc := range []string{"", "\n", "# only a comment\n", "[authority]\n[limits]\n[storage]\n[agents]\n"} {
+		c, err := spec.ParseConfig([]byte(doc), "config.toml")
+		if err != nil {
+			t.Errorf("ParseConfig(%q): %v", doc, err)
+			continue
+		}
+		if !reflect.DeepEqual(c, spec.DefaultConfig()) {
+			t.Errorf("ParseConfig(%q) = %+v, want the defaults", doc, c)
+		}
+	}
+}
+
+func TestParseConfigMerge(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		doc  string
+		want func(c *spec.Config)
+	}{
+		{"disabling keeps the default command", "[agents.claude]\nenabled = false\n", func(c *spec.Config) {
+			c.Agents["claude"] = spec.AgentConfig{Command: []string{"claude-agent-acp"}, Enabled: false}
+		}},
+		{"a command keeps the agent enabled", "[agents.codex]\ncommand = [\"/opt/codex-acp\"]\n", func(c *spec.Config) {
+			c.Agents["codex"] = spec.AgentConfig{Command: []string{"/opt/codex-acp"}, Enabled: true}
+		}},
+		{"an empty core agent table changes nothing", "[agents.hermes]\n", func(*spec.Config) {}},
+		{"dotted keys", "agents.cursor.enabled = false\nlimits.max_dispatch = 1\n", func(c *spec.Config) {
+			c.Agents["cursor"] = spec.AgentConfig{Command: []string{"agent", "acp"}, Enabled: false}
+			c.Limits.MaxDispatch = 1
+		}},
+		{"inline tables", "limits = {task_timeout = \"5m\"}\nagents = {x = {command = [\"x-acp\"]}}\n", func(c *spec.Config) {
+			c.Limits.TaskTimeout = 5 * time.Minute
+			c.Agents["x"] = spec.AgentConfig{Command: []string{"x-acp"}, Enabled: true}
+		}},
+		{"a custom agent is enabled by default", "[agents.mine]\ncommand = [\"mine\", \"acp\"]\n", func(c *spec.Config) {
+			c.Agents["mine"] = spec.AgentConfig{Command: []string{"mine", "acp"}, Enabled: true}
+		}},
+		{"a timeout alone configures no adapter", "[authority]\ntimeout = \"1m\"\n", func(c *spec.Config) {
+			c.Authority.Timeout = time.Minute
+		}},
+		{"an adapter alone keeps the default timeout", "[authority]\ncommand = [\"auth\"]\n", func(c *spec.Config) {
+			c.Authority.Command = []string{"auth"}
+		}},
+		{"one limit keeps the others", "[limits]\nmessage_bytes = 10\n", func(c *spec.Config) {
+			c.Limits.MessageBytes = 10
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			got, err := spec.ParseConfig([]byte(tt.doc), "config.toml")
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := spec.DefaultConfig()
+			tt.want(&want)
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("got\n%+v\nwant\n%+v", got, want)
+			}
+		})
+	}
+}
+
+// badConfigs are malformed documents, each with the key its error must
+// name, the line it must give (0: the library knows none, so none is
+// given) and further text the message must contain.
+var badConfigs = []struct {
+	name string
+	doc  string
+	key  string
+	line int
+	more string
+}{
+	// TOML syntax.
+	{"unclosed table header", "[limits\nmax_dispatch = 4\n", "", 2, "invalid TOML"}, // the library reports the newline
+	{"duplicate key", "[limits]\nmax_dispatch = 3\nmax_dispatch = 4\n", "limits.max_dispatch", 3, "invalid TOML"},
+	{"bare string", "[storage]\nsynchronous = FULL\n", "storage.synchronous", 2, "invalid TOML"},
+	{"invalid UTF-8", "[limits]\nmax_dispatch = \"\xff\"\n", "", 2, "invalid TOML"},
+
+	// Unknown keys, anywhere.
+	{"misspelt limit", "[limits]\nmax_dispatch = 3\nmax_dispatc = 3\n", "limits.max_dispatc", 3, "did you mean max_dispatch?"},
+	{"wrong case", "[limits]\nMax_Dispatch = 3\n", "limits.Max_Dispatch", 2, "case-sensitive; did you mean max_dispatch?"},
+	{"unknown table", "[limit]\nmax_dispatch = 3\n", "limit", 1, "did you mean limits?"},
+	{"unknown top-level key", "\n\nverbose = true\n", "verbose", 3, "unknown key"},
+	{"unknown nested table", "[limits.extra]\nx = 1\n", "limits.extra", 1, "unknown key"},
+	{"unknown dotted key", "[limits]\nextra.x = 1\n", "limits.extra", 2, "unknown key"},
+	{"unknown agent key", "[agents.claude]\nenable = false\n", "agents.claude.enable", 2, "did you mean enabled?"},
+	{"unknown authority key", "[authority]\ncomand = [\"a\"]\n", "authority.comand", 2, "did you mean command?"},
+	{"unknown storage key", "[storage]\nsync = \"FULL\"\n", "storage.sync", 2, "unknown key"},
+
+	// Tables that are not tables.
+	{"limits is a number", "limits = 3\n", "limits", 1, "want a table, got integer 3"},
+	{"agents is a number", "agents = 3\n", "agents", 1, "want a table, got integer 3"},
+	{"agents is an array", "agents = []\n", "agents", 1, "want a table, got an array"},
+	{"agents is an array of tables", "[[agents]]\nname = \"claude\"\n", "agents", 1, "want a table, got an array of tables"},
+	{"an agent is a string", "[agents]\nclaude = \"claude-agent-acp\"\n", "agents.claude", 2, "want a table, got string"},
+	{"authority is a string", "authority = \"hai\"\n", "authority", 1, "want a table"},
+
+	// Wrong types.
+	{"max_dispatch is a word", "[limits]\nmax_dispatch = \"four\"\n", "limits.max_dispatch", 2, `want a positive integer, got string "four"`},
+	{"max_dispatch is a float", "[limits]\nmax_dispatch = 4.5\n", "limits.max_dispatch", 2, "got float 4.5"},
+	{"max_dispatch is a table", "[limits]\nmax_dispatch = {n = 4}\n", "limits.max_dispatch", 2, "got a table"},
+	{"message_bytes is a boolean", "[limits]\nmessage_bytes = true\n", "limits.message_bytes", 2, "got boolean true"},
+	{"enabled is a string", "[agents.codex]\nenabled = \"yes\"\n", "agents.codex.enabled", 2, `want true or false, got string "yes"`},
+	{"timeout is an integer", "[authority]\ntimeout = 5\n", "authority.timeout", 2, "want a duration string"},
+	{"timeout is a datetime", "[limits]\ntask_timeout = 1979-05-27\n", "limits.task_timeout", 2, "got a datetime"},
+	{"synchronous is a number", "[storage]\nsynchronous = 2\n", "storage.synchronous", 2, "got integer 2"},
+	{"command is a string", "[agents.claude]\ncommand = \"claude-agent-acp --debug\"\n", "agents.claude.command", 2, `such as ["claude-agent-acp", "--debug"]`},
+	{"command has a number", "[authority]\ncommand = [\"hai\", 3]\n", "authority.command", 2, "element 1 is integer 3"},
+	{"command has a table", "[authority]\ncommand = [\"hai\", {x = 1}]\n", "authority.command", 2, "element 1 is a table"},
+
+	// Bad values.
+	{"zero max_dispatch", "[limits]\nmax_dispatch = 0\n", "limits.max_dispatch", 2, "want a positive integer, got 0"},
+	{"negative max_dispatch", "[limits]\nmax_dispatch = -1\n", "limits.max_dispatch", 2, "got -1"},
+	{"zero message_bytes", "[limits]\nmessage_bytes = 0\n", "limits.message_bytes", 2, "positive"},
+	{"negative duration", "[limits]\ntask_timeout = \"-5s\"\n", "limits.task_timeout", 2, `want a positive duration, got "-5s"`},
+	{"zero duration", "[limits]\nprobe_timeout = \"0s\"\n", "limits.probe_timeout", 2, "positive"},
+	{"zero duration without unit", "[authority]\ntimeout = \"0\"\n", "authority.timeout", 2, "positive"},
+	{"duration without unit", "[authority]\ntimeout = \"5\"\n", "authority.timeout", 2, "not a Go duration"},
+	{"unparsable duration", "[limits]\nprobe_timeout = \"one minute\"\n", "limits.probe_timeout", 2, `"one minute" is not a Go duration`},
+	{"empty duration", "[limits]\ntask_timeout = \"\"\n", "limits.task_timeout", 2, "not a Go duration"},
+	{"empty authority command", "[authority]\ncommand = []\n", "authority.command", 2, "the command is empty"},
+	{"empty agent command", "[agents.claude]\ncommand = []\n", "agents.claude.command", 2, "the command is empty"},
+	{"empty program", "[agents.gemini]\ncommand = [\"\", \"--acp\"]\n", "agents.gemini.command", 2, "program name (element 0) is empty"},
+	{"blank program", "[authority]\ncommand = [\"  \"]\n", "authority.command", 2, "is empty"},
+	{"padded program", "[authority]\ncommand = [\" hai\"]\n", "authority.command", 2, "leading or trailing spaces"},
+	{"shell line as program", "[agents.gemini]\ncommand = [\"gemini --acp\"]\n", "agents.gemini.command", 2, `write ["gemini", "--acp"]`},
+	{"NUL in an argument", "[authority]\ncommand = [\"hai\", \"a\\u0000b\"]\n", "authority.command", 2, "element 1 contains a NUL byte"},
+	{"lower-case synchronous", "[storage]\nsynchronous = \"full\"\n", "storage.synchronous", 2, `want "FULL" or "NORMAL", got "full"`},
+	{"synchronous OFF", "[storage]\nsynchronous = \"OFF\"\n", "storage.synchronous", 2, `got "OFF"`},
+
+	// Agent names.
+	{"upper-case agent", "[agents.Claude]\nenabled = false\n", "agents.Claude", 1, "does not match"},
+	{"agent with a space", "[agents.\"my agent\"]\ncommand = [\"x\"]\n", `agents."my agent"`, 1, "does not match"},
+	{"agent starting with a dash", "[agents.-x]\ncommand = [\"x\"]\n", "agents.-x", 1, "does not match"},
+	{"agent name too long", "[agents." + strings.Repeat("a", 65) + "]\ncommand = [\"x\"]\n", "agents.aaaa", 1, "does not match"},
+	{"empty agent name", "[agents.\"\"]\ncommand = [\"x\"]\n", `agents.""`, 1, "does not match"},
+	{"dotted agent name", "[agents.\"a.b\"]\ncommand = [\"x\"]\n", `agents."a.b"`, 1, "does not match"},
+	{"reserved agent", "[agents.relay]\ncommand = [\"relay\"]\n", "agents.relay", 1, "reserved"},
+	{"reserved agent, dotted", "agents.relay.enabled = false\n", "agents.relay", 1, "reserved"},
+
+	// Custom agents need a command.
+	{"custom agent without command", "[agents.mine]\nenabled = true\n", "agents.mine.command", 1, `custom agent "mine" has no command`},
+	{"empty custom agent", "\n[agents.mine]\n", "agents.mine.command", 2, "has no command"},
+	{"custom agent, dotted", "\nagents.mine.enabled = true\n", "agents.mine.command", 2, "has no command"},
+}
+
+func TestParseConfigErrors(t *testing.T) {
+	t.Parallel()
+	for _, tt := range badConfigs {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			c, err := spec.ParseConfig([]byte(tt.doc), "config.toml")
+			if err == nil {
+				t.Fatalf("ParseConfig accepted it: %+v", c)
+			}
+			var e *model.Error
+			if !errors.As(err, &e) || e.Code != model.CodeInvalidConfig {
+				t.Fatalf("error %#v is not an *model.Error with code invalid_config", err)
+			}
+			if !reflect.DeepEqual(c, spec.Config{}) {
+				t.Errorf("a failed parse returned a config: %+v", c)
+			}
+			prefix := "config.toml: "
+			if tt.line > 0 {
+				prefix = fmt.Sprintf("config.toml:%d: ", tt.line)
+			}
+			if !strings.HasPrefix(e.Message, prefix) {
+				t.Errorf("message %q does not start with %q", e.Message, prefix)
+			}
+			if !strings.Contains(e.Message, tt.key) {
+				t.Errorf("message %q does not name the key %s", e.Message, tt.key)
+			}
+			if !strings.Contains(e.Message, tt.more) {
+				t.Errorf("message %q does not say %q", e.Message, tt.more)
+			}
+			if e.Hint == "" {
+				t.Errorf("no hint for %q", e.Message)
+			}
+			t.Logf("%s\n  hint: %s", e.Message, e.Hint)
+		})
+	}
+}
+
+// The first problem in the file is the one reported, every time, although
+// the TOML library keeps tables in maps.
+func TestParseConfigReportsFirstProblem(t *testing.T) {
+	t.Parallel()
+	doc := `[limits]
+message_bytes = 1
+task_timeout = "never"
+probe_timeout = "-1s"
+max_dispatch = "four"
+
+[agents.a]
+enabled = 1
+[agents.b]
+enabled = 2
+`
+	for range 50 {
+		_, err := spec.ParseConfig([]byte(doc), "config.toml")
+		if err == nil || !strings.HasPrefix(err.(*model.Error).Message, "config.toml:3: limits.task_timeout: ") {
+			t.Fatalf("error = %v, want the task_timeout on line 3", err)
+		}
+	}
+}
+
+func TestParseConfigName(t *testing.T) {
+	t.Parallel()
+	_, err := spec.ParseConfig([]byte("[limits]\nmax_dispatch = 0\n"), "/home/u/.local/state/hai-relay/config.toml")
+	if err == nil || !strings.HasPrefix(err.(*model.Error).Message, "/home/u/.local/state/hai-relay/config.toml:2: limits.max_dispatch: ") {
+		t.Errorf("error = %v, want it to start with the file name and line", err)
+	}
+	_, err = spec.ParseConfig([]byte("x = 1\n"), "")
+	if err == nil || !strings.HasPrefix(err.(*model.Error).Message, "config:1: x: ") {
+		t.Errorf("error = %v, want a placeholder file name", err)
+	}
+}
+
+func TestLoadConfigMissing(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	for _, path := range []string{
+		filepath.Join(dir, "config.toml"),
+		filepath.Join(dir, "no", "such", "dir", "config.toml"),
+	} {
+		c, err := spec.LoadConfig(path)
+		if err != nil {
+			t.Errorf("LoadConfig(%s) = %v, want the defaults", path, err)
+		}
+		if !reflect.DeepEqual(c, spec.DefaultConfig()) {
+			t.Errorf("LoadConfig(%s) = %+v, want the defaults", path, c)
+		}
+	}
+}
+
+func TestLoadConfig(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "config.toml")
+	if err := os.WriteFile(path, []byte(fullConfig), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	got, err := spec.LoadConfig(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := spec.ParseConfig([]byte(fullConfig), "config.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("LoadConfig = %+v, want %+v", got, want)
+	}
+
+	if err := os.WriteFile(path, []byte("[limits]\nmax_dispatc = 3\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err = spec.LoadConfig(path)
+	if model.ErrorCode(err) != model.CodeInvalidConfig || !strings.Contains(err.Error(), path+":2: limits.max_dispatc: unknown key") {
+		t.Errorf("LoadConfig(bad file) = %v, want invalid_config naming %s:2 and limits.max_dispatc", err, path)
+	}
+}
+
+func TestLoadConfigUnreadable(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	notFile := filepath.Join(dir, "config.toml")
+	if err := os.Mkdir(notFile, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	fileAsDir := filepath.Join(dir, "file")
+	if err := os.WriteFile(fileAsDir, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{notFile, filepath.Join(fileAsDir, "config.toml"), ""} {
+		_, err := spec.LoadConfig(path)
+		var e *model.Error
+		if !errors.As(err, &e) || e.Code != model.CodeInvalidConfig {
+			t.Errorf("LoadConfig(%q) = %v, want invalid_config", path, err)
+			continue
+		}
+		if path != "" && !strings.Contains(e.Message, path) {
+			t.Errorf("LoadConfig(%q) message %q does not name the file", path, e.Message)
+		}
+		if e.Hint == "" {
+			t.Errorf("LoadConfig(%q) has no hint", path)
+		}
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		key    string
+		change func(c *spec.Config)
+	}{
+		{"authority.command", func(c *spec.Config) { c.Authority.Command = []string{""} }},
+		{"authority.timeout", func(c *spec.Config) { c.Authority.Timeout = 0 }},
+		{"agents.claude.command", func(c *spec.Config) { c.Agents["claude"] = spec.AgentConfig{Enabled: true} }},
+		{"agents.Bad", func(c *spec.Config) { c.Agents["Bad"] = spec.AgentConfig{Command: []string{"x"}} }},
+		{"agents.relay", func(c *spec.Config) { c.Agents["relay"] = spec.AgentConfig{Command: []string{"x"}} }},
+		{"limits.message_bytes", func(c *spec.Config) { c.Limits.MessageBytes = -1 }},
+		{"limits.task_timeout", func(c *spec.Config) { c.Limits.TaskTimeout = -time.Second }},
+		{"limits.probe_timeout", func(c *spec.Config) { c.Limits.ProbeTimeout = 0 }},
+		{"limits.max_dispatch", func(c *spec.Config) { c.Limits.MaxDispatch = 0 }},
+		{"storage.synchronous", func(c *spec.Config) { c.Storage.Synchronous = "" }},
+	}
+	for _, tt := range tests {
+		c := spec.DefaultConfig()
+		tt.change(&c)
+		err := c.Validate()
+		if model.ErrorCode(err) != model.CodeInvalidConfig || !strings.Contains(err.Error(), tt.key) {
+			t.Errorf("Validate after breaking %s = %v", tt.key, err)
+		}
+	}
+	if err := (spec.Config{}).Validate(); err == nil {
+		t.Error("the zero Config validates")
+	}
+	c := spec.DefaultConfig()
+	c.Authority.Command = nil
+	if err := c.Validate(); err != nil {
+		t.Errorf("no authority adapter is valid (tasks are blocked, not the config): %v", err)
+	}
+}
+
+func TestValidAgentName(t *testing.T) {
+	t.Parallel()
+	for _, name := range append(model.CoreAgents(), "a", "0", "my-agent_2", strings.Repeat("x", 64)) {
+		if !spec.ValidAgentName(name) {
+			t.Errorf("ValidAgentName(%q) = false", name)
+		}
+	}
+	for _, name := range []string{"", "relay", "Claude", "-a", "_a", "a b", "a.b", "é", strings.Repeat("x", 65)} {
+		if spec.ValidAgentName(name) {
+			t.Errorf("ValidAgentName(%q) = true", name)
+		}
+	}
+}
+
+// FuzzParseConfig checks that any document either parses into a valid
+// config holding the core agents, or fails with invalid_config naming the
+// file; and never panics.
+func FuzzParseConfig(f *testing.F) {
+	f.Add([]byte(fullConfig))
+	for _, tt := range badConfigs {
+		f.Add([]byte(tt.doc))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		c, err := spec.ParseConfig(data, "f.toml")
+		if err != nil {
+			var e *model.Error
+			if !errors.As(err, &e) || e.Code != model.CodeInvalidConfig || !strings.HasPrefix(e.Message, "f.toml") || e.Hint == "" {
+				t.Fatalf("error %#v: want invalid_config naming f.toml, with a hint", err)
+			}
+			return
+		}
+		if err := c.Validate(); err != nil {
+			t.Fatalf("ParseConfig returned a config that Validate rejects: %v", err)
+		}
+		for _, name := range model.CoreAgents() {
+			if _, ok := c.Agent(name); !ok {
+				t.Fatalf("core agent %s lost", name)
+			}
+		}
+	})
+}
+
+func ExampleParseConfig() {
+	doc := `
+[authority]
+command = ["hai-authority", "--relay"]
+
+[agents.gemini]
+enabled = false
+
+[limits]
+max_dispatch = 2
+`
+	c, err := spec.ParseConfig([]byte(doc), "config.toml")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	gemini, _ := c.Agent("gemini")
+	fmt.Println("authority:", c.Authority.Command, "timeout", c.Authority.Timeout)
+	fmt.Println("gemini:", gemini.Command, "enabled", gemini.Enabled)
+	fmt.Println("max_dispatch:", c.Limits.MaxDispatch, "task_timeout:", c.Limits.TaskTimeout)
+
+	_, err = spec.ParseConfig([]byte("[limits]\nmax_dispatc = 3\n"), "config.toml")
+	e := model.Public(err)
+	fmt.Println(e.Code)
+	fmt.Println(e.Message)
+	fmt.Println(e.Hint)
+	// Output:
+	// authority: [hai-authority --relay] timeout 5s
+	// gemini: [gemini --acp] enabled false
+	// max_dispatch: 2 task_timeout: 30m0s
+	// invalid_config
+	// config.toml:2: limits.max_dispatc: unknown key (did you mean max_dispatch?)
+	// remove it or fix its spelling; the keys of [limits] are max_dispatch, message_bytes, probe_timeout, task_timeout
+}
