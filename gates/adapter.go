@@ -1,0 +1,583 @@
+package gates
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+	"unicode/utf8"
+
+	"github.com/hai-relay/relay/model"
+	"github.com/hai-relay/relay/spec"
+)
+
+// Defaults of the authority adapter client.
+const (
+	// DefaultAuthorityTimeout bounds one consultation when NewAuthority is
+	// given no positive timeout (brief §4: authority.timeout, 5 s).
+	DefaultAuthorityTimeout = 5 * time.Second
+	// DefaultAuthorityGrace is how long the client keeps reading the
+	// adapter's output after the adapter exited, and after its process group
+	// was killed, before it stops reading.
+	DefaultAuthorityGrace = 200 * time.Millisecond
+	// DefaultStderrExcerpt is the most of the adapter's stderr kept for the
+	// audit: its first and last halves, with the number of bytes left out.
+	DefaultStderrExcerpt = 4 << 10
+	// MaxAdapterMessage is the most of a deny message kept, in bytes.
+	MaxAdapterMessage = 2 << 10
+)
+
+// AuthorityOption configures NewAuthority.
+type AuthorityOption func(*adapter)
+
+// WithEnv adds environment entries ("KEY=value") to the adapter's
+// environment, which otherwise is the relay's own.
+func WithEnv(env ...string) AuthorityOption {
+	return func(a *adapter) { a.env = append(a.env, env...) }
+}
+
+// WithDir runs the adapter in dir instead of the relay's working directory.
+func WithDir(dir string) AuthorityOption { return func(a *adapter) { a.dir = dir } }
+
+// WithGrace sets how long output is still read after the adapter exits or
+// its group is killed (DefaultAuthorityGrace). A grandchild holding stdout
+// open delays a consultation by at most this much, twice.
+func WithGrace(d time.Duration) AuthorityOption {
+	return func(a *adapter) {
+		if d >= 0 {
+			a.grace = d
+		}
+	}
+}
+
+// WithStderrExcerpt sets how many bytes of stderr are kept
+// (DefaultStderrExcerpt); the rest is read and discarded.
+func WithStderrExcerpt(n int) AuthorityOption {
+	return func(a *adapter) {
+		if n > 0 {
+			a.stderrMax = n
+		}
+	}
+}
+
+// WithClock sets the clock that stamps requests without a time.
+func WithClock(now func() time.Time) AuthorityOption {
+	return func(a *adapter) {
+		if now != nil {
+			a.now = now
+		}
+	}
+}
+
+// NewAuthority returns the client of the authority adapter run by argv
+// (argv[0] is the program, found on PATH when it has no slash; no shell is
+// involved). It returns a nil model.Authority when argv is empty or
+// argv[0] is "", so that the authority gate reports authority_not_configured:
+// "no adapter" is a state the relay reports, not an error it hides. A
+// timeout of zero or less means DefaultAuthorityTimeout.
+//
+// Each Consult runs the adapter once, in its own process group, writes one
+// spec.AuthorityRequest as a JSON line to its stdin and closes it, and reads
+// one spec.AuthorityResponse from its stdout:
+//
+//   - at most spec.AuthorityMaxResponse bytes are read; more is
+//     authority_invalid_response and the group is killed at once;
+//   - stderr is read to the end but only an excerpt is kept;
+//   - after timeout the whole process group gets SIGKILL:
+//     authority_timeout; a context deadline is authority_timeout too, a
+//     canceled context authority_unavailable (both wrap ctx.Err());
+//   - when the adapter exits, output is read for a short grace; then the
+//     process group is killed in any case (nothing the adapter started in
+//     its group outlives the consultation) and reading stops, so a
+//     grandchild holding stdout open cannot hang Consult;
+//   - a spawn error or a non-zero exit (or death by a signal) is
+//     authority_unavailable, even when stdout held a valid allow;
+//   - stdout must be exactly one JSON object, optionally surrounded by
+//     JSON whitespace. Empty output, anything else or anything after it
+//     is authority_invalid_response.
+//
+// When several of these apply, the first in this order decides: spawn
+// error, context, timeout, oversized output, exit status, content.
+//
+// The known fields are read strictly: keys match exactly (case-sensitive)
+// and at most once; decision, assurance, code and message must be strings
+// (null counts as absent); decision is "allow" or "deny"; assurance, when
+// present, is "standard" or "guarded" (absent means standard; "" is not
+// absent); a deny needs a code of 1–128 characters of [A-Za-z0-9._:-].
+// Unknown fields are accepted and ignored, so an adapter can add its own
+// (a TTL, a trace id) without breaking the relay. On allow, code is ignored;
+// on deny, assurance is checked but not used. Deny messages are cut to
+// MaxAdapterMessage bytes.
+//
+// Every failure is a *model.Error with an authority_* code, a message, the
+// code's hint, and the underlying detail in Err. The returned answer always
+// carries ExitCode (-1 when there is no exit status), Elapsed and the
+// stderr excerpt, also on failure. Consult is safe for concurrent use.
+//
+// Process groups, waitid and SIGKILL make this client Unix-only; on Linux
+// the adapter is not reaped until its group is killed, so the group id
+// cannot be recycled in between.
+func NewAuthority(argv []string, timeout time.Duration, opts ...AuthorityOption) model.Authority {
+	if len(argv) == 0 || argv[0] == "" {
+		return nil
+	}
+	if timeout <= 0 {
+		timeout = DefaultAuthorityTimeout
+	}
+	a := &adapter{
+		argv:      append([]string(nil), argv...),
+		timeout:   timeout,
+		grace:     DefaultAuthorityGrace,
+		stderrMax: DefaultStderrExcerpt,
+		now:       time.Now,
+	}
+	for _, o := range opts {
+		o(a)
+	}
+	return a
+}
+
+type adapter struct {
+	argv      []string
+	timeout   time.Duration
+	grace     time.Duration
+	env       []string
+	dir       string
+	stderrMax int
+	now       func() time.Time
+}
+
+// String names the adapter's program for logs.
+func (a *adapter) String() string {
+	if a == nil {
+		return "authority(none)"
+	}
+	return "authority(" + strconv.Quote(a.argv[0]) + ")"
+}
+
+// Consult implements model.Authority.
+func (a *adapter) Consult(ctx context.Context, req model.AuthorityRequest) (model.AuthorityAnswer, error) {
+	if a == nil {
+		return model.AuthorityAnswer{ExitCode: -1},
+			authErr(model.CodeAuthorityNotConfigured, nil, "no authority adapter is configured")
+	}
+	if req.RequestID == "" {
+		req.RequestID = NewRequestID()
+	}
+	if req.RequestedAt.IsZero() {
+		req.RequestedAt = a.now()
+	}
+	body, err := json.Marshal(spec.AuthorityRequest{
+		Version:     spec.AuthorityProtocolVersion,
+		RequestID:   req.RequestID,
+		TaskID:      req.TaskID,
+		MissionID:   req.MissionID,
+		LeaseID:     req.LeaseID,
+		Caller:      req.Caller,
+		Target:      req.Target,
+		Mode:        string(req.Mode),
+		RequestedAt: req.RequestedAt.UTC().Format(time.RFC3339Nano),
+	})
+	if err != nil { // cannot happen for strings and an int
+		return model.AuthorityAnswer{ExitCode: -1},
+			authErr(model.CodeAuthorityUnavailable, err, "the authority request could not be encoded")
+	}
+	body = append(body, '\n')
+
+	start := time.Now()
+	r := a.run(ctx, body)
+	ans := model.AuthorityAnswer{Stderr: r.stderr, ExitCode: r.exitCode, Elapsed: time.Since(start)}
+
+	switch {
+	case r.startErr != nil:
+		return ans, authErr(model.CodeAuthorityUnavailable, r.startErr,
+			"the authority adapter %q could not be started", a.argv[0])
+	case r.ctxErr != nil && errors.Is(r.ctxErr, context.DeadlineExceeded):
+		return ans, authErr(model.CodeAuthorityTimeout, r.ctxErr,
+			"the consultation's deadline passed before the authority adapter answered; its process group was killed")
+	case r.ctxErr != nil:
+		return ans, authErr(model.CodeAuthorityUnavailable, r.ctxErr,
+			"the consultation was canceled before the authority adapter answered; its process group was killed")
+	case r.timedOut:
+		return ans, authErr(model.CodeAuthorityTimeout, nil,
+			"the authority adapter did not answer within %s; its process group was killed", a.timeout)
+	case r.oversized:
+		return ans, authErr(model.CodeAuthorityInvalidResponse, nil,
+			"the authority adapter wrote more than %d bytes to stdout", spec.AuthorityMaxResponse)
+	case r.exitCode != 0:
+		how := "exited with status " + strconv.Itoa(r.exitCode)
+		if r.signal != "" {
+			how = "was killed by signal " + r.signal
+		}
+		return ans, authErr(model.CodeAuthorityUnavailable, r.waitErr,
+			"the authority adapter %s; its output is ignored", how)
+	}
+
+	resp, why, err := parseResponse(r.stdout)
+	if why != "" {
+		return ans, authErr(model.CodeAuthorityInvalidResponse, stdoutErr(err, r.stdout),
+			"the authority adapter's answer is invalid: %s", why)
+	}
+	switch resp.Decision {
+	case spec.DecisionAllow:
+		ans.Allow = true
+		ans.Assurance = model.Assurance(resp.Assurance)
+		if ans.Assurance == "" {
+			ans.Assurance = model.AssuranceStandard
+		}
+	case spec.DecisionDeny:
+		ans.DenyCode = resp.Code
+	}
+	ans.Message = truncateUTF8(resp.Message, MaxAdapterMessage)
+	return ans, nil
+}
+
+type runResult struct {
+	stdout    []byte
+	stderr    string
+	exitCode  int
+	signal    string
+	startErr  error
+	waitErr   error
+	ctxErr    error
+	timedOut  bool
+	oversized bool
+}
+
+// run starts the adapter, feeds it input and collects its output, bounded
+// as NewAuthority describes. Every goroutine it starts has ended when it
+// returns, and the adapter's process group has been sent SIGKILL.
+func (a *adapter) run(ctx context.Context, input []byte) (r runResult) {
+	r.exitCode = -1
+	var files []*os.File
+	defer func() {
+		for _, f := range files {
+			_ = f.Close()
+		}
+	}()
+	pipe := func() (rd, wr *os.File) {
+		if r.startErr != nil {
+			return nil, nil
+		}
+		rd, wr, r.startErr = os.Pipe()
+		files = append(files, rd, wr)
+		return rd, wr
+	}
+	stdinR, stdinW := pipe()
+	stdoutR, stdoutW := pipe()
+	stderrR, stderrW := pipe()
+	if r.startErr != nil {
+		return r
+	}
+
+	cmd := exec.Command(a.argv[0], a.argv[1:]...)
+	cmd.Dir = a.dir
+	if len(a.env) > 0 {
+		cmd.Env = append(os.Environ(), a.env...)
+	}
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdinR, stdoutW, stderrW
+	cmd.SysProcAttr = groupAttr()
+	r.startErr = cmd.Start()
+	// The child holds its own copies of these ends now; ours must go so
+	// that EOF on stdout and stderr means every writer is gone.
+	_, _, _ = stdinR.Close(), stdoutW.Close(), stderrW.Close()
+	if r.startErr != nil {
+		return r
+	}
+	pid := cmd.Process.Pid
+	exited, reap := watchExit(cmd)
+
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		// A write error (the adapter closed stdin without reading) is not
+		// ours to judge: its answer is.
+		_, _ = stdinW.Write(input)
+		_ = stdinW.Close()
+	})
+	stdoutDone, over := make(chan struct{}), make(chan struct{})
+	wg.Go(func() {
+		defer close(stdoutDone)
+		r.stdout, _ = io.ReadAll(io.LimitReader(stdoutR, spec.AuthorityMaxResponse+1))
+		if len(r.stdout) > spec.AuthorityMaxResponse {
+			close(over)
+		}
+	})
+	stderrDone := make(chan struct{})
+	ex := newExcerpt(a.stderrMax)
+	wg.Go(func() {
+		defer close(stderrDone)
+		// A plain reader, so that CopyBuffer uses this small buffer rather
+		// than os.File's WriteTo and its 32 KiB one.
+		_, _ = io.CopyBuffer(ex, struct{ io.Reader }{stderrR}, make([]byte, 8<<10))
+	})
+
+	deadline := time.Now().Add(a.timeout)
+	timer := time.NewTimer(a.timeout)
+	defer timer.Stop()
+	select {
+	case <-exited:
+		// Read what the adapter left in the pipes, but not for longer
+		// than the grace: a grandchild may hold them open.
+		drain(ctx, a.grace, over, stdoutDone, stderrDone)
+	case <-over:
+	case <-timer.C:
+		r.timedOut = true
+	case <-ctx.Done():
+		r.ctxErr = ctx.Err()
+	}
+	select {
+	case <-over:
+		r.oversized = true
+	default:
+	}
+
+	killGroup(pid)
+	// After SIGKILL the group's ends of the pipes close at once; only a
+	// process that left the group could keep them open. Take what is
+	// buffered, then stop reading. Bytes already in a pipe are still read
+	// (up to the consultation's deadline), so a slow reader goroutine
+	// never loses an answer the adapter did write.
+	drain(context.WithoutCancel(ctx), a.grace, over, stdoutDone, stderrDone)
+	hard := time.Now().Add(a.grace)
+	if deadline.After(hard) {
+		hard = deadline
+	}
+	stopReading(stdoutR, stdoutDone, hard)
+	stopReading(stderrR, stderrDone, hard)
+	_ = stdinW.SetWriteDeadline(time.Now())
+	wg.Wait()
+
+	r.waitErr = reap()
+	r.stderr = ex.String()
+	if ps := cmd.ProcessState; ps != nil {
+		r.exitCode = ps.ExitCode()
+		if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			r.signal = ws.Signal().String()
+		}
+	}
+	if r.oversized {
+		return r
+	}
+	select {
+	case <-over: // the drain after the kill found too much
+		r.oversized = true
+	default:
+	}
+	return r
+}
+
+// drain waits until both readers are done, stdout overflows, ctx ends or
+// grace passes.
+func drain(ctx context.Context, grace time.Duration, over, stdoutDone, stderrDone <-chan struct{}) {
+	t := time.NewTimer(grace)
+	defer t.Stop()
+	for stdoutDone != nil || stderrDone != nil {
+		select {
+		case <-stdoutDone:
+			stdoutDone = nil
+		case <-stderrDone:
+			stderrDone = nil
+		case <-over:
+			return
+		case <-t.C:
+			return
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// stopReading makes the reader of f give up once f's pipe holds no unread
+// bytes (or hard passes), unless it is done already.
+func stopReading(f *os.File, done <-chan struct{}, hard time.Time) {
+	for unread(f) > 0 && time.Now().Before(hard) {
+		select {
+		case <-done:
+			return
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	_ = f.SetReadDeadline(time.Now())
+}
+
+// parseResponse reads out as exactly one JSON object holding a
+// spec.AuthorityResponse, as NewAuthority describes. why is "" when the
+// response is valid; err is an underlying decoding error, if any.
+func parseResponse(out []byte) (resp spec.AuthorityResponse, why string, err error) {
+	if len(bytes.Trim(out, " \t\r\n")) == 0 {
+		return resp, "empty output", nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(out))
+	tok, err := dec.Token()
+	if err != nil {
+		return resp, "not JSON", err
+	}
+	if d, ok := tok.(json.Delim); !ok || d != '{' {
+		return resp, "not a JSON object", nil
+	}
+	seen := make(map[string]bool, 4)
+	var decision, assurance, code, message *string
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return resp, "not JSON", err
+		}
+		key, _ := tok.(string)
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			return resp, "not JSON", err
+		}
+		if seen[key] {
+			return resp, "duplicate field " + quote(key), nil
+		}
+		seen[key] = true
+		var dst **string
+		switch key {
+		case "decision":
+			dst = &decision
+		case "assurance":
+			dst = &assurance
+		case "code":
+			dst = &code
+		case "message":
+			dst = &message
+		default:
+			continue // unknown fields are accepted and ignored
+		}
+		if string(raw) == "null" {
+			continue
+		}
+		var s string
+		if raw[0] != '"' || json.Unmarshal(raw, &s) != nil {
+			return resp, "field " + key + " is not a string", nil
+		}
+		*dst = &s
+	}
+	if _, err := dec.Token(); err != nil { // the closing brace
+		return resp, "not JSON", err
+	}
+	if rest := out[dec.InputOffset():]; len(bytes.Trim(rest, " \t\r\n")) != 0 {
+		return resp, "more than one JSON value (trailing data after the object)", nil
+	}
+
+	if assurance != nil {
+		switch model.Assurance(*assurance) {
+		case model.AssuranceStandard, model.AssuranceGuarded:
+			resp.Assurance = *assurance
+		default:
+			return resp, "unknown assurance " + quote(*assurance), nil
+		}
+	}
+	if message != nil {
+		resp.Message = *message
+	}
+	if decision == nil {
+		return resp, "missing decision", nil
+	}
+	resp.Decision = *decision
+	switch resp.Decision {
+	case spec.DecisionAllow:
+	case spec.DecisionDeny:
+		if code == nil || *code == "" {
+			return resp, "deny without a code", nil
+		}
+		if !ValidID(*code) {
+			return resp, "deny code " + quote(*code) + " is not 1–128 characters of [A-Za-z0-9._:-]", nil
+		}
+		resp.Code = *code
+	default:
+		return resp, "unknown decision " + quote(resp.Decision), nil
+	}
+	return resp, "", nil
+}
+
+func authErr(code model.Code, err error, format string, args ...any) *model.Error {
+	e := model.Errorf(code, format, args...).WithHint(spec.Hint(code))
+	e.Err = err
+	return e
+}
+
+// stdoutErr records the start of an invalid stdout for the audit.
+func stdoutErr(err error, out []byte) error {
+	const show = 256
+	head := out
+	if len(head) > show {
+		head = head[:show]
+	}
+	s := fmt.Sprintf("stdout (%d bytes) began %q", len(out), head)
+	if err != nil {
+		return fmt.Errorf("%w; %s", err, s)
+	}
+	return errors.New(s)
+}
+
+// quote quotes s for a message, cut to 64 bytes.
+func quote(s string) string { return strconv.Quote(truncateUTF8(s, 64)) }
+
+// truncateUTF8 cuts s to at most n bytes without splitting a rune, and
+// replaces invalid UTF-8.
+func truncateUTF8(s string, n int) string {
+	if len(s) > n {
+		i := n
+		for i > 0 && !utf8.RuneStart(s[i]) {
+			i--
+		}
+		s = s[:i]
+	}
+	return strings.ToValidUTF8(s, "\uFFFD")
+}
+
+// excerpt keeps the first and last halves of at most max bytes written to
+// it, and counts the rest.
+type excerpt struct {
+	headMax, tailMax int
+	head, tail       []byte
+	total            int64
+}
+
+func newExcerpt(max int) *excerpt {
+	h := max / 2
+	return &excerpt{headMax: h, tailMax: max - h,
+		head: make([]byte, 0, h), tail: make([]byte, 0, max-h)}
+}
+
+func (e *excerpt) Write(p []byte) (int, error) {
+	n := len(p)
+	e.total += int64(n)
+	if room := e.headMax - len(e.head); room > 0 {
+		k := min(room, len(p))
+		e.head = append(e.head, p[:k]...)
+		p = p[k:]
+	}
+	switch {
+	case len(p) == 0:
+	case len(p) >= e.tailMax:
+		e.tail = append(e.tail[:0], p[len(p)-e.tailMax:]...)
+	default:
+		if drop := len(e.tail) + len(p) - e.tailMax; drop > 0 {
+			e.tail = append(e.tail[:0], e.tail[drop:]...)
+		}
+		e.tail = append(e.tail, p...)
+	}
+	return n, nil
+}
+
+// String returns the excerpt as valid UTF-8, marking any omission.
+func (e *excerpt) String() string {
+	kept := int64(len(e.head) + len(e.tail))
+	if kept == e.total {
+		return strings.ToValidUTF8(string(e.head)+string(e.tail), "\uFFFD")
+	}
+	return strings.ToValidUTF8(string(e.head), "\uFFFD") +
+		"\n… [" + strconv.FormatInt(e.total-kept, 10) + " bytes omitted] …\n" +
+		strings.ToValidUTF8(string(e.tail), "\uFFFD")
+}

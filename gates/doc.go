@@ -1,0 +1,26 @@
+// Package gates holds the four guards of the authorize transition
+// (submitted → authorized) and the client of the external authority adapter.
+//
+// Each guard is a named function returning a model.Verdict, so verdicts,
+// errors and the lifecycle graph all show the same names (missionLease,
+// acpDenial, authority, guardedClaude). They are evaluated in that order by
+// the machine, and the first failing one decides the outcome:
+//
+//   - MissionLease checks the shape of the mission and lease IDs;
+//   - ACPDenial checks the dispatcher's deny-all promise and the target agent;
+//   - Authority consults the authority adapter, once per evaluation, only
+//     after the cheaper gates passed;
+//   - GuardedClaude lets state_changing tasks through only for claude under
+//     the authority's guarded assurance.
+//
+// MissionLease, ACPDenial and GuardedClaude are pure: no clock, no I/O, no
+// allocation when they pass. Authority does exactly one Consult and nothing
+// else. None of them sets Verdict.At: the caller stamps verdicts with its own
+// clock when it records them. Outcome maps a failing verdict to the terminal
+// state it leads to (rejected or blocked), fail-closed.
+//
+// NewAuthority returns the subprocess client of the authority adapter
+// contract (brief §4): argv run without a shell in its own process group,
+// one JSON request on stdin, one JSON answer of at most 64 KiB on stdout,
+// bounded by a timeout after which the whole process group is killed.
+package gates
