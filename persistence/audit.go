@@ -1,0 +1,264 @@
+package persistence
+
+import (
+	"context"
+	"crypto/sha256"
+	"database/sql"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+
+	"github.com/hai-relay/relay/model"
+)
+
+// GenesisHash is the prev_hash of the first audit row: 64 zeros.
+const GenesisHash = "0000000000000000000000000000000000000000000000000000000000000000"
+
+// canonicalVersion opens every canonical encoding, so a future change of
+// encoding cannot be confused with this one.
+const canonicalVersion = "relay-audit-v1"
+
+// CanonicalAudit returns the deterministic byte encoding of an audit row
+// that its hash covers. It is a sequence of netstrings ("<len>:<bytes>,",
+// len in decimal bytes), in this order:
+//
+//  1. "relay-audit-v1"
+//  2. seq, in decimal
+//  3. at, as RFC 3339 with nanoseconds in UTC (time.RFC3339Nano, trailing
+//     zeros of the fraction dropped, "Z" for the zone)
+//  4. kind
+//  5. actor
+//  6. task_id
+//  7. message_id
+//  8. the number of data keys, in decimal
+//  9. then, for each data key in ascending byte order: the key, the value
+//
+// PrevHash and Hash are not part of it: a row's hash is
+// ChainHash(prev_hash, row) = hex(sha256(prev_hash || CanonicalAudit(row))),
+// with prev_hash as its 64 ASCII hex characters, and GenesisHash as the
+// prev_hash of row 1. Length prefixes make the encoding unambiguous whatever
+// bytes the fields hold.
+func CanonicalAudit(ev model.AuditEvent) []byte {
+	b := make([]byte, 0, 256)
+	b = appendNetstring(b, canonicalVersion)
+	b = appendNetstring(b, strconv.FormatInt(ev.Seq, 10))
+	b = appendNetstring(b, formatTime(ev.At))
+	b = appendNetstring(b, ev.Kind)
+	b = appendNetstring(b, ev.Actor)
+	b = appendNetstring(b, ev.TaskID)
+	b = appendNetstring(b, ev.MessageID)
+	keys := make([]string, 0, len(ev.Data))
+	for k := range ev.Data {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	b = appendNetstring(b, strconv.Itoa(len(keys)))
+	for _, k := range keys {
+		b = appendNetstring(b, k)
+		b = appendNetstring(b, ev.Data[k])
+	}
+	return b
+}
+
+// ChainHash returns hex(sha256(prevHash || CanonicalAudit(ev))).
+func ChainHash(prevHash string, ev model.AuditEvent) string {
+	h := sha256.New()
+	h.Write([]byte(prevHash))
+	h.Write(CanonicalAudit(ev))
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+func appendNetstring(b []byte, s string) []byte {
+	b = strconv.AppendInt(b, int64(len(s)), 10)
+	b = append(b, ':')
+	b = append(b, s...)
+	return append(b, ',')
+}
+
+// audit appends ev to the chain: it assigns seq, prev_hash and hash, and
+// inserts the row. At must be set by the caller.
+func (w *writeTx) audit(ctx context.Context, ev model.AuditEvent) error {
+	if !w.headLoaded {
+		err := w.QueryRowContext(ctx, qAuditHead).Scan(&w.headSeq, &w.headHash)
+		if err != nil {
+			return fmt.Errorf("audit head: %w", err)
+		}
+		w.headLoaded = true
+	}
+	// Store and hash what a reader will get back: JSON turns invalid
+	// UTF-8 into U+FFFD, so hash the decoded form, not the original map.
+	data, err := jsonObject(ev.Data)
+	if err != nil {
+		return fmt.Errorf("audit data: %w", err)
+	}
+	if ev.Data, err = fromJSONObject(data); err != nil {
+		return fmt.Errorf("audit data: %w", err)
+	}
+	ev.At = normTime(ev.At)
+	ev.Seq = w.headSeq + 1
+	ev.PrevHash = w.headHash
+	ev.Hash = ChainHash(ev.PrevHash, ev)
+	_, err = w.ExecContext(ctx, qAuditInsert, ev.Seq, formatTime(ev.At), ev.Kind, ev.Actor, ev.TaskID, ev.MessageID, data, ev.PrevHash, ev.Hash)
+	if err != nil {
+		return fmt.Errorf("audit append: %w", err)
+	}
+	w.headSeq, w.headHash, w.headDirty = ev.Seq, ev.Hash, true
+	return nil
+}
+
+// flushAudit moves audit_head to the last appended row.
+func (w *writeTx) flushAudit(ctx context.Context) error {
+	if !w.headDirty {
+		return nil
+	}
+	res, err := w.ExecContext(ctx, qAuditHeadUpdate, w.headSeq, w.headHash)
+	if err != nil {
+		return fmt.Errorf("audit head: %w", err)
+	}
+	if n, err := res.RowsAffected(); err != nil || n != 1 {
+		return fmt.Errorf("audit head: updated %d rows (%v)", n, err)
+	}
+	w.headDirty = false
+	return nil
+}
+
+// Audit appends one standalone audit row. Kind is required; a zero At is
+// stamped with the clock; Seq, PrevHash and Hash are assigned here.
+func (db *DB) Audit(ctx context.Context, ev model.AuditEvent) error {
+	if ev.Kind == "" {
+		return invalidArgs("audit event without a kind")
+	}
+	var err error
+	if ev.At, err = stamp("audit time", ev.At, db.now); err != nil {
+		return err
+	}
+	err = db.write(ctx, func(ctx context.Context, w *writeTx) error {
+		return w.audit(ctx, ev)
+	})
+	return wrap("audit", err)
+}
+
+// VerifyAudit recomputes the hash chain over every audit row, in seq order,
+// in one read snapshot. A chain that does not verify is not an error: the
+// report has OK false, BadSeq naming the first bad row and Reason saying
+// why. The error is for failures to read.
+//
+// What it detects: a changed field of any row (the row's hash no longer
+// matches; a changed prev_hash or hash breaks the link), a deleted row
+// (a gap in seq, named by the missing seq), rows swapped or reordered (the
+// first one's prev_hash no longer links), and deleted or added rows at the
+// end (audit_head, updated with every append, disagrees with the last row).
+func (db *DB) VerifyAudit(ctx context.Context) (model.AuditReport, error) {
+	var rep model.AuditReport
+	err := db.readTx(ctx, func(ctx context.Context, tx querier) error {
+		rep = model.AuditReport{}
+		return verifyChain(ctx, tx, &rep)
+	})
+	if err != nil {
+		return model.AuditReport{}, wrap("verify audit", err)
+	}
+	return rep, nil
+}
+
+// auditRow is an audit_log row as stored; columns are nullable here so that
+// a tampered NULL is reported, not a scan failure.
+type auditRow struct {
+	seq                                                  int64
+	at, kind, actor, taskID, messageID, data, prev, hash sql.NullString
+}
+
+func verifyChain(ctx context.Context, tx querier, rep *model.AuditReport) error {
+	var headSeq int64
+	var headHash string
+	headErr := tx.QueryRowContext(ctx, qAuditHead).Scan(&headSeq, &headHash)
+	if headErr != nil && !errors.Is(headErr, sql.ErrNoRows) {
+		return headErr
+	}
+
+	rows, err := tx.QueryContext(ctx, `SELECT seq, at, kind, actor, task_id, message_id, data, prev_hash, hash
+		FROM audit_log ORDER BY seq`)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+
+	bad := func(seq int64, format string, args ...any) error {
+		rep.OK, rep.BadSeq, rep.Reason = false, seq, fmt.Sprintf(format, args...)
+		return nil
+	}
+
+	expect, prev := int64(1), GenesisHash
+	for rows.Next() {
+		var r auditRow
+		if err := rows.Scan(&r.seq, &r.at, &r.kind, &r.actor, &r.taskID, &r.messageID, &r.data, &r.prev, &r.hash); err != nil {
+			return err
+		}
+		rep.Rows++
+		if r.seq != expect {
+			if expect == 1 {
+				return bad(1, "row 1 is missing: the log starts at row %d", r.seq)
+			}
+			return bad(expect, "row %d is missing: the log goes from row %d to row %d", expect, expect-1, r.seq)
+		}
+		for _, c := range []struct {
+			name string
+			v    sql.NullString
+		}{{"at", r.at}, {"kind", r.kind}, {"actor", r.actor}, {"task_id", r.taskID},
+			{"message_id", r.messageID}, {"data", r.data}, {"prev_hash", r.prev}, {"hash", r.hash}} {
+			if !c.v.Valid {
+				return bad(r.seq, "row %d: %s is NULL", r.seq, c.name)
+			}
+		}
+		if r.prev.String != prev {
+			if r.seq == 1 {
+				return bad(r.seq, "row 1: prev_hash is not the genesis hash (64 zeros)")
+			}
+			return bad(r.seq, "row %d: prev_hash does not match the hash of row %d (rows deleted, swapped or changed)", r.seq, r.seq-1)
+		}
+		at, err := parseTime(r.at.String)
+		if err != nil || formatTime(at) != r.at.String {
+			return bad(r.seq, "row %d: at %q is not a canonical RFC 3339 UTC time", r.seq, r.at.String)
+		}
+		data, err := fromJSONObject(r.data.String)
+		if err != nil {
+			return bad(r.seq, "row %d: data is not a JSON object of strings", r.seq)
+		}
+		ev := model.AuditEvent{Seq: r.seq, At: at, Kind: r.kind.String, Actor: r.actor.String,
+			TaskID: r.taskID.String, MessageID: r.messageID.String, Data: data}
+		if ChainHash(prev, ev) != r.hash.String {
+			return bad(r.seq, "row %d: hash does not match the row's content (a field was changed)", r.seq)
+		}
+		prev = r.hash.String
+		expect++
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	last := expect - 1
+
+	switch {
+	case errors.Is(headErr, sql.ErrNoRows):
+		return bad(max(last, 1), "audit_head is missing")
+	case headSeq > last:
+		return bad(last+1, "audit_head names row %d, but the log ends at row %d (rows deleted from the end)", headSeq, last)
+	case headSeq < last:
+		return bad(headSeq+1, "row %d is beyond audit_head (%d): appended outside the chain", headSeq+1, headSeq)
+	case headHash != prev:
+		return bad(max(last, 1), "audit_head hash does not match row %d", last)
+	}
+	rep.OK, rep.Head = true, prev
+	return nil
+}
+
+// auditData is a small builder for audit data maps that skips empty values.
+type auditData map[string]string
+
+// set adds k=v when v is not empty.
+func (d auditData) set(k, v string) auditData {
+	if v != "" {
+		d[k] = v
+	}
+	return d
+}

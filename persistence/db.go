@@ -1,0 +1,294 @@
+package persistence
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/uptrace/bun"
+	"github.com/uptrace/bun/dialect/sqlitedialect"
+	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
+
+	"github.com/hai-relay/relay/model"
+)
+
+// Synchronous modes accepted by Options.Synchronous.
+const (
+	// SyncNormal is durable against a crash of the relay; in WAL mode it
+	// may lose the last transactions on an OS crash or power loss.
+	SyncNormal = "NORMAL"
+	// SyncFull fsyncs the WAL on every commit: durable against power loss,
+	// about five times slower per write transaction.
+	SyncFull = "FULL"
+)
+
+// DefaultBusyTimeout is how long a connection waits for a lock held by
+// another connection (or another process) before failing with SQLITE_BUSY.
+const DefaultBusyTimeout = 5 * time.Second
+
+// ErrNotDatabase is returned (wrapped) by Open when the file exists but is
+// not a SQLite database. The file is left untouched.
+var ErrNotDatabase = errors.New("file is not a SQLite database")
+
+// sqliteHeader is the first 16 bytes of every SQLite 3 database file.
+var sqliteHeader = []byte("SQLite format 3\x00")
+
+// Options configures Open. The zero value is valid.
+type Options struct {
+	// Synchronous is "NORMAL" (the default) or "FULL".
+	Synchronous string
+	// Clock returns the current time; it stamps rows whose caller gave no
+	// time. Defaults to time.Now.
+	Clock func() time.Time
+	// BusyTimeout is how long to wait for a database lock. Defaults to
+	// DefaultBusyTimeout.
+	BusyTimeout time.Duration
+	// Readers is the size of the reader pool. Defaults to max(4, GOMAXPROCS).
+	Readers int
+	// MigrateTo stops migrating at this schema version; 0 means the latest.
+	// It exists so tests can build the previous schema and then migrate
+	// forward; a DB opened at an older version is only fit for that.
+	MigrateTo int
+
+	// migrations replaces the embedded migrations; tests use it to inject
+	// a failing one.
+	migrations []Migration
+}
+
+// DB is the relay's SQLite store. It is safe for concurrent use.
+type DB struct {
+	path   string
+	clock  func() time.Time
+	writer *bun.DB
+	reader *bun.DB
+	// wstmts are prepared on the writer's one connection; rq runs reads
+	// on the reader pool with its prepared statements.
+	wstmts stmtCache
+	rq     readQuerier
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// Compile-time checks that *DB implements the persistence ports.
+var (
+	_ model.Store        = (*DB)(nil)
+	_ model.MessageStore = (*DB)(nil)
+)
+
+// Open opens (creating it if needed) the database at path, migrates it to
+// the latest schema and returns it. A file that exists but is not a SQLite
+// database is refused with an error wrapping ErrNotDatabase, and is neither
+// rewritten nor deleted.
+func Open(ctx context.Context, path string, opts Options) (*DB, error) {
+	if path == "" {
+		return nil, errors.New("persistence: open: empty database path")
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, fmt.Errorf("persistence: open %s: %w", path, err)
+	}
+	syncMode, err := normalizeSynchronous(opts.Synchronous)
+	if err != nil {
+		return nil, err
+	}
+	if opts.BusyTimeout < 0 {
+		return nil, fmt.Errorf("persistence: open: negative busy timeout %s", opts.BusyTimeout)
+	}
+	busy := opts.BusyTimeout
+	if busy == 0 {
+		busy = DefaultBusyTimeout
+	}
+	readers := opts.Readers
+	if readers <= 0 {
+		readers = max(4, runtime.GOMAXPROCS(0))
+	}
+	clock := opts.Clock
+	if clock == nil {
+		clock = time.Now
+	}
+	migs := opts.migrations
+	if migs == nil {
+		migs, err = embeddedMigrations()
+		if err != nil {
+			return nil, err
+		}
+	}
+
+	// Refuse anything that is not a SQLite file before the driver touches
+	// it: setting journal_mode on a foreign file must never be attempted.
+	if err := checkHeader(abs); err != nil {
+		return nil, err
+	}
+
+	db := &DB{path: abs, clock: clock}
+
+	wdsn := dsn(abs, busy, []string{
+		"journal_mode(WAL)",
+		"synchronous(" + syncMode + ")",
+		"foreign_keys(1)",
+	}, "immediate")
+	wsql, err := sql.Open("sqlite", wdsn)
+	if err != nil {
+		return nil, fmt.Errorf("persistence: open %s: %w", abs, err)
+	}
+	wsql.SetMaxOpenConns(1)
+	wsql.SetMaxIdleConns(1)
+	wsql.SetConnMaxLifetime(0)
+	wsql.SetConnMaxIdleTime(0)
+	db.writer = bun.NewDB(wsql, sqlitedialect.New())
+
+	// The driver reports DSN and file problems only on the first
+	// connection; ping now so Open fails instead of the first write.
+	if err := db.writer.PingContext(ctx); err != nil {
+		_ = db.writer.Close()
+		return nil, openError(abs, err)
+	}
+	if err := migrate(ctx, db.writer, migs, opts.MigrateTo, clock); err != nil {
+		_ = db.writer.Close()
+		return nil, openError(abs, err)
+	}
+
+	// Readers inherit WAL mode from the file; they set only per-connection
+	// pragmas. query_only makes any write attempt on them fail.
+	rdsn := dsn(abs, busy, []string{
+		"foreign_keys(1)",
+		"query_only(1)",
+	}, "")
+	rsql, err := sql.Open("sqlite", rdsn)
+	if err != nil {
+		_ = db.writer.Close()
+		return nil, fmt.Errorf("persistence: open %s: %w", abs, err)
+	}
+	rsql.SetMaxOpenConns(readers)
+	rsql.SetMaxIdleConns(readers)
+	db.reader = bun.NewDB(rsql, sqlitedialect.New())
+	if err := db.reader.PingContext(ctx); err != nil {
+		_ = db.reader.Close()
+		_ = db.writer.Close()
+		return nil, openError(abs, err)
+	}
+
+	// Prepare the hot statements, after migrating: the schema they name
+	// must exist. A DB stopped at an older version (MigrateTo) is for
+	// migration tests only and runs every query unprepared.
+	if opts.MigrateTo == 0 {
+		if db.wstmts, err = prepareAll(ctx, db.writer.DB, writerQueries); err == nil {
+			db.rq.stmts, err = prepareAll(ctx, db.reader.DB, readerQueries)
+		}
+		if err != nil {
+			_ = db.wstmts.close()
+			_ = db.reader.Close()
+			_ = db.writer.Close()
+			return nil, fmt.Errorf("persistence: open %s: %w", abs, err)
+		}
+	}
+	db.rq.db = db.reader.DB
+	return db, nil
+}
+
+// Path returns the absolute path of the database file.
+func (db *DB) Path() string { return db.path }
+
+// Close closes both pools. It is idempotent: later calls return the result
+// of the first.
+func (db *DB) Close() error {
+	db.closeOnce.Do(func() {
+		// Readers first, so the writer is the last connection and
+		// checkpoints the WAL into the main file.
+		serr := errors.Join(db.rq.stmts.close(), db.wstmts.close())
+		rerr := db.reader.Close()
+		werr := db.writer.Close()
+		db.closeErr = errors.Join(serr, rerr, werr)
+	})
+	return db.closeErr
+}
+
+// SchemaVersion returns the highest migration version applied.
+func (db *DB) SchemaVersion(ctx context.Context) (int, error) {
+	return schemaVersion(ctx, db.reader.DB)
+}
+
+// normalizeSynchronous validates Options.Synchronous.
+func normalizeSynchronous(s string) (string, error) {
+	switch strings.ToUpper(strings.TrimSpace(s)) {
+	case "", SyncNormal:
+		return SyncNormal, nil
+	case SyncFull:
+		return SyncFull, nil
+	}
+	return "", fmt.Errorf("persistence: open: synchronous must be %q or %q, not %q", SyncNormal, SyncFull, s)
+}
+
+// dsn builds a modernc.org/sqlite DSN: a file: URI (so any path, even one
+// with '?' or '#', is escaped) with busy_timeout and the given pragmas as
+// _pragma parameters, applied by the driver on every new connection.
+func dsn(path string, busy time.Duration, pragmas []string, txlock string) string {
+	q := url.Values{}
+	ms := max(busy.Milliseconds(), 1) // 0 would turn the busy handler off
+	q.Add("_pragma", "busy_timeout("+strconv.FormatInt(ms, 10)+")")
+	for _, p := range pragmas {
+		q.Add("_pragma", p)
+	}
+	if txlock != "" {
+		q.Set("_txlock", txlock)
+	}
+	u := url.URL{Scheme: "file", Path: filepath.ToSlash(path), RawQuery: q.Encode()}
+	return u.String()
+}
+
+// checkHeader refuses an existing, non-empty file that does not start with
+// the SQLite header. An absent or empty file is fine: SQLite creates the
+// database in it.
+func checkHeader(path string) error {
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("persistence: open %s: %w", path, err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("persistence: open %s: %w", path, err)
+	}
+	if fi.IsDir() {
+		return fmt.Errorf("persistence: open %s: is a directory", path)
+	}
+	if fi.Size() == 0 {
+		return nil
+	}
+	head := make([]byte, len(sqliteHeader))
+	if _, err := io.ReadFull(f, head); err != nil && !errors.Is(err, io.ErrUnexpectedEOF) {
+		return fmt.Errorf("persistence: open %s: %w", path, err)
+	}
+	if !bytes.Equal(head, sqliteHeader) {
+		return fmt.Errorf("persistence: open %s: %w (its header is not \"SQLite format 3\"); "+
+			"the file was left untouched: move it away or pass another path", path, ErrNotDatabase)
+	}
+	return nil
+}
+
+// openError wraps an error from the first use of the file, naming SQLite's
+// "not a database" case (a corrupt file with a valid header) plainly.
+func openError(path string, err error) error {
+	if sqliteCode(err)&0xff == sqliteNotADB {
+		return fmt.Errorf("persistence: open %s: %w: %v", path, ErrNotDatabase, err)
+	}
+	return fmt.Errorf("persistence: open %s: %w", path, err)
+}
+
+// now returns the clock's time, in UTC without a monotonic reading.
+func (db *DB) now() time.Time { return db.clock().UTC().Round(0) }

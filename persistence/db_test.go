@@ -1,0 +1,241 @@
+package persistence
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/hai-relay/relay/model"
+)
+
+func TestOpenAppliesPragmasOnEveryConnection(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		sync string
+		want int // PRAGMA synchronous reads back as a number
+	}{{"", 1}, {"NORMAL", 1}, {"full", 2}} {
+		t.Run("sync="+tc.sync, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			db := MustOpen(t, filepath.Join(t.TempDir(), "relay.db"), Options{Synchronous: tc.sync, Readers: 3})
+
+			w, err := db.writer.DB.Conn(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer w.Close()
+			checkPragmas(t, w, map[string]string{
+				"journal_mode": "wal", "foreign_keys": "1", "busy_timeout": "5000",
+				"synchronous": strconv.Itoa(tc.want), "query_only": "0",
+			})
+
+			// Hold every reader connection at once, so each one is a
+			// distinct pooled connection that the DSN configured.
+			var conns []*sql.Conn
+			for range 3 {
+				c, err := db.reader.DB.Conn(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				conns = append(conns, c)
+			}
+			for _, c := range conns {
+				checkPragmas(t, c, map[string]string{
+					"journal_mode": "wal", "foreign_keys": "1", "busy_timeout": "5000", "query_only": "1",
+				})
+				if _, err := c.ExecContext(ctx, `DELETE FROM tasks`); err == nil {
+					t.Error("a reader connection accepted a write")
+				}
+				c.Close()
+			}
+		})
+	}
+}
+
+func TestOpenRejectsBadOptions(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	if _, err := Open(ctx, filepath.Join(dir, "a.db"), Options{Synchronous: "OFF"}); err == nil {
+		t.Error("synchronous OFF accepted")
+	}
+	if _, err := Open(ctx, "", Options{}); err == nil {
+		t.Error("empty path accepted")
+	}
+	if _, err := Open(ctx, dir, Options{}); err == nil || !strings.Contains(err.Error(), "directory") {
+		t.Errorf("directory: err = %v", err)
+	}
+}
+
+func TestOpenOddPath(t *testing.T) {
+	t.Parallel()
+	// '?' and '#' would end the path in a naive DSN.
+	path := filepath.Join(t.TempDir(), "we?ird #dir", "re%lay.db")
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	db := MustOpen(t, path, Options{})
+	mustCreate(t, db, newTask("T-1"))
+	if _, err := os.Stat(path); err != nil {
+		t.Fatalf("database not at %s: %v", path, err)
+	}
+}
+
+func TestOpenGarbageFileIsRefusedAndUntouched(t *testing.T) {
+	t.Parallel()
+	random := make([]byte, 8192)
+	rand.Read(random)
+	corrupt := append([]byte("SQLite format 3\x00"), bytes.Repeat([]byte{0xA5}, 8192)...)
+	for name, content := range map[string][]byte{
+		"random":      random,
+		"text":        []byte("not a database, just notes\n"),
+		"tiny":        []byte("SQL"),
+		"header-only": corrupt,
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			path := filepath.Join(dir, "relay.db")
+			if err := os.WriteFile(path, content, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			db, err := Open(context.Background(), path, Options{})
+			if err == nil {
+				db.Close()
+				t.Fatal("Open accepted a file that is not a SQLite database")
+			}
+			if !errors.Is(err, ErrNotDatabase) || !strings.Contains(err.Error(), path) {
+				t.Errorf("error %q should wrap ErrNotDatabase and name the file", err)
+			}
+			after, rerr := os.ReadFile(path)
+			if rerr != nil || !bytes.Equal(after, content) {
+				t.Fatalf("file changed (read err %v)", rerr)
+			}
+			entries, _ := os.ReadDir(dir)
+			if len(entries) != 1 {
+				var names []string
+				for _, e := range entries {
+					names = append(names, e.Name())
+				}
+				t.Errorf("Open left files beside the database: %v", names)
+			}
+		})
+	}
+}
+
+func TestOpenEmptyFile(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "relay.db")
+	if err := os.WriteFile(path, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	db := MustOpen(t, path, Options{})
+	mustCreate(t, db, newTask("T-1"))
+}
+
+func TestCloseIsIdempotent(t *testing.T) {
+	t.Parallel()
+	db, err := Open(context.Background(), filepath.Join(t.TempDir(), "relay.db"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			if err := db.Close(); err != nil {
+				t.Errorf("Close: %v", err)
+			}
+		})
+	}
+	wg.Wait()
+	if err := db.Close(); err != nil {
+		t.Errorf("second Close: %v", err)
+	}
+	if _, err := db.GetTask(context.Background(), "T-1"); err == nil {
+		t.Error("GetTask after Close succeeded")
+	}
+}
+
+// TestReopenKeepsData checks that data is on disk after Close, not only in
+// the WAL of a live connection.
+func TestReopenKeepsData(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "relay.db")
+	db, err := Open(ctx, path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustCreate(t, db, newTask("T-1"))
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db = MustOpen(t, path, Options{})
+	if _, err := db.GetTask(ctx, "T-1"); err != nil {
+		t.Fatal(err)
+	}
+	if rep, err := db.VerifyAudit(ctx); err != nil || !rep.OK {
+		t.Fatalf("VerifyAudit = %+v, %v", rep, err)
+	}
+}
+
+// TestTwoHandlesWriteConcurrently opens the file twice, as two processes
+// would, and writes from both at once: BEGIN IMMEDIATE plus busy_timeout
+// must serialize them without a single SQLITE_BUSY, and the audit chain,
+// whose head each transaction reads under the write lock, must stay whole.
+func TestTwoHandlesWriteConcurrently(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "relay.db")
+	a := MustOpen(t, path, Options{})
+	b := MustOpen(t, path, Options{})
+	var wg sync.WaitGroup
+	for h, db := range []*DB{a, b} {
+		for g := range 2 {
+			wg.Go(func() {
+				for i := range 50 {
+					id := seqID("T", h*1000+g*100+i)
+					if _, _, err := db.CreateTask(ctx, newTask(id)); err != nil {
+						t.Errorf("CreateTask(%s): %v", id, err)
+						return
+					}
+					if _, err := db.Transition(ctx, model.Transition{TaskID: id, From: model.StateSubmitted,
+						To: model.StateAuthorized, Trigger: model.TriggerAuthorize}); err != nil {
+						t.Errorf("Transition(%s): %v", id, err)
+						return
+					}
+				}
+			})
+		}
+	}
+	wg.Wait()
+	if n := count(t, a, "tasks", ""); n != 200 {
+		t.Errorf("tasks = %d, want 200", n)
+	}
+	rep, err := b.VerifyAudit(ctx)
+	if err != nil || !rep.OK || rep.Rows != 400 {
+		t.Fatalf("VerifyAudit = %+v, %v; want OK with 400 rows", rep, err)
+	}
+}
+
+// checkPragmas reads each pragma on one connection and compares it.
+func checkPragmas(t *testing.T, c *sql.Conn, want map[string]string) {
+	t.Helper()
+	for name, v := range want {
+		var got string
+		if err := c.QueryRowContext(context.Background(), "PRAGMA "+name).Scan(&got); err != nil {
+			t.Fatalf("PRAGMA %s: %v", name, err)
+		}
+		if !strings.EqualFold(got, v) {
+			t.Errorf("PRAGMA %s = %s, want %s", name, got, v)
+		}
+	}
+}

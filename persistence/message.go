@@ -1,0 +1,298 @@
+package persistence
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/uptrace/bun"
+
+	"github.com/hai-relay/relay/model"
+)
+
+// messageRow is a messages row as stored.
+type messageRow struct {
+	bun.BaseModel `bun:"table:messages"`
+
+	ID        string  `bun:"id"`
+	Seq       int64   `bun:"seq"`
+	From      string  `bun:"from_agent"`
+	To        string  `bun:"to_agent"`
+	Body      string  `bun:"body"`
+	ContextID string  `bun:"context_id"`
+	ReplyTo   string  `bun:"reply_to"`
+	Artifacts string  `bun:"artifacts"`
+	State     string  `bun:"state"`
+	CreatedAt string  `bun:"created_at"`
+	ReadAt    *string `bun:"read_at"`
+	AckedAt   *string `bun:"acked_at"`
+}
+
+const messageColumns = `id, seq, from_agent, to_agent, body, context_id, reply_to, artifacts, state,
+	created_at, read_at, acked_at`
+
+func (r messageRow) message() (model.Message, error) {
+	m := model.Message{ID: r.ID, From: r.From, To: r.To, Body: r.Body, ContextID: r.ContextID,
+		ReplyTo: r.ReplyTo, State: model.MessageState(r.State)}
+	var err error
+	if m.Artifacts, err = fromJSONArray[model.Artifact](r.Artifacts); err != nil {
+		return m, fmt.Errorf("message %s: artifacts: %w", r.ID, err)
+	}
+	if m.CreatedAt, err = parseTime(r.CreatedAt); err != nil {
+		return m, fmt.Errorf("message %s: created_at: %w", r.ID, err)
+	}
+	if m.ReadAt, err = parseTimePtr(r.ReadAt); err != nil {
+		return m, fmt.Errorf("message %s: read_at: %w", r.ID, err)
+	}
+	if m.AckedAt, err = parseTimePtr(r.AckedAt); err != nil {
+		return m, fmt.Errorf("message %s: acked_at: %w", r.ID, err)
+	}
+	return m, nil
+}
+
+// queryMessages runs a query returning messageColumns and maps the rows.
+func (db *DB) queryMessages(ctx context.Context, q querier, query string, args ...any) ([]model.Message, error) {
+	rows, err := q.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	var mrs []messageRow
+	if err := db.reader.ScanRows(ctx, rows, &mrs); err != nil {
+		return nil, err
+	}
+	out := make([]model.Message, 0, len(mrs))
+	for _, r := range mrs {
+		m, err := r.message()
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, m)
+	}
+	return out, nil
+}
+
+// CreateMessage persists m as a stored message and audits it
+// ("message.stored", actor m.From), in one transaction. The caller supplies
+// ID, From and To (recipient rules are the facade's); a zero CreatedAt is
+// stamped with the clock. A duplicate ID is an invalid_args error.
+func (db *DB) CreateMessage(ctx context.Context, m model.Message) (model.Message, error) {
+	switch {
+	case m.ID == "":
+		return model.Message{}, invalidArgs("message without an id")
+	case m.From == "":
+		return model.Message{}, invalidArgs("message %q without a sender", m.ID)
+	case m.To == "":
+		return model.Message{}, invalidArgs("message %q without a recipient", m.ID)
+	}
+	m.State = model.MessageStored
+	var err error
+	if m.CreatedAt, err = stamp("created_at", m.CreatedAt, db.now); err != nil {
+		return model.Message{}, err
+	}
+	m.ReadAt, m.AckedAt = nil, nil
+	arts, err := jsonArray(m.Artifacts)
+	if err != nil {
+		return model.Message{}, wrap("create message", err)
+	}
+	if m.Artifacts == nil {
+		m.Artifacts = []model.Artifact{}
+	}
+	err = db.write(ctx, func(ctx context.Context, w *writeTx) error {
+		_, err := w.ExecContext(ctx, qMessageInsert, m.ID, m.From, m.To, m.Body, m.ContextID, m.ReplyTo, arts, string(m.State), formatTime(m.CreatedAt))
+		if err != nil {
+			if isUniqueViolation(err) {
+				return invalidArgs("message id %q already exists", m.ID)
+			}
+			return err
+		}
+		return w.audit(ctx, model.AuditEvent{
+			At: m.CreatedAt, Kind: "message.stored", Actor: m.From, MessageID: m.ID,
+			Data: auditData{
+				"from":        m.From,
+				"to":          m.To,
+				"body_sha256": sha256Hex(m.Body),
+				"body_bytes":  strconv.Itoa(len(m.Body)),
+				"artifacts":   strconv.Itoa(len(m.Artifacts)),
+			}.set("context_id", m.ContextID).set("reply_to", m.ReplyTo),
+		})
+	})
+	if err != nil {
+		return model.Message{}, wrap("create message", err)
+	}
+	return m, nil
+}
+
+// Inbox returns up to limit of to's messages, oldest first: with unreadOnly
+// only the stored (unread) ones, otherwise every message not yet acked
+// (stored and read). The stored ones among those returned become read, with
+// read_at and one "message.read" audit row each, in the same transaction;
+// they are returned in their new state. unread is the number of to's stored
+// messages left after the call. limit defaults to DefaultLimit and is
+// capped at MaxLimit.
+func (db *DB) Inbox(ctx context.Context, to string, unreadOnly bool, limit int) ([]model.Message, int, error) {
+	if to == "" {
+		return nil, 0, invalidArgs("inbox without a recipient")
+	}
+	// qInbox takes two states: stored twice selects only unread ones.
+	second := model.MessageRead
+	if unreadOnly {
+		second = model.MessageStored
+	}
+	now := db.now()
+	nowText := formatTime(now)
+	var out []model.Message
+	var unread int
+	err := db.write(ctx, func(ctx context.Context, w *writeTx) error {
+		var err error
+		out, err = db.queryMessages(ctx, w, qInbox, to, string(model.MessageStored), string(second), pageSize(limit))
+		if err != nil {
+			return err
+		}
+		for i := range out {
+			m := &out[i]
+			if m.State != model.MessageStored {
+				continue
+			}
+			if _, err := w.ExecContext(ctx, qMarkRead, string(model.MessageRead), nowText, m.ID, string(model.MessageStored)); err != nil {
+				return err
+			}
+			m.State, m.ReadAt = model.MessageRead, &now
+			if err := w.audit(ctx, model.AuditEvent{At: now, Kind: "message.read", Actor: to, MessageID: m.ID,
+				Data: auditData{"from": m.From, "to": m.To}}); err != nil {
+				return err
+			}
+		}
+		return w.QueryRowContext(ctx, qUnreadCount, to, string(model.MessageStored)).Scan(&unread)
+	})
+	if err != nil {
+		return nil, 0, wrap("inbox", err)
+	}
+	return out, unread, nil
+}
+
+// Ack marks to's messages acked (and read, if they were not), with one
+// "message.acked" audit row each, and returns how many changed; messages
+// already acked do not count. If any id is not one of to's messages, it
+// returns a CodeNotFound error naming them and changes nothing. At most
+// MaxLimit ids at once.
+func (db *DB) Ack(ctx context.Context, to string, ids []string) (int, error) {
+	if to == "" {
+		return 0, invalidArgs("ack without a recipient")
+	}
+	ids = slices.Compact(slices.Sorted(slices.Values(ids)))
+	if len(ids) == 0 {
+		return 0, invalidArgs("no message ids to acknowledge")
+	}
+	if len(ids) > MaxLimit {
+		return 0, invalidArgs("at most %d message ids at once, got %d", MaxLimit, len(ids))
+	}
+	now := db.now()
+	nowText := formatTime(now)
+	changed := 0
+	err := db.write(ctx, func(ctx context.Context, w *writeTx) error {
+		idArgs := make([]any, len(ids))
+		for i, id := range ids {
+			idArgs[i] = id
+		}
+		// Only the recipient's own messages are visible here, so an id
+		// that exists but belongs to another agent is reported exactly
+		// like one that does not exist.
+		rows, err := w.QueryContext(ctx, `SELECT id, from_agent, state FROM messages
+			WHERE to_agent = ? AND id IN (`+placeholders(len(ids))+`) ORDER BY seq`, append([]any{to}, idArgs...)...)
+		if err != nil {
+			return err
+		}
+		type hit struct{ id, from, state string }
+		var hits []hit
+		for rows.Next() {
+			var h hit
+			if err := rows.Scan(&h.id, &h.from, &h.state); err != nil {
+				rows.Close()
+				return err
+			}
+			hits = append(hits, h)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		if len(hits) != len(ids) {
+			found := make(map[string]bool, len(hits))
+			for _, h := range hits {
+				found[h.id] = true
+			}
+			var missing []string
+			for _, id := range ids {
+				if !found[id] {
+					missing = append(missing, strconv.Quote(id))
+				}
+			}
+			return &model.Error{Code: model.CodeNotFound,
+				Message: fmt.Sprintf("no message %s in %s's inbox; nothing was acknowledged", strings.Join(missing, ", "), to)}
+		}
+		for _, h := range hits {
+			if h.state == string(model.MessageAcked) {
+				continue
+			}
+			if _, err := w.ExecContext(ctx, qAckOne, string(model.MessageAcked), nowText, nowText, h.id); err != nil {
+				return err
+			}
+			if err := w.audit(ctx, model.AuditEvent{At: now, Kind: "message.acked", Actor: to, MessageID: h.id,
+				Data: auditData{"from": h.from, "to": to, "previous_state": h.state}}); err != nil {
+				return err
+			}
+			changed++
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, wrap("ack", err)
+	}
+	return changed, nil
+}
+
+// ListMessages returns the messages matching f, newest first, for
+// operators. UnreadOnly selects stored messages; f.Limit defaults to
+// DefaultLimit and is capped at MaxLimit; f.Before is a message id, and
+// only older messages are returned.
+func (db *DB) ListMessages(ctx context.Context, f model.MessageFilter) ([]model.Message, error) {
+	var where []string
+	var args []any
+	add := func(clause string, a ...any) {
+		where = append(where, clause)
+		args = append(args, a...)
+	}
+	if f.To != "" {
+		add(`to_agent = ?`, f.To)
+	}
+	if f.From != "" {
+		add(`from_agent = ?`, f.From)
+	}
+	if f.UnreadOnly {
+		add(`state = ?`, string(model.MessageStored))
+	}
+	var out []model.Message
+	err := db.readTx(ctx, func(ctx context.Context, tx querier) error {
+		if f.Before != "" {
+			seq, err := seqOf(ctx, tx, "messages", f.Before)
+			if err != nil {
+				return err
+			}
+			add(`seq < ?`, seq)
+		}
+		query := `SELECT ` + messageColumns + ` FROM messages`
+		if len(where) > 0 {
+			query += ` WHERE ` + strings.Join(where, ` AND `)
+		}
+		query += ` ORDER BY seq DESC LIMIT ?`
+		var err error
+		out, err = db.queryMessages(ctx, tx, query, append(args, pageSize(f.Limit))...)
+		return err
+	})
+	if err != nil {
+		return nil, wrap("list messages", err)
+	}
+	return out, nil
+}

@@ -1,0 +1,291 @@
+package persistence
+
+import (
+	"context"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"testing/fstest"
+
+	"github.com/hai-relay/relay/model"
+)
+
+func TestEmbeddedMigrations(t *testing.T) {
+	t.Parallel()
+	migs := Migrations()
+	if len(migs) < 2 {
+		t.Fatalf("want at least 2 migrations, have %d", len(migs))
+	}
+	for i, m := range migs {
+		if m.Version != i+1 || m.Name == "" || strings.TrimSpace(m.SQL) == "" {
+			t.Errorf("migration %d: %+v", i, m)
+		}
+	}
+	if LatestVersion() != len(migs) {
+		t.Errorf("LatestVersion = %d, want %d", LatestVersion(), len(migs))
+	}
+}
+
+func TestParseMigrationsRejectsMalformedSets(t *testing.T) {
+	t.Parallel()
+	for name, fsys := range map[string]fstest.MapFS{
+		"bad name": {"m/0001_init.sql": {Data: []byte("SELECT 1;")}, "m/2_next.sql": {Data: []byte("SELECT 1;")}},
+		"gap":      {"m/0001_init.sql": {Data: []byte("SELECT 1;")}, "m/0003_next.sql": {Data: []byte("SELECT 1;")}},
+		"no 0001":  {"m/0002_next.sql": {Data: []byte("SELECT 1;")}},
+		"empty":    {"m/readme.txt": {Data: []byte("x")}},
+	} {
+		if _, err := parseMigrations(fsys, "m"); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}
+
+func TestMigrateEmptyDatabase(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := MustOpenTemp(t)
+	v, err := db.SchemaVersion(ctx)
+	if err != nil || v != LatestVersion() {
+		t.Fatalf("SchemaVersion = %d, %v; want %d", v, err, LatestVersion())
+	}
+	applied, err := appliedMigrations(ctx, db.reader.DB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, m := range Migrations() {
+		if applied[i].Version != m.Version || applied[i].Name != m.Name {
+			t.Errorf("recorded %+v, want %d %s", applied[i], m.Version, m.Name)
+		}
+	}
+	for _, table := range []string{"tasks", "task_events", "task_verdicts", "messages", "agents",
+		"audit_log", "audit_head", "schema_migrations"} {
+		if count(t, db, "sqlite_master", "type = 'table' AND name = ?", table) != 1 {
+			t.Errorf("table %s missing", table)
+		}
+	}
+}
+
+// TestMigrateFromPreviousSchema builds the schema as the previous release
+// left it, writes through it, then lets Open migrate forward.
+func TestMigrateFromPreviousSchema(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "relay.db")
+	prev := LatestVersion() - 1
+
+	old, err := Open(ctx, path, Options{MigrateTo: prev})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := old.SchemaVersion(ctx); v != prev {
+		t.Fatalf("SchemaVersion = %d, want %d", v, prev)
+	}
+	if count(t, old, "sqlite_master", "name = 'agents'") != 0 {
+		t.Fatal("agents exists before 0002")
+	}
+	for i := range 5 {
+		mustCreate(t, old, newTask(seqID("T", i)))
+	}
+	if _, err := old.Transition(ctx, model.Transition{TaskID: "T-0001", From: model.StateSubmitted,
+		To: model.StateRejected, Trigger: model.TriggerReject, Code: model.CodeMissingLeaseID,
+		Verdicts: []model.Verdict{{Gate: model.GateMissionLease, Code: model.CodeMissingLeaseID}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := old.CreateMessage(ctx, model.Message{ID: "m-1", From: "codex", To: "claude", Body: "hi"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := old.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	db := MustOpen(t, path, Options{})
+	if v, _ := db.SchemaVersion(ctx); v != LatestVersion() {
+		t.Fatalf("SchemaVersion after migrating = %d, want %d", v, LatestVersion())
+	}
+	got, err := db.ListTasks(ctx, model.TaskFilter{})
+	if err != nil || len(got) != 5 {
+		t.Fatalf("ListTasks = %d tasks, %v", len(got), err)
+	}
+	task, err := db.GetTask(ctx, "T-0001")
+	if err != nil || task.State != model.StateRejected || task.Code != model.CodeMissingLeaseID {
+		t.Fatalf("GetTask = %+v, %v", task, err)
+	}
+	if vs, err := db.TaskVerdicts(ctx, "T-0001"); err != nil || len(vs) != 1 {
+		t.Fatalf("TaskVerdicts = %v, %v", vs, err)
+	}
+	if ms, err := db.ListMessages(ctx, model.MessageFilter{}); err != nil || len(ms) != 1 {
+		t.Fatalf("ListMessages = %v, %v", ms, err)
+	}
+	if rep, err := db.VerifyAudit(ctx); err != nil || !rep.OK || rep.Rows != 8 {
+		t.Fatalf("VerifyAudit = %+v, %v", rep, err)
+	}
+	// What 0002 brought works on the migrated file.
+	if err := db.RecordProbe(ctx, Probe{Name: "claude", WorkedLive: true, At: t0, Reason: "end_turn"}); err != nil {
+		t.Fatal(err)
+	}
+	if count(t, db, "sqlite_master", "type = 'index' AND name = 'tasks_caller_seq'") != 1 {
+		t.Error("listing index missing after migration")
+	}
+}
+
+func TestFailedMigrationIsNotRecorded(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "relay.db")
+	next := LatestVersion() + 1
+	broken := append(Migrations(), Migration{Version: next, Name: "broken",
+		// The first statement succeeds; the second fails. Both must vanish.
+		SQL: "CREATE TABLE half_done (x INTEGER);\nINSERT INTO no_such_table VALUES (1);"})
+
+	_, err := Open(ctx, path, Options{migrations: broken})
+	if err == nil || !strings.Contains(err.Error(), "broken") {
+		t.Fatalf("Open with a broken migration: err = %v", err)
+	}
+
+	// The earlier migrations were applied and recorded; the broken one
+	// left neither its table nor its row.
+	db := MustOpen(t, path, Options{})
+	if v, _ := db.SchemaVersion(ctx); v != LatestVersion() {
+		t.Fatalf("SchemaVersion = %d, want %d", v, LatestVersion())
+	}
+	if count(t, db, "sqlite_master", "name = 'half_done'") != 0 {
+		t.Error("the failed migration's first statement was kept")
+	}
+	if count(t, db, "schema_migrations", "version = ?", next) != 0 {
+		t.Error("the failed migration was recorded as applied")
+	}
+	mustCreate(t, db, newTask("T-1"))
+	db.Close()
+
+	// Once fixed, it applies and is recorded.
+	fixed := append(Migrations(), Migration{Version: next, Name: "broken", SQL: "CREATE TABLE half_done (x INTEGER);"})
+	db2 := MustOpen(t, path, Options{migrations: fixed})
+	if v, _ := db2.SchemaVersion(ctx); v != next {
+		t.Fatalf("SchemaVersion after fix = %d, want %d", v, next)
+	}
+}
+
+func TestNewerSchemaIsRefused(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "relay.db")
+	future := append(Migrations(), Migration{Version: LatestVersion() + 1, Name: "future", SQL: "CREATE TABLE future (x);"})
+	db, err := Open(ctx, path, Options{migrations: future})
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	if db, err := Open(ctx, path, Options{}); err == nil || !strings.Contains(err.Error(), "newer") {
+		if db != nil {
+			db.Close()
+		}
+		t.Fatalf("Open of a newer schema: err = %v", err)
+	}
+}
+
+func TestRenamedMigrationIsRefused(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "relay.db")
+	MustOpen(t, path, Options{}).Close()
+	renamed := Migrations()
+	renamed[0].Name = "something_else"
+	if db, err := Open(ctx, path, Options{migrations: renamed}); err == nil {
+		db.Close()
+		t.Fatal("Open accepted a migration set whose version 1 has another name")
+	}
+}
+
+// TestCheckListsMatchModel keeps the CHECK (… IN (…)) lists of the live
+// schema equal to the model's value sets.
+func TestCheckListsMatchModel(t *testing.T) {
+	t.Parallel()
+	db := MustOpenTemp(t)
+	schema := func(table string) string {
+		var s string
+		if err := db.reader.DB.QueryRow(`SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?`, table).Scan(&s); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	list := func(sql, column string) []string {
+		m := regexp.MustCompile(`CHECK \(` + column + ` IN \(([^)]*)\)\)`).FindStringSubmatch(sql)
+		if m == nil {
+			t.Fatalf("no CHECK list for %s in %s", column, sql)
+		}
+		var out []string
+		for _, v := range strings.Split(m[1], ",") {
+			out = append(out, strings.Trim(strings.TrimSpace(v), "'"))
+		}
+		slices.Sort(out)
+		return out
+	}
+	sorted := func(vs []string) []string { slices.Sort(vs); return vs }
+
+	var states, modes, msgStates []string
+	for _, s := range model.AllStates() {
+		states = append(states, string(s))
+	}
+	for _, m := range model.AllModes() {
+		modes = append(modes, string(m))
+	}
+	for _, s := range model.AllMessageStates() {
+		msgStates = append(msgStates, string(s))
+	}
+	for _, c := range []struct {
+		table, column string
+		want          []string
+	}{
+		{"tasks", "state", sorted(states)},
+		{"tasks", "mode", sorted(modes)},
+		{"messages", "state", sorted(msgStates)},
+	} {
+		if got := list(schema(c.table), c.column); !slices.Equal(got, c.want) {
+			t.Errorf("%s.%s CHECK = %v, model = %v", c.table, c.column, got, c.want)
+		}
+	}
+}
+
+func TestCheckRefusesUnknownValues(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := MustOpenTemp(t)
+	w := db.writer.DB
+	insert := func(id, state, mode string) error {
+		_, err := w.ExecContext(ctx, `INSERT INTO tasks (id, seq, state, caller, target, mode, created_at, updated_at)
+			VALUES (?, (SELECT IFNULL(MAX(seq), 0) + 1 FROM tasks), ?, 'codex', 'claude', ?, 'x', 'x')`, id, state, mode)
+		return err
+	}
+	for _, s := range model.AllStates() {
+		if err := insert("ok-"+string(s), string(s), "read_only"); err != nil {
+			t.Errorf("state %s refused: %v", s, err)
+		}
+	}
+	for _, m := range model.AllModes() {
+		if err := insert("mode-"+string(m), "submitted", string(m)); err != nil {
+			t.Errorf("mode %s refused: %v", m, err)
+		}
+	}
+	for _, c := range []struct{ id, state, mode string }{
+		{"bad-state", "paused", "read_only"},
+		{"bad-case", "Submitted", "read_only"},
+		{"bad-mode", "submitted", "admin"},
+	} {
+		if err := insert(c.id, c.state, c.mode); err == nil || !strings.Contains(err.Error(), "CHECK") {
+			t.Errorf("%s: err = %v, want a CHECK failure", c.id, err)
+		}
+	}
+	if _, err := w.ExecContext(ctx, `UPDATE tasks SET state = 'bogus' WHERE id = 'ok-submitted'`); err == nil {
+		t.Error("UPDATE to an unknown state accepted")
+	}
+	if _, err := w.ExecContext(ctx, `INSERT INTO messages (id, seq, from_agent, to_agent, body, state, created_at)
+		VALUES ('m', 1, 'a', 'b', '', 'deleted', 'x')`); err == nil {
+		t.Error("unknown message state accepted")
+	}
+	if _, err := w.ExecContext(ctx, `INSERT INTO task_events (task_id, from_state, to_state, trigger_name, at)
+		VALUES ('no-such-task', 'submitted', 'authorized', 'authorize', 'x')`); err == nil {
+		t.Error("event for a missing task accepted: foreign keys are off")
+	}
+}

@@ -1,0 +1,536 @@
+package persistence
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/uptrace/bun"
+
+	"github.com/hai-relay/relay/model"
+)
+
+// querier is what *sql.DB and *sql.Tx have in common.
+type querier interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+}
+
+// taskRow is a tasks row as stored. bun maps result columns onto it.
+type taskRow struct {
+	bun.BaseModel `bun:"table:tasks"`
+
+	ID                string `bun:"id"`
+	Seq               int64  `bun:"seq"`
+	State             string `bun:"state"`
+	Code              string `bun:"code"`
+	Message           string `bun:"message"`
+	Caller            string `bun:"caller"`
+	Target            string `bun:"target"`
+	Mode              string `bun:"mode"`
+	MissionID         string `bun:"mission_id"`
+	LeaseID           string `bun:"lease_id"`
+	ContextID         string `bun:"context_id"`
+	Prompt            string `bun:"prompt"`
+	Cwd               string `bun:"cwd"`
+	Artifacts         string `bun:"artifacts"`
+	ReferenceTaskIDs  string `bun:"reference_task_ids"`
+	IdempotencyKey    string `bun:"idempotency_key"`
+	Result            string `bun:"result"`
+	StopReason        string `bun:"stop_reason"`
+	SessionMode       string `bun:"session_mode"`
+	ToolCalls         string `bun:"tool_calls"`
+	DeniedPermissions int    `bun:"denied_permissions"`
+	CreatedAt         string `bun:"created_at"`
+	UpdatedAt         string `bun:"updated_at"`
+}
+
+// taskColumns lists the tasks columns in taskRow order (seq excluded from
+// inserts, where it is computed).
+const taskColumns = `id, seq, state, code, message, caller, target, mode, mission_id, lease_id,
+	context_id, prompt, cwd, artifacts, reference_task_ids, idempotency_key, result, stop_reason,
+	session_mode, tool_calls, denied_permissions, created_at, updated_at`
+
+// insertTask inserts a task; seq is max+1, which is race-free because the
+// single writer runs one IMMEDIATE transaction at a time.
+const insertTask = `INSERT INTO tasks (seq, id, state, code, message, caller, target, mode, mission_id,
+	lease_id, context_id, prompt, cwd, artifacts, reference_task_ids, idempotency_key, result, stop_reason,
+	session_mode, tool_calls, denied_permissions, created_at, updated_at)
+	VALUES ((SELECT IFNULL(MAX(seq), 0) + 1 FROM tasks), ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+
+func taskToRow(t model.Task) (taskRow, error) {
+	r := taskRow{
+		ID: t.ID, State: string(t.State), Code: string(t.Code), Message: t.Message,
+		Caller: t.Caller, Target: t.Target, Mode: string(t.Mode), MissionID: t.MissionID,
+		LeaseID: t.LeaseID, ContextID: t.ContextID, Prompt: t.Prompt, Cwd: t.Cwd,
+		IdempotencyKey: t.IdempotencyKey, Result: t.Result, StopReason: t.StopReason,
+		SessionMode: t.SessionMode, DeniedPermissions: t.DeniedPermissions,
+		CreatedAt: formatTime(t.CreatedAt), UpdatedAt: formatTime(t.UpdatedAt),
+	}
+	var err error
+	if r.Artifacts, err = jsonArray(t.Artifacts); err != nil {
+		return r, err
+	}
+	if r.ReferenceTaskIDs, err = jsonArray(t.ReferenceTaskIDs); err != nil {
+		return r, err
+	}
+	if r.ToolCalls, err = jsonArray(t.ToolCalls); err != nil {
+		return r, err
+	}
+	return r, nil
+}
+
+func (r taskRow) task() (model.Task, error) {
+	t := model.Task{
+		ID: r.ID, State: model.State(r.State), Code: model.Code(r.Code), Message: r.Message,
+		Caller: r.Caller, Target: r.Target, Mode: model.Mode(r.Mode), MissionID: r.MissionID,
+		LeaseID: r.LeaseID, ContextID: r.ContextID, Prompt: r.Prompt, Cwd: r.Cwd,
+		IdempotencyKey: r.IdempotencyKey, Result: r.Result, StopReason: r.StopReason,
+		SessionMode: r.SessionMode, DeniedPermissions: r.DeniedPermissions,
+	}
+	var err error
+	if t.Artifacts, err = fromJSONArray[model.Artifact](r.Artifacts); err != nil {
+		return t, fmt.Errorf("task %s: artifacts: %w", r.ID, err)
+	}
+	if t.ReferenceTaskIDs, err = fromJSONArray[string](r.ReferenceTaskIDs); err != nil {
+		return t, fmt.Errorf("task %s: reference_task_ids: %w", r.ID, err)
+	}
+	if t.ToolCalls, err = fromJSONArray[model.ToolCall](r.ToolCalls); err != nil {
+		return t, fmt.Errorf("task %s: tool_calls: %w", r.ID, err)
+	}
+	if t.CreatedAt, err = parseTime(r.CreatedAt); err != nil {
+		return t, fmt.Errorf("task %s: created_at: %w", r.ID, err)
+	}
+	if t.UpdatedAt, err = parseTime(r.UpdatedAt); err != nil {
+		return t, fmt.Errorf("task %s: updated_at: %w", r.ID, err)
+	}
+	return t, nil
+}
+
+// queryTasks runs a query returning taskColumns and maps the rows.
+func (db *DB) queryTasks(ctx context.Context, q querier, query string, args ...any) ([]model.Task, error) {
+	rows, err := q.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	var trs []taskRow
+	if err := db.reader.ScanRows(ctx, rows, &trs); err != nil {
+		return nil, err
+	}
+	out := make([]model.Task, 0, len(trs))
+	for _, r := range trs {
+		t, err := r.task()
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, t)
+	}
+	return out, nil
+}
+
+// CreateTask persists t as a new submitted task and audits it
+// ("task.submitted"), in one transaction. The caller supplies ID; a zero
+// CreatedAt is stamped with the clock; an empty Mode is read_only (the
+// brief's default); State must be empty or submitted.
+//
+// When the caller already has a task with t.IdempotencyKey, that task is
+// returned with existed=true and nothing is written. A duplicate ID is an
+// invalid_args error.
+func (db *DB) CreateTask(ctx context.Context, t model.Task) (model.Task, bool, error) {
+	switch {
+	case t.ID == "":
+		return model.Task{}, false, invalidArgs("task without an id")
+	case t.Caller == "":
+		return model.Task{}, false, invalidArgs("task %q without a caller", t.ID)
+	case t.Target == "":
+		return model.Task{}, false, invalidArgs("task %q without a target", t.ID)
+	case t.State != "" && t.State != model.StateSubmitted:
+		return model.Task{}, false, invalidArgs("a new task is submitted, not %s", t.State)
+	}
+	if t.Mode == "" {
+		t.Mode = model.ModeReadOnly
+	}
+	if !t.Mode.Valid() {
+		return model.Task{}, false, invalidArgs("unknown mode %q", t.Mode)
+	}
+	t.State = model.StateSubmitted
+	var err error
+	if t.CreatedAt, err = stamp("created_at", t.CreatedAt, db.now); err != nil {
+		return model.Task{}, false, err
+	}
+	t.UpdatedAt = t.CreatedAt
+	r, err := taskToRow(t)
+	if err != nil {
+		return model.Task{}, false, wrap("create task", err)
+	}
+	stored, err := r.task() // exactly what a read will return
+	if err != nil {
+		return model.Task{}, false, wrap("create task", err)
+	}
+
+	existed := false
+	err = db.write(ctx, func(ctx context.Context, w *writeTx) error {
+		if t.IdempotencyKey != "" {
+			got, err := db.queryTasks(ctx, w, qTaskByIdem, t.Caller, t.IdempotencyKey)
+			if err != nil {
+				return err
+			}
+			if len(got) > 0 {
+				stored, existed = got[0], true
+				return nil
+			}
+		}
+		_, err := w.ExecContext(ctx, insertTask,
+			r.ID, r.State, r.Code, r.Message, r.Caller, r.Target, r.Mode, r.MissionID, r.LeaseID,
+			r.ContextID, r.Prompt, r.Cwd, r.Artifacts, r.ReferenceTaskIDs, r.IdempotencyKey, r.Result,
+			r.StopReason, r.SessionMode, r.ToolCalls, r.DeniedPermissions, r.CreatedAt, r.UpdatedAt)
+		if err != nil {
+			if isUniqueViolation(err) {
+				return invalidArgs("task id %q already exists", t.ID)
+			}
+			return err
+		}
+		return w.audit(ctx, model.AuditEvent{
+			At: t.CreatedAt, Kind: "task.submitted", Actor: t.Caller, TaskID: t.ID,
+			Data: auditData{
+				"target":             t.Target,
+				"mode":               string(t.Mode),
+				"prompt_sha256":      sha256Hex(t.Prompt),
+				"prompt_bytes":       strconv.Itoa(len(t.Prompt)),
+				"artifacts":          strconv.Itoa(len(t.Artifacts)),
+				"reference_task_ids": strconv.Itoa(len(t.ReferenceTaskIDs)),
+			}.set("mission_id", t.MissionID).set("lease_id", t.LeaseID).
+				set("context_id", t.ContextID).set("cwd", t.Cwd).
+				set("idempotency_key", t.IdempotencyKey),
+		})
+	})
+	if err != nil {
+		return model.Task{}, false, wrap("create task", err)
+	}
+	return stored, existed, nil
+}
+
+// GetTask returns a task, or an *Error with CodeNotFound.
+func (db *DB) GetTask(ctx context.Context, id string) (model.Task, error) {
+	got, err := db.queryTasks(ctx, db.rq, qTaskByID, id)
+	if err != nil {
+		return model.Task{}, wrap("get task", err)
+	}
+	if len(got) == 0 {
+		return model.Task{}, notFound("task", id)
+	}
+	return got[0], nil
+}
+
+// Transition applies a compare-and-set state write:
+//
+//	UPDATE tasks SET state = To, code, message, updated_at [, result…]
+//	WHERE id = TaskID AND state = From
+//
+// and, in the same transaction, inserts the event row and the verdict rows,
+// stores tr.Result when set, and appends the audit rows: one "gate.verdict"
+// per verdict, then one "task.transition". When the task is not in tr.From
+// it returns an *Error with CodeStaleState wrapping model.ErrStaleState
+// (CodeNotFound if there is no such task) and writes nothing. A terminal
+// From is CodeInvalidTransition: terminal states never change.
+func (db *DB) Transition(ctx context.Context, tr model.Transition) (model.Task, error) {
+	switch {
+	case tr.TaskID == "":
+		return model.Task{}, invalidArgs("transition without a task id")
+	case !tr.From.Valid() || !tr.To.Valid():
+		return model.Task{}, invalidArgs("transition of task %q from %q to %q: unknown state", tr.TaskID, tr.From, tr.To)
+	case tr.Trigger == "":
+		return model.Task{}, invalidArgs("transition of task %q without a trigger", tr.TaskID)
+	case tr.From.Terminal():
+		return model.Task{}, &model.Error{Code: model.CodeInvalidTransition,
+			Message: fmt.Sprintf("task %q: %s is terminal and never changes", tr.TaskID, tr.From)}
+	}
+	at, err := stamp("transition time", tr.At, db.now)
+	if err != nil {
+		return model.Task{}, err
+	}
+	atText := formatTime(at)
+
+	query := qTransition
+	args := []any{string(tr.To), string(tr.Code), tr.Message, atText}
+	if tr.Result != nil {
+		calls, err := jsonArray(tr.Result.ToolCalls)
+		if err != nil {
+			return model.Task{}, wrap("transition", err)
+		}
+		query = qTransitionResult
+		args = append(args, tr.Result.Text, tr.Result.StopReason, tr.Result.SessionMode, calls)
+	}
+	args = append(args, tr.TaskID, string(tr.From))
+
+	var out model.Task
+	err = db.write(ctx, func(ctx context.Context, w *writeTx) error {
+		got, err := db.queryTasks(ctx, w, query, args...)
+		if err != nil {
+			return err
+		}
+		if len(got) == 0 {
+			return casMiss(ctx, w, tr.TaskID, tr.From)
+		}
+		out = got[0]
+
+		if _, err := w.ExecContext(ctx, qEventInsert, tr.TaskID, string(tr.From), string(tr.To), string(tr.Trigger), string(tr.Code),
+			tr.Message, tr.Actor, atText); err != nil {
+			return err
+		}
+		for _, v := range tr.Verdicts {
+			if err := insertVerdict(ctx, w, tr, v, at); err != nil {
+				return err
+			}
+		}
+		return w.audit(ctx, model.AuditEvent{
+			At: at, Kind: "task.transition", Actor: tr.Actor, TaskID: tr.TaskID,
+			Data: map[string]string{"from": string(tr.From), "to": string(tr.To), "trigger": string(tr.Trigger),
+				"code": string(tr.Code), "message": tr.Message},
+		})
+	})
+	if err != nil {
+		return model.Task{}, wrap("transition", err)
+	}
+	return out, nil
+}
+
+// insertVerdict stores one verdict and audits it ("gate.verdict").
+func insertVerdict(ctx context.Context, w *writeTx, tr model.Transition, v model.Verdict, at time.Time) error {
+	vat, err := stamp("verdict time", v.At, func() time.Time { return at })
+	if err != nil {
+		return err
+	}
+	detail, err := jsonObject(v.Detail)
+	if err != nil {
+		return err
+	}
+	if _, err := w.ExecContext(ctx, qVerdictInsert, tr.TaskID, string(v.Gate), v.Passed, string(v.Code), v.Message, detail, formatTime(vat)); err != nil {
+		return err
+	}
+	data := map[string]string{"gate": string(v.Gate), "passed": strconv.FormatBool(v.Passed),
+		"code": string(v.Code), "message": v.Message}
+	for k, val := range v.Detail {
+		if _, reserved := data[k]; reserved {
+			k = "detail." + k // never let a detail key hide a verdict field
+		}
+		data[k] = val
+	}
+	return w.audit(ctx, model.AuditEvent{At: vat, Kind: "gate.verdict", Actor: tr.Actor, TaskID: tr.TaskID, Data: data})
+}
+
+// casMiss explains a compare-and-set that matched no row: the task does not
+// exist (not_found) or is in another state (stale_state).
+func casMiss(ctx context.Context, q querier, id string, from model.State) error {
+	var cur string
+	err := q.QueryRowContext(ctx, qTaskState, id).Scan(&cur)
+	if err == sql.ErrNoRows {
+		return notFound("task", id)
+	}
+	if err != nil {
+		return err
+	}
+	return &model.Error{
+		Code:    model.CodeStaleState,
+		Message: fmt.Sprintf("task %q is %s, not %s", id, cur, from),
+		Err:     model.ErrStaleState,
+	}
+}
+
+// ListTasks returns the tasks matching f, newest first. f.Limit defaults to
+// DefaultLimit and is capped at MaxLimit; f.Before is the id of a task, and
+// only older tasks are returned (not_found if there is no such task).
+func (db *DB) ListTasks(ctx context.Context, f model.TaskFilter) ([]model.Task, error) {
+	if f.State != "" && !f.State.Valid() {
+		return nil, invalidArgs("unknown state %q", f.State)
+	}
+	var where []string
+	var args []any
+	add := func(clause string, a ...any) {
+		where = append(where, clause)
+		args = append(args, a...)
+	}
+	if f.State != "" {
+		add(`state = ?`, string(f.State))
+	}
+	if f.Agent != "" {
+		add(`(caller = ? OR target = ?)`, f.Agent, f.Agent)
+	}
+	if f.Visible != "" {
+		add(`(caller = ? OR target = ?)`, f.Visible, f.Visible)
+	}
+	if f.Caller != "" {
+		add(`caller = ?`, f.Caller)
+	}
+	if f.Target != "" {
+		add(`target = ?`, f.Target)
+	}
+	var out []model.Task
+	err := db.readTx(ctx, func(ctx context.Context, tx querier) error {
+		if f.Before != "" {
+			seq, err := seqOf(ctx, tx, "tasks", f.Before)
+			if err != nil {
+				return err
+			}
+			add(`seq < ?`, seq)
+		}
+		query := `SELECT ` + taskColumns + ` FROM tasks`
+		if len(where) > 0 {
+			query += ` WHERE ` + strings.Join(where, ` AND `)
+		}
+		query += ` ORDER BY seq DESC LIMIT ?`
+		var err error
+		out, err = db.queryTasks(ctx, tx, query, append(args, pageSize(f.Limit))...)
+		return err
+	})
+	if err != nil {
+		return nil, wrap("list tasks", err)
+	}
+	return out, nil
+}
+
+// seqOf returns the seq of a cursor row in table ("tasks" or "messages").
+func seqOf(ctx context.Context, q querier, table, id string) (int64, error) {
+	var seq int64
+	err := q.QueryRowContext(ctx, `SELECT seq FROM `+table+` WHERE id = ?`, id).Scan(&seq)
+	if err == sql.ErrNoRows {
+		return 0, notFound("cursor", id)
+	}
+	return seq, err
+}
+
+// eventRow is a task_events row.
+type eventRow struct {
+	TaskID  string `bun:"task_id"`
+	From    string `bun:"from_state"`
+	To      string `bun:"to_state"`
+	Trigger string `bun:"trigger_name"`
+	Code    string `bun:"code"`
+	Message string `bun:"message"`
+	Actor   string `bun:"actor"`
+	At      string `bun:"at"`
+}
+
+// TaskEvents returns a task's transitions, oldest first (not_found for an
+// unknown task).
+func (db *DB) TaskEvents(ctx context.Context, id string) ([]model.Event, error) {
+	var out []model.Event
+	err := db.readTx(ctx, func(ctx context.Context, tx querier) error {
+		rows, err := tx.QueryContext(ctx, qTaskEvents, id)
+		if err != nil {
+			return err
+		}
+		var ers []eventRow
+		if err := db.reader.ScanRows(ctx, rows, &ers); err != nil {
+			return err
+		}
+		out = make([]model.Event, 0, len(ers))
+		for _, r := range ers {
+			at, err := parseTime(r.At)
+			if err != nil {
+				return fmt.Errorf("event of task %s: at: %w", id, err)
+			}
+			out = append(out, model.Event{TaskID: r.TaskID, From: model.State(r.From), To: model.State(r.To),
+				Trigger: model.Trigger(r.Trigger), Code: model.Code(r.Code), Message: r.Message, Actor: r.Actor, At: at})
+		}
+		if len(out) == 0 {
+			return taskExists(ctx, tx, id)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, wrap("task events", err)
+	}
+	return out, nil
+}
+
+// verdictRow is a task_verdicts row.
+type verdictRow struct {
+	Gate    string `bun:"gate"`
+	Passed  bool   `bun:"passed"`
+	Code    string `bun:"code"`
+	Message string `bun:"message"`
+	Detail  string `bun:"detail"`
+	At      string `bun:"at"`
+}
+
+// TaskVerdicts returns every gate verdict recorded for a task, oldest first
+// (not_found for an unknown task).
+func (db *DB) TaskVerdicts(ctx context.Context, id string) ([]model.Verdict, error) {
+	var out []model.Verdict
+	err := db.readTx(ctx, func(ctx context.Context, tx querier) error {
+		rows, err := tx.QueryContext(ctx, qTaskVerdicts, id)
+		if err != nil {
+			return err
+		}
+		var vrs []verdictRow
+		if err := db.reader.ScanRows(ctx, rows, &vrs); err != nil {
+			return err
+		}
+		out = make([]model.Verdict, 0, len(vrs))
+		for _, r := range vrs {
+			v := model.Verdict{Gate: model.Gate(r.Gate), Passed: r.Passed, Code: model.Code(r.Code), Message: r.Message}
+			if v.Detail, err = fromJSONObject(r.Detail); err != nil {
+				return fmt.Errorf("verdict of task %s: detail: %w", id, err)
+			}
+			if v.At, err = parseTime(r.At); err != nil {
+				return fmt.Errorf("verdict of task %s: at: %w", id, err)
+			}
+			out = append(out, v)
+		}
+		if len(out) == 0 {
+			return taskExists(ctx, tx, id)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, wrap("task verdicts", err)
+	}
+	return out, nil
+}
+
+// taskExists returns not_found unless the task exists.
+func taskExists(ctx context.Context, q querier, id string) error {
+	var one int
+	err := q.QueryRowContext(ctx, qTaskExists, id).Scan(&one)
+	if err == sql.ErrNoRows {
+		return notFound("task", id)
+	}
+	return err
+}
+
+// RecordDenial counts a denied permission request on a working task and
+// audits it ("permission.denied", actor "relay": the relay denied it), in
+// one transaction. A task that is not working is stale_state (not_found if
+// it does not exist), and nothing is written.
+func (db *DB) RecordDenial(ctx context.Context, taskID string, data map[string]string) error {
+	if taskID == "" {
+		return invalidArgs("denial without a task id")
+	}
+	at := db.now()
+	err := db.write(ctx, func(ctx context.Context, w *writeTx) error {
+		var target string
+		var count int
+		err := w.QueryRowContext(ctx, qDenial, formatTime(at), taskID, string(model.StateWorking)).Scan(&target, &count)
+		if err == sql.ErrNoRows {
+			return casMiss(ctx, w, taskID, model.StateWorking)
+		}
+		if err != nil {
+			return err
+		}
+		d := auditData{}
+		for k, v := range data {
+			d[k] = v
+		}
+		if _, ok := d["target"]; !ok {
+			d["target"] = target
+		}
+		d["denied_permissions"] = strconv.Itoa(count)
+		return w.audit(ctx, model.AuditEvent{At: at, Kind: "permission.denied", Actor: model.RelayAgent, TaskID: taskID, Data: d})
+	})
+	return wrap("record denial", err)
+}

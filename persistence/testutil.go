@@ -1,0 +1,31 @@
+package persistence
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+)
+
+// MustOpenTemp opens a fresh, migrated database in tb.TempDir() and closes
+// it when the test ends. It is for tests of this and other packages (the
+// engine's, for one): always a real SQLite file, never a mock.
+func MustOpenTemp(tb testing.TB) *DB {
+	tb.Helper()
+	return MustOpen(tb, filepath.Join(tb.TempDir(), "relay.db"), Options{})
+}
+
+// MustOpen opens the database at path with opts, failing tb on error, and
+// closes it when the test ends.
+func MustOpen(tb testing.TB, path string, opts Options) *DB {
+	tb.Helper()
+	db, err := Open(context.Background(), path, opts)
+	if err != nil {
+		tb.Fatalf("persistence: open %s: %v", path, err)
+	}
+	tb.Cleanup(func() {
+		if err := db.Close(); err != nil {
+			tb.Errorf("persistence: close %s: %v", path, err)
+		}
+	})
+	return db
+}
