@@ -1,0 +1,263 @@
+package dispatch
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"unicode/utf8"
+
+	acp "github.com/coder/acp-go-sdk"
+
+	"github.com/hai-relay/relay/model"
+)
+
+// Bounds on what a run keeps of the agent's output.
+const (
+	// maxResultBytes bounds the kept agent message text.
+	maxResultBytes = 256 << 10
+	// maxToolCalls bounds the kept tool calls (by distinct id).
+	maxToolCalls = 500
+	// maxQueuedDenials bounds denials waiting to be reported; beyond it
+	// they are still denied, and logged, but not reported one by one.
+	maxQueuedDenials = 4096
+)
+
+// client is the relay's acp.Client: deny-all, no fs, no terminal, and a
+// SessionUpdate that never blocks. One per agent process.
+//
+// The zero value is usable (policy.go calls its fs and terminal handlers
+// to derive the policy).
+type client struct {
+	// onUpdate, when set, is called (non-blocking) after every session
+	// update; the line gate uses it for flow control.
+	onUpdate func()
+	// awaitUpdates, when set, waits until the session updates received
+	// before now have been processed (see lineGate.awaitProcessed).
+	awaitUpdates func()
+	// note writes a line to the task log; nil discards.
+	note func(format string, args ...any)
+
+	mu           sync.Mutex
+	text         strings.Builder
+	truncated    bool
+	tools        []model.ToolCall
+	toolIdx      map[string]int
+	toolsDropped int // updates about tool calls not kept
+	denials      []model.Denial
+	denialCount  int
+	denialDrop   int
+	denialSignal chan struct{}
+}
+
+var _ acp.Client = (*client)(nil)
+
+func newClient(note func(string, ...any)) *client {
+	return &client{note: note, toolIdx: map[string]int{}, denialSignal: make(chan struct{}, 1)}
+}
+
+func (c *client) logf(format string, args ...any) {
+	if c != nil && c.note != nil {
+		c.note(format, args...)
+	}
+}
+
+// RequestPermission answers at once with the deny-all decision and queues
+// the denial for reporting.
+func (c *client) RequestPermission(_ context.Context, p acp.RequestPermissionRequest) (acp.RequestPermissionResponse, error) {
+	outcome, optionID := decidePermission(p.Options)
+	d := model.Denial{OptionID: string(optionID), Outcome: outcomeCancelled}
+	if outcome.Selected != nil {
+		d.Outcome = outcomeSelected
+	}
+	if p.ToolCall.Title != nil {
+		d.ToolCallTitle = *p.ToolCall.Title
+	}
+	if p.ToolCall.Kind != nil {
+		d.ToolCallKind = string(*p.ToolCall.Kind)
+	}
+	if (d.ToolCallTitle == "" || d.ToolCallKind == "") && c.awaitUpdates != nil && !c.knowsTool(string(p.ToolCall.ToolCallId)) {
+		c.awaitUpdates() // the tool_call update may still be queued
+	}
+	c.mu.Lock()
+	if i, ok := c.toolIdx[string(p.ToolCall.ToolCallId)]; ok {
+		if d.ToolCallTitle == "" {
+			d.ToolCallTitle = c.tools[i].Title
+		}
+		if d.ToolCallKind == "" {
+			d.ToolCallKind = c.tools[i].Kind
+		}
+	}
+	c.denialCount++
+	queued := len(c.denials) < maxQueuedDenials
+	if queued {
+		c.denials = append(c.denials, d)
+	} else {
+		c.denialDrop++
+	}
+	c.mu.Unlock()
+	if queued {
+		select {
+		case c.denialSignal <- struct{}{}:
+		default:
+		}
+	}
+	c.logf("permission denied: tool call %q (%s), answer %s %s", d.ToolCallTitle, d.ToolCallKind, d.Outcome, d.OptionID)
+	return acp.RequestPermissionResponse{Outcome: outcome}, nil
+}
+
+func (c *client) knowsTool(id string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, ok := c.toolIdx[id]
+	return ok
+}
+
+// takeDenials returns and clears the queued denials.
+func (c *client) takeDenials() []model.Denial {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ds := c.denials
+	c.denials = nil
+	return ds
+}
+
+// SessionUpdate keeps the agent's message text and its tool calls' titles,
+// kinds and statuses. It never blocks: a mutex and an append. Thoughts are
+// dropped unread; nothing else is mirrored.
+func (c *client) SessionUpdate(_ context.Context, n acp.SessionNotification) error {
+	if c.onUpdate != nil {
+		defer c.onUpdate()
+	}
+	u := n.Update
+	switch {
+	case u.AgentMessageChunk != nil:
+		if t := u.AgentMessageChunk.Content.Text; t != nil {
+			c.mu.Lock()
+			c.appendText(t.Text)
+			c.mu.Unlock()
+		}
+	case u.ToolCall != nil:
+		tc := u.ToolCall
+		c.mu.Lock()
+		c.upsertTool(string(tc.ToolCallId), &tc.Title, (*string)(&tc.Kind), (*string)(&tc.Status))
+		c.mu.Unlock()
+	case u.ToolCallUpdate != nil:
+		tu := u.ToolCallUpdate
+		c.mu.Lock()
+		c.upsertTool(string(tu.ToolCallId), tu.Title, (*string)(tu.Kind), (*string)(tu.Status))
+		c.mu.Unlock()
+	default:
+		// AgentThoughtChunk (never kept), UserMessageChunk, Plan, commands,
+		// modes, config, session info and usage: not part of the result.
+	}
+	return nil
+}
+
+// appendText appends s within maxResultBytes, cutting on a rune boundary.
+// c.mu is held.
+func (c *client) appendText(s string) {
+	if c.truncated {
+		return
+	}
+	room := maxResultBytes - c.text.Len()
+	if len(s) > room {
+		cut := room
+		for cut > 0 && !utf8.RuneStart(s[cut]) {
+			cut--
+		}
+		s = s[:cut]
+		c.truncated = true
+	}
+	c.text.WriteString(s)
+}
+
+// upsertTool records a tool call by id, within maxToolCalls. c.mu is held.
+func (c *client) upsertTool(id string, title, kind, status *string) {
+	i, ok := c.toolIdx[id]
+	if !ok {
+		if len(c.tools) >= maxToolCalls {
+			c.toolsDropped++
+			return
+		}
+		if c.toolIdx == nil {
+			c.toolIdx = map[string]int{}
+		}
+		c.tools = append(c.tools, model.ToolCall{ID: id})
+		i = len(c.tools) - 1
+		c.toolIdx[id] = i
+	}
+	tc := &c.tools[i]
+	if title != nil && *title != "" {
+		tc.Title = *title
+	}
+	if kind != nil && *kind != "" {
+		tc.Kind = *kind
+	}
+	if status != nil && *status != "" {
+		tc.Status = *status
+	}
+}
+
+// result returns what the run keeps.
+func (c *client) result() (model.TaskResult, string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	res := model.TaskResult{Text: c.text.String()}
+	if len(c.tools) > 0 {
+		res.ToolCalls = append([]model.ToolCall(nil), c.tools...)
+	}
+	var notes []string
+	if c.truncated {
+		notes = append(notes, fmt.Sprintf("reply truncated to %d KiB", maxResultBytes>>10))
+	}
+	if c.toolsDropped > 0 {
+		notes = append(notes, fmt.Sprintf("tool calls beyond the first %d not kept", maxToolCalls))
+	}
+	if c.denialDrop > 0 {
+		notes = append(notes, fmt.Sprintf("%d denial(s) not reported individually (see the task log)", c.denialDrop))
+	}
+	return res, strings.Join(notes, "; ")
+}
+
+// refuse is the answer to every fs and terminal request: they were not
+// advertised.
+func (c *client) refuse(method string) error {
+	c.logf("refused %s: not advertised by the relay", method)
+	return acp.NewMethodNotFound(method)
+}
+
+// ReadTextFile refuses: fs was not advertised.
+func (c *client) ReadTextFile(context.Context, acp.ReadTextFileRequest) (acp.ReadTextFileResponse, error) {
+	return acp.ReadTextFileResponse{}, c.refuse(acp.ClientMethodFsReadTextFile)
+}
+
+// WriteTextFile refuses: fs was not advertised.
+func (c *client) WriteTextFile(context.Context, acp.WriteTextFileRequest) (acp.WriteTextFileResponse, error) {
+	return acp.WriteTextFileResponse{}, c.refuse(acp.ClientMethodFsWriteTextFile)
+}
+
+// CreateTerminal refuses: terminal was not advertised.
+func (c *client) CreateTerminal(context.Context, acp.CreateTerminalRequest) (acp.CreateTerminalResponse, error) {
+	return acp.CreateTerminalResponse{}, c.refuse(acp.ClientMethodTerminalCreate)
+}
+
+// KillTerminal refuses: terminal was not advertised.
+func (c *client) KillTerminal(context.Context, acp.KillTerminalRequest) (acp.KillTerminalResponse, error) {
+	return acp.KillTerminalResponse{}, c.refuse(acp.ClientMethodTerminalKill)
+}
+
+// TerminalOutput refuses: terminal was not advertised.
+func (c *client) TerminalOutput(context.Context, acp.TerminalOutputRequest) (acp.TerminalOutputResponse, error) {
+	return acp.TerminalOutputResponse{}, c.refuse(acp.ClientMethodTerminalOutput)
+}
+
+// ReleaseTerminal refuses: terminal was not advertised.
+func (c *client) ReleaseTerminal(context.Context, acp.ReleaseTerminalRequest) (acp.ReleaseTerminalResponse, error) {
+	return acp.ReleaseTerminalResponse{}, c.refuse(acp.ClientMethodTerminalRelease)
+}
+
+// WaitForTerminalExit refuses: terminal was not advertised.
+func (c *client) WaitForTerminalExit(context.Context, acp.WaitForTerminalExitRequest) (acp.WaitForTerminalExitResponse, error) {
+	return acp.WaitForTerminalExitResponse{}, c.refuse(acp.ClientMethodTerminalWaitForExit)
+}

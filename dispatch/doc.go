@@ -1,0 +1,24 @@
+// Package dispatch is the relay's ACP client side: it starts one agent
+// process per authorized task, answers every permission request with a
+// denial, and reports the run back through the engine's RunReporter. It also
+// holds the agent registry and its three health signals.
+//
+// A run, from Dispatch to Finished:
+//
+//	spawn (own process group, Pdeathsig SIGKILL, stderr → bounded task log)
+//	initialize (protocol 1; no fs, no terminal) → session/new (task cwd, no MCP)
+//	→ session/set_mode (read_only tasks, when the agent offers plan/ask/read-only)
+//	→ RunReporter.Started → session/prompt → stop reason → teardown → Finished
+//
+// Timeouts, Cancel and Stop send session/cancel, wait CancelGrace, then
+// kill the whole process group; garbage on the agent's stdout kills at
+// once. Every run ends with the group killed and the agent reaped before
+// Finished is reported. Only the agent's message text, its stop reason and
+// its tool calls' titles, kinds and statuses are kept; thoughts never are.
+//
+// Files: policy.go (capabilities and the deny-all decision, from which
+// Policy is derived), client.go (the acp.Client), gate.go (stdout framing
+// check and session/update flow control), proc.go (process start, group
+// kill, bounded log), session.go (one agent session), dispatcher.go
+// (Dispatch, Cancel, Stop), probe.go (live probe), registry.go.
+package dispatch

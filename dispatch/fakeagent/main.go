@@ -1,0 +1,415 @@
+// Command fakeagent is a scripted ACP agent for the dispatcher's tests,
+// built on the ACP SDK's agent side and run as a real subprocess, exactly
+// as production agents are.
+//
+// Its behaviour is chosen by its first argument when given (needed for what
+// happens before any prompt: auth, modes), otherwise by the first word of
+// each prompt:
+//
+//	echo ...               reply with the prompt text
+//	perm-allow-reject      ask permission with {allow_once, reject_once}
+//	perm-allow-only        ... with {allow_once, allow_always}
+//	perm-always            ... with {allow_always, reject_always}
+//	perm-none              ... with no options
+//	                       (each replies "selected:<optionId>" or "cancelled")
+//	fs-read, fs-write      call the client's fs methods, reply with the error
+//	terminal               call terminal/create, reply with the error
+//	thought SECRET         send SECRET as a thought chunk, reply "done"
+//	hang                   block until session/cancel, then stop "cancelled"
+//	hang-ignore-cancel     block forever
+//	crash                  send a chunk, then exit 3 mid-prompt
+//	garbage                write a non-JSON line on stdout, then exit 2
+//	garbage-continue       write a non-JSON line, then reply normally
+//	refusal, max-tokens, max-turn-requests   end with that stop reason
+//	cancelled-unasked      end with "cancelled" though nobody canceled
+//	error                  answer session/prompt with an error
+//	chunks-N               stream N chunks of 10 bytes, then end_turn
+//	bytes-N                reply N bytes in chunks of 4 KiB
+//	tools-N                report N tool calls (pending → completed)
+//	grandchild             start `sleep 300`, reply and write its pid to
+//	                       $FAKEAGENT_PIDFILE, then hang
+//	mode                   reply "mode:<current session mode>"
+//	auth-prompt            answer session/prompt with auth_required
+//
+// Startup-only behaviours (first argument): auth (auth_required at
+// session/new), auth-init (at initialize), modes (offer session modes
+// default and plan), hang-init (never answer initialize), v2 (claim ACP
+// protocol version 2). A startup behaviour that is also a prompt behaviour
+// (hang, echo, ...) applies to every prompt.
+//
+// The probe prompt "Reply with the single word OK." is answered "OK".
+//
+// Every event (start, initialize, session/new, set_mode, prompt,
+// permission outcome, fs/terminal errors, cancel, exit) is appended as one
+// JSON line to $FAKEAGENT_LOG when set.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	acp "github.com/coder/acp-go-sdk"
+)
+
+const probePrompt = "Reply with the single word OK."
+
+type eventLog struct {
+	mu sync.Mutex
+	f  *os.File
+}
+
+func (l *eventLog) event(kind string, fields map[string]any) {
+	if l == nil || l.f == nil {
+		return
+	}
+	m := map[string]any{"event": kind, "pid": os.Getpid()}
+	for k, v := range fields {
+		m[k] = v
+	}
+	b, _ := json.Marshal(m)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	_, _ = l.f.Write(append(b, '\n'))
+}
+
+type agent struct {
+	// conn is set once, before ready closes; handlers that talk back wait
+	// for ready first.
+	conn    *acp.AgentSideConnection
+	ready   chan struct{}
+	startup string
+	log     *eventLog
+
+	mu   sync.Mutex
+	mode acp.SessionModeId
+	cwd  string
+}
+
+func (a *agent) Authenticate(context.Context, acp.AuthenticateRequest) (acp.AuthenticateResponse, error) {
+	a.log.event("authenticate", nil)
+	return acp.AuthenticateResponse{}, nil
+}
+
+func (a *agent) Initialize(ctx context.Context, p acp.InitializeRequest) (acp.InitializeResponse, error) {
+	a.log.event("initialize", map[string]any{
+		"protocol": p.ProtocolVersion, "fs_read": p.ClientCapabilities.Fs.ReadTextFile,
+		"fs_write": p.ClientCapabilities.Fs.WriteTextFile, "terminal": p.ClientCapabilities.Terminal,
+		"auth_terminal": p.ClientCapabilities.Auth.Terminal,
+	})
+	switch a.startup {
+	case "auth-init":
+		return acp.InitializeResponse{}, acp.NewAuthRequired(nil)
+	case "hang-init":
+		<-ctx.Done()
+		return acp.InitializeResponse{}, ctx.Err()
+	case "v2":
+		return acp.InitializeResponse{ProtocolVersion: 2}, nil
+	}
+	return acp.InitializeResponse{ProtocolVersion: acp.ProtocolVersionNumber}, nil
+}
+
+func (a *agent) Cancel(context.Context, acp.CancelNotification) error {
+	a.log.event("cancel", nil)
+	return nil
+}
+
+func (a *agent) CloseSession(context.Context, acp.CloseSessionRequest) (acp.CloseSessionResponse, error) {
+	return acp.CloseSessionResponse{}, nil
+}
+
+func (a *agent) ListSessions(context.Context, acp.ListSessionsRequest) (acp.ListSessionsResponse, error) {
+	return acp.ListSessionsResponse{}, nil
+}
+
+func (a *agent) ResumeSession(context.Context, acp.ResumeSessionRequest) (acp.ResumeSessionResponse, error) {
+	return acp.ResumeSessionResponse{}, errors.New("not supported")
+}
+
+func (a *agent) SetSessionConfigOption(context.Context, acp.SetSessionConfigOptionRequest) (acp.SetSessionConfigOptionResponse, error) {
+	return acp.SetSessionConfigOptionResponse{}, nil
+}
+
+func (a *agent) NewSession(_ context.Context, p acp.NewSessionRequest) (acp.NewSessionResponse, error) {
+	a.log.event("session_new", map[string]any{"cwd": p.Cwd, "mcp_servers": len(p.McpServers)})
+	a.mu.Lock()
+	a.cwd = p.Cwd
+	a.mu.Unlock()
+	resp := acp.NewSessionResponse{SessionId: "sess-fake"}
+	switch a.startup {
+	case "auth":
+		return acp.NewSessionResponse{}, acp.NewAuthRequired(map[string]any{"hint": "log in first"})
+	case "modes":
+		a.mu.Lock()
+		a.mode = "default"
+		a.mu.Unlock()
+		resp.Modes = &acp.SessionModeState{
+			CurrentModeId: "default",
+			AvailableModes: []acp.SessionMode{
+				{Id: "default", Name: "Default"},
+				{Id: "plan", Name: "Plan"},
+			},
+		}
+	}
+	return resp, nil
+}
+
+func (a *agent) SetSessionMode(_ context.Context, p acp.SetSessionModeRequest) (acp.SetSessionModeResponse, error) {
+	a.log.event("set_mode", map[string]any{"mode": p.ModeId})
+	a.mu.Lock()
+	a.mode = p.ModeId
+	a.mu.Unlock()
+	return acp.SetSessionModeResponse{}, nil
+}
+
+func (a *agent) say(ctx context.Context, sid acp.SessionId, text string) {
+	_ = a.conn.SessionUpdate(ctx, acp.SessionNotification{SessionId: sid, Update: acp.UpdateAgentMessageText(text)})
+}
+
+func (a *agent) reply(ctx context.Context, sid acp.SessionId, text string) (acp.PromptResponse, error) {
+	a.say(ctx, sid, text)
+	return acp.PromptResponse{StopReason: acp.StopReasonEndTurn}, nil
+}
+
+func (a *agent) Prompt(ctx context.Context, p acp.PromptRequest) (acp.PromptResponse, error) {
+	var text string
+	var links []string
+	for _, b := range p.Prompt {
+		switch {
+		case b.Text != nil && text == "":
+			text = b.Text.Text
+		case b.ResourceLink != nil:
+			mt := ""
+			if b.ResourceLink.MimeType != nil {
+				mt = *b.ResourceLink.MimeType
+			}
+			links = append(links, b.ResourceLink.Name+"|"+b.ResourceLink.Uri+"|"+mt)
+		}
+	}
+	<-a.ready
+	a.log.event("prompt", map[string]any{"text": text, "links": links})
+	sid := p.SessionId
+	words := strings.Fields(text)
+	behaviour := a.startup
+	switch behaviour {
+	case "", "auth", "auth-init", "modes", "v2":
+		behaviour = ""
+		if len(words) > 0 {
+			behaviour = words[0]
+		}
+	}
+	if text == probePrompt && a.startup != "hang" && a.startup != "hang-ignore-cancel" {
+		return a.reply(ctx, sid, "OK")
+	}
+
+	switch {
+	case behaviour == "echo":
+		return a.reply(ctx, sid, text)
+	case strings.HasPrefix(behaviour, "perm-"):
+		return a.permission(ctx, sid, behaviour)
+	case behaviour == "fs-read":
+		a.mu.Lock()
+		path := filepath.Join(a.cwd, "README")
+		a.mu.Unlock()
+		_, err := a.conn.ReadTextFile(ctx, acp.ReadTextFileRequest{SessionId: sid, Path: path})
+		return a.reply(ctx, sid, a.clientErr("fs_read", err))
+	case behaviour == "fs-write":
+		a.mu.Lock()
+		path := filepath.Join(a.cwd, "pwned")
+		a.mu.Unlock()
+		_, err := a.conn.WriteTextFile(ctx, acp.WriteTextFileRequest{SessionId: sid, Path: path, Content: "x"})
+		return a.reply(ctx, sid, a.clientErr("fs_write", err))
+	case behaviour == "terminal":
+		_, err := a.conn.CreateTerminal(ctx, acp.CreateTerminalRequest{SessionId: sid, Command: "ls"})
+		return a.reply(ctx, sid, a.clientErr("terminal_create", err))
+	case behaviour == "thought":
+		secret := "no-secret"
+		if len(words) > 1 {
+			secret = words[1]
+		}
+		_ = a.conn.SessionUpdate(ctx, acp.SessionNotification{SessionId: sid, Update: acp.UpdateAgentThoughtText("thinking about " + secret)})
+		return a.reply(ctx, sid, "done")
+	case behaviour == "hang":
+		a.say(ctx, sid, "hanging")
+		<-ctx.Done()
+		a.log.event("prompt_canceled", nil)
+		return acp.PromptResponse{StopReason: acp.StopReasonCancelled}, nil
+	case behaviour == "hang-ignore-cancel":
+		a.say(ctx, sid, "hanging, deaf")
+		for {
+			time.Sleep(time.Hour)
+		}
+	case behaviour == "crash":
+		a.say(ctx, sid, "about to crash")
+		a.log.event("crash", nil)
+		os.Exit(3)
+		panic("unreachable")
+	case behaviour == "garbage" || behaviour == "garbage-continue":
+		_, _ = os.Stdout.Write([]byte("this is not json {\n"))
+		a.log.event("garbage", nil)
+		if behaviour == "garbage" {
+			time.Sleep(50 * time.Millisecond)
+			os.Exit(2)
+		}
+		return a.reply(ctx, sid, "still here")
+	case behaviour == "refusal":
+		a.say(ctx, sid, "I will not")
+		return acp.PromptResponse{StopReason: acp.StopReasonRefusal}, nil
+	case behaviour == "max-tokens":
+		a.say(ctx, sid, "out of tokens")
+		return acp.PromptResponse{StopReason: acp.StopReasonMaxTokens}, nil
+	case behaviour == "max-turn-requests":
+		return acp.PromptResponse{StopReason: acp.StopReasonMaxTurnRequests}, nil
+	case behaviour == "cancelled-unasked":
+		return acp.PromptResponse{StopReason: acp.StopReasonCancelled}, nil
+	case behaviour == "error":
+		return acp.PromptResponse{}, errors.New("model exploded")
+	case behaviour == "auth-prompt":
+		return acp.PromptResponse{}, acp.NewAuthRequired(nil)
+	case strings.HasPrefix(behaviour, "chunks-"):
+		n, _ := strconv.Atoi(strings.TrimPrefix(behaviour, "chunks-"))
+		for i := 0; i < n; i++ {
+			a.say(ctx, sid, fmt.Sprintf("%09d\n", i))
+		}
+		a.log.event("chunks_sent", map[string]any{"n": n})
+		return acp.PromptResponse{StopReason: acp.StopReasonEndTurn}, nil
+	case strings.HasPrefix(behaviour, "bytes-"):
+		n, _ := strconv.Atoi(strings.TrimPrefix(behaviour, "bytes-"))
+		chunk := strings.Repeat("é", 2048) // 4 KiB, two-byte runes
+		for n > 0 {
+			c := chunk
+			if n < len(c) {
+				c = c[:n]
+			}
+			a.say(ctx, sid, c)
+			n -= len(c)
+		}
+		return acp.PromptResponse{StopReason: acp.StopReasonEndTurn}, nil
+	case strings.HasPrefix(behaviour, "tools-"):
+		n, _ := strconv.Atoi(strings.TrimPrefix(behaviour, "tools-"))
+		for i := 0; i < n; i++ {
+			id := acp.ToolCallId(fmt.Sprintf("tc-%d", i))
+			_ = a.conn.SessionUpdate(ctx, acp.SessionNotification{SessionId: sid, Update: acp.StartToolCall(id,
+				fmt.Sprintf("Read file %d", i), acp.WithStartKind(acp.ToolKindRead), acp.WithStartStatus(acp.ToolCallStatusPending))})
+			_ = a.conn.SessionUpdate(ctx, acp.SessionNotification{SessionId: sid, Update: acp.UpdateToolCall(id,
+				acp.WithUpdateStatus(acp.ToolCallStatusCompleted))})
+		}
+		return a.reply(ctx, sid, fmt.Sprintf("%d tools", n))
+	case behaviour == "grandchild":
+		cmd := exec.Command("sleep", "300")
+		if err := cmd.Start(); err != nil {
+			return a.reply(ctx, sid, "grandchild error: "+err.Error())
+		}
+		pid := cmd.Process.Pid
+		if f := os.Getenv("FAKEAGENT_PIDFILE"); f != "" {
+			_ = os.WriteFile(f, []byte(strconv.Itoa(pid)), 0o600)
+		}
+		a.log.event("grandchild", map[string]any{"child": pid})
+		a.say(ctx, sid, fmt.Sprintf("grandchild:%d", pid))
+		<-ctx.Done()
+		return acp.PromptResponse{StopReason: acp.StopReasonCancelled}, nil
+	case behaviour == "mode":
+		a.mu.Lock()
+		m := a.mode
+		a.mu.Unlock()
+		return a.reply(ctx, sid, "mode:"+string(m))
+	default:
+		return a.reply(ctx, sid, text)
+	}
+}
+
+// permission reports a tool call, asks permission with the options the
+// behaviour names, records the answer and replies with it.
+func (a *agent) permission(ctx context.Context, sid acp.SessionId, behaviour string) (acp.PromptResponse, error) {
+	opt := func(kind acp.PermissionOptionKind, id string) acp.PermissionOption {
+		return acp.PermissionOption{Kind: kind, Name: id, OptionId: acp.PermissionOptionId(id)}
+	}
+	var options []acp.PermissionOption
+	switch behaviour {
+	case "perm-allow-reject":
+		options = []acp.PermissionOption{opt(acp.PermissionOptionKindAllowOnce, "allow"), opt(acp.PermissionOptionKindRejectOnce, "reject")}
+	case "perm-allow-only":
+		options = []acp.PermissionOption{opt(acp.PermissionOptionKindAllowOnce, "allow"), opt(acp.PermissionOptionKindAllowAlways, "allow-always")}
+	case "perm-always":
+		options = []acp.PermissionOption{opt(acp.PermissionOptionKindAllowAlways, "allow-always"), opt(acp.PermissionOptionKindRejectAlways, "reject-always")}
+	default:
+		options = []acp.PermissionOption{}
+	}
+	id := acp.ToolCallId("call-1")
+	_ = a.conn.SessionUpdate(ctx, acp.SessionNotification{SessionId: sid, Update: acp.StartToolCall(id, "Write config.json",
+		acp.WithStartKind(acp.ToolKindEdit), acp.WithStartStatus(acp.ToolCallStatusPending))})
+	resp, err := a.conn.RequestPermission(ctx, acp.RequestPermissionRequest{
+		SessionId: sid,
+		// Title and kind deliberately omitted: the client must take them
+		// from the tool call it was told about.
+		ToolCall: acp.ToolCallUpdate{ToolCallId: id},
+		Options:  options,
+	})
+	if err != nil {
+		a.log.event("permission", map[string]any{"error": err.Error()})
+		return a.reply(ctx, sid, "permission error: "+err.Error())
+	}
+	answer := "cancelled"
+	status := acp.ToolCallStatusFailed
+	ev := map[string]any{"outcome": "cancelled"}
+	if s := resp.Outcome.Selected; s != nil {
+		answer = "selected:" + string(s.OptionId)
+		ev = map[string]any{"outcome": "selected", "option_id": string(s.OptionId)}
+		for _, o := range options {
+			if o.OptionId == s.OptionId && (o.Kind == acp.PermissionOptionKindAllowOnce || o.Kind == acp.PermissionOptionKindAllowAlways) {
+				status = acp.ToolCallStatusCompleted
+				ev["allowed"] = true
+			}
+		}
+	}
+	a.log.event("permission", ev)
+	_ = a.conn.SessionUpdate(ctx, acp.SessionNotification{SessionId: sid, Update: acp.UpdateToolCall(id, acp.WithUpdateStatus(status))})
+	return a.reply(ctx, sid, answer)
+}
+
+// clientErr records and renders the error a client method returned.
+func (a *agent) clientErr(kind string, err error) string {
+	if err == nil {
+		a.log.event(kind, map[string]any{"ok": true})
+		return kind + " ok"
+	}
+	ev := map[string]any{"error": err.Error()}
+	var re *acp.RequestError
+	if errors.As(err, &re) {
+		ev["code"] = re.Code
+	}
+	a.log.event(kind, ev)
+	return kind + " error: " + err.Error()
+}
+
+func main() {
+	a := &agent{ready: make(chan struct{})}
+	if len(os.Args) > 1 {
+		a.startup = os.Args[1]
+	}
+	if p := os.Getenv("FAKEAGENT_LOG"); p != "" {
+		f, err := os.OpenFile(p, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "fakeagent:", err)
+			os.Exit(1)
+		}
+		a.log = &eventLog{f: f}
+	}
+	a.log.event("start", map[string]any{"args": os.Args[1:]})
+	fmt.Fprintln(os.Stderr, "fakeagent: started", os.Args[1:])
+	conn := acp.NewAgentSideConnection(a, os.Stdout, os.Stdin)
+	conn.SetLogger(slog.New(slog.NewTextHandler(os.Stderr, nil)))
+	a.conn = conn
+	close(a.ready)
+	<-conn.Done()
+	a.log.event("exit", nil)
+}

@@ -1,0 +1,146 @@
+package dispatch
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	acp "github.com/coder/acp-go-sdk"
+)
+
+func TestDerivedPolicyHasTeeth(t *testing.T) {
+	t.Parallel()
+	if !deniesEveryPermission(decidePermission) {
+		t.Fatal("the real decision fails its own check")
+	}
+	first := func(o []acp.PermissionOption) (acp.RequestPermissionOutcome, acp.PermissionOptionId) {
+		if len(o) == 0 {
+			return acp.NewRequestPermissionOutcomeCancelled(), ""
+		}
+		return acp.NewRequestPermissionOutcomeSelected(o[0].OptionId), o[0].OptionId
+	}
+	anyReject := func(o []acp.PermissionOption) (acp.RequestPermissionOutcome, acp.PermissionOptionId) {
+		for _, x := range o {
+			if x.Kind == acp.PermissionOptionKindRejectAlways || x.Kind == acp.PermissionOptionKindRejectOnce {
+				return acp.NewRequestPermissionOutcomeSelected(x.OptionId), x.OptionId
+			}
+		}
+		return acp.NewRequestPermissionOutcomeCancelled(), ""
+	}
+	alwaysCancel := func([]acp.PermissionOption) (acp.RequestPermissionOutcome, acp.PermissionOptionId) {
+		return acp.NewRequestPermissionOutcomeCancelled(), ""
+	}
+	for name, f := range map[string]func([]acp.PermissionOption) (acp.RequestPermissionOutcome, acp.PermissionOptionId){
+		"first option": first, "reject_always too": anyReject, "ignores reject_once": alwaysCancel,
+	} {
+		if deniesEveryPermission(f) {
+			t.Errorf("%s: passed the deny-all check", name)
+		}
+	}
+	if !refusesFS() || !refusesTerminal() {
+		t.Fatal("fs/terminal handlers do not refuse")
+	}
+	// The capabilities on the wire come from the same constants.
+	b, _ := json.Marshal(clientCapabilities())
+	var caps acp.ClientCapabilities
+	_ = json.Unmarshal(b, &caps)
+	if caps.Fs.ReadTextFile || caps.Fs.WriteTextFile || caps.Terminal || caps.Auth.Terminal {
+		t.Fatalf("capabilities on the wire: %s", b)
+	}
+}
+
+func TestGateFlagsGarbageOnce(t *testing.T) {
+	t.Parallel()
+	in := strings.Join([]string{
+		`{"jsonrpc":"2.0","id":1,"result":{}}`,
+		``,
+		`{"jsonrpc":"2.0","method":"x/y","params":{}}`,
+		`hello world`,
+		`null`,
+		`{"jsonrpc":"2.0","id":2,"method":"fs/read_text_file","params":{}}`,
+	}, "\n") + "\n"
+	var whys []string
+	g := newLineGate(strings.NewReader(in), func(why string, _ []byte) { whys = append(whys, why) })
+	out, err := io.ReadAll(g)
+	if err != nil || string(out) != in {
+		t.Fatalf("gate altered the stream: %v %q", err, out)
+	}
+	if len(whys) != 1 || !strings.Contains(whys[0], "not JSON") {
+		t.Fatalf("garbage reports = %v", whys)
+	}
+	g = newLineGate(strings.NewReader("null\n"), func(why string, _ []byte) { whys = append(whys, why) })
+	_, _ = io.ReadAll(g)
+	if len(whys) != 2 || !strings.Contains(whys[1], "neither") {
+		t.Fatalf("garbage reports = %v", whys)
+	}
+}
+
+func TestGateLongLinesPassWhole(t *testing.T) {
+	t.Parallel()
+	long := `{"jsonrpc":"2.0","method":"session/update","params":{"text":"` + strings.Repeat("a", 300<<10) + `"}}` + "\n"
+	in := long + long
+	bad := false
+	g := newLineGate(strings.NewReader(in), func(string, []byte) { bad = true })
+	g.processed()
+	g.processed()
+	out, err := io.ReadAll(g)
+	if err != nil || !bytes.Equal(out, []byte(in)) || bad {
+		t.Fatalf("err %v, equal %v, garbage %v", err, bytes.Equal(out, []byte(in)), bad)
+	}
+}
+
+func TestGateAppliesBackpressure(t *testing.T) {
+	t.Parallel()
+	line := `{"jsonrpc":"2.0","method":"session/update","params":{}}` + "\n"
+	in := strings.Repeat(line, gateHighWater+10)
+	g := newLineGate(strings.NewReader(in), nil)
+	read := make(chan int, 1)
+	go func() {
+		n := 0
+		buf := make([]byte, len(line))
+		for {
+			k, err := io.ReadFull(g, buf)
+			n += k
+			if err != nil {
+				break
+			}
+			if n == gateHighWater*len(line) {
+				read <- n
+			}
+		}
+		read <- n
+	}()
+	<-read // gateHighWater lines went through
+	select {
+	case n := <-read:
+		t.Fatalf("read %d bytes past the high-water mark without progress", n)
+	case <-time.After(100 * time.Millisecond):
+	}
+	for i := 0; i < gateHighWater+10; i++ {
+		g.processed()
+	}
+	select {
+	case n := <-read:
+		if n != len(in) {
+			t.Fatalf("read %d of %d", n, len(in))
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("gate did not resume")
+	}
+}
+
+func TestClientKeepsNoThoughts(t *testing.T) {
+	t.Parallel()
+	c := newClient(nil)
+	_ = c.SessionUpdate(t.Context(), acp.SessionNotification{Update: acp.UpdateAgentThoughtText("secret thought")})
+	_ = c.SessionUpdate(t.Context(), acp.SessionNotification{Update: acp.UpdateAgentMessageText("visible")})
+	_ = c.SessionUpdate(t.Context(), acp.SessionNotification{Update: acp.UpdatePlan(acp.PlanEntry{Content: "plan secret"})})
+	res, _ := c.result()
+	b, _ := json.Marshal(res)
+	if strings.Contains(string(b), "secret") || res.Text != "visible" {
+		t.Fatalf("kept %s", b)
+	}
+}

@@ -1,0 +1,290 @@
+package dispatch
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// errStopped is returned when the dispatcher was stopped.
+var errStopped = errors.New("dispatcher stopped")
+
+// spawner starts every agent process from one goroutine that is locked to
+// its OS thread for its whole life.
+//
+// Why: agents are started with Pdeathsig SIGKILL so that none outlives the
+// daemon. Linux sends the parent-death signal when the *thread* that forked
+// the child exits, not the process (prctl(2); golang/go#27505). The Go
+// runtime may run exec.Cmd.Start on any thread, and a thread can end while
+// the process lives on (a goroutine that exits while locked to its thread
+// takes the thread with it), which would SIGKILL a healthy agent mid-task.
+// Starting every process from this one locked goroutine pins them all to a
+// thread that lives exactly as long as the dispatcher: the goroutine exits,
+// still locked so the thread dies with it, only after every agent it
+// started has been killed and reaped.
+type spawner struct {
+	reqs chan spawnReq
+	quit chan struct{}
+	done chan struct{}
+	once sync.Once
+}
+
+type spawnReq struct {
+	cmd  *exec.Cmd
+	done chan error
+}
+
+func newSpawner() *spawner {
+	s := &spawner{reqs: make(chan spawnReq), quit: make(chan struct{}), done: make(chan struct{})}
+	go s.loop()
+	return s
+}
+
+func (s *spawner) loop() {
+	runtime.LockOSThread() // never unlocked: see the type comment
+	defer close(s.done)
+	for {
+		select {
+		case r := <-s.reqs:
+			r.done <- r.cmd.Start()
+		case <-s.quit:
+			return
+		}
+	}
+}
+
+// start runs cmd.Start on the spawner's thread.
+func (s *spawner) start(cmd *exec.Cmd) error {
+	r := spawnReq{cmd: cmd, done: make(chan error, 1)}
+	select {
+	case s.reqs <- r:
+	case <-s.done:
+		return errStopped
+	}
+	return <-r.done
+}
+
+// stop ends the spawner goroutine (and its thread). Every process it
+// started must be dead by then.
+func (s *spawner) stop() {
+	s.once.Do(func() { close(s.quit) })
+	<-s.done
+}
+
+// proc is one started agent process, leader of its own process group.
+type proc struct {
+	cmd    *exec.Cmd
+	pid    int
+	stdin  io.WriteCloser
+	stdout io.ReadCloser
+	// exited closes when the leader has exited. It is observed with
+	// waitid(WNOWAIT), so the leader stays a zombie, and its process group
+	// id cannot be reused, until reap: killGroup is always safe before it.
+	exited chan struct{}
+
+	mu      sync.Mutex
+	reaped  bool
+	waitErr error
+	killed  atomic.Bool
+}
+
+// procSpec is what startProc needs.
+type procSpec struct {
+	argv   []string
+	dir    string
+	env    []string
+	stderr io.Writer
+}
+
+// startProc starts argv in its own process group with Pdeathsig SIGKILL,
+// stdin and stdout as pipes and stderr to ps.stderr.
+func startProc(sp *spawner, ps procSpec) (*proc, error) {
+	if len(ps.argv) == 0 || ps.argv[0] == "" {
+		return nil, errors.New("empty command")
+	}
+	cmd := exec.Command(ps.argv[0], ps.argv[1:]...)
+	if cmd.Err != nil {
+		return nil, cmd.Err
+	}
+	cmd.Dir = ps.dir
+	cmd.Env = append(os.Environ(), ps.env...)
+	cmd.Stderr = ps.stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	// Wait copies stderr through a pipe; a process that escaped the group
+	// and kept stderr open must not hold Wait forever.
+	cmd.WaitDelay = 2 * time.Second
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		_ = stdin.Close()
+		return nil, err
+	}
+	if err := sp.start(cmd); err != nil {
+		_ = stdin.Close()
+		_ = stdout.Close()
+		return nil, err
+	}
+	p := &proc{cmd: cmd, pid: cmd.Process.Pid, stdin: stdin, stdout: stdout, exited: make(chan struct{})}
+	go p.watchExit()
+	return p, nil
+}
+
+func (p *proc) watchExit() {
+	defer close(p.exited)
+	for {
+		var info unix.Siginfo
+		err := unix.Waitid(unix.P_PID, p.pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
+		if err != unix.EINTR {
+			return
+		}
+	}
+}
+
+// killGroup sends SIGKILL to the whole process group (the agent and every
+// descendant that stayed in its group). It is a no-op after reap.
+func (p *proc) killGroup() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.reaped {
+		return
+	}
+	p.killed.Store(true)
+	_ = syscall.Kill(-p.pid, syscall.SIGKILL)
+}
+
+// reap kills what is left of the group, waits for the leader and releases
+// its pipes. It is idempotent.
+func (p *proc) reap() error {
+	// Until the leader is reaped it is alive or a zombie, so its group id
+	// is still ours: kill the group (leftover descendants included).
+	p.killGroup()
+	<-p.exited
+	p.mu.Lock()
+	if p.reaped {
+		p.mu.Unlock()
+		return p.waitErr
+	}
+	p.reaped = true
+	p.mu.Unlock()
+	err := p.cmd.Wait()
+	p.mu.Lock()
+	p.waitErr = err
+	p.mu.Unlock()
+	return err
+}
+
+// exitDescription says how the leader ended, for messages ("exit status
+// 3", "killed by the relay").
+func (p *proc) exitDescription() string {
+	st := p.cmd.ProcessState
+	if st == nil {
+		return "still running"
+	}
+	if ws, ok := st.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		if ws.Signal() == syscall.SIGKILL && p.killed.Load() {
+			return "killed by the relay"
+		}
+		return "killed by signal " + ws.Signal().String()
+	}
+	return st.String()
+}
+
+// boundedLog is a per-run log file that keeps at most limit bytes: the
+// agent's stderr, the SDK's diagnostics and the relay's own notes. Safe for
+// concurrent use; writes after the limit or after Close are dropped.
+type boundedLog struct {
+	mu     sync.Mutex
+	f      *os.File
+	limit  int64
+	n      int64
+	cut    bool
+	closed bool
+}
+
+// openLog opens dir/name.log (dir 0700, file 0600) bounded to limit bytes,
+// appending, or replacing an earlier file when fresh is set. An empty dir
+// gives a log that discards everything.
+func openLog(dir, name string, limit int64, fresh bool) (*boundedLog, error) {
+	l := &boundedLog{limit: limit}
+	if dir == "" {
+		return l, nil
+	}
+	if name == "" || name == "." || name == ".." || strings.ContainsAny(name, "/\\\x00") {
+		return nil, fmt.Errorf("invalid log name %q", name)
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	flags := os.O_CREATE | os.O_WRONLY | os.O_APPEND
+	if fresh {
+		flags |= os.O_TRUNC
+	}
+	f, err := os.OpenFile(filepath.Join(dir, name+".log"), flags, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	if err := f.Chmod(0o600); err != nil {
+		_ = f.Close()
+		return nil, err
+	}
+	l.f = f
+	return l, nil
+}
+
+// Write implements io.Writer. It always reports len(p) so that a copier
+// keeps draining the agent's stderr after the limit.
+func (l *boundedLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.f == nil || l.closed || l.cut {
+		return len(p), nil
+	}
+	room := l.limit - l.n
+	if int64(len(p)) <= room {
+		n, _ := l.f.Write(p)
+		l.n += int64(n)
+		return len(p), nil
+	}
+	if room > 0 {
+		n, _ := l.f.Write(p[:room])
+		l.n += int64(n)
+	}
+	l.cut = true
+	_, _ = fmt.Fprintf(l.f, "\n[relay: log truncated at %d bytes]\n", l.limit)
+	return len(p), nil
+}
+
+// Printf writes one relay note line.
+func (l *boundedLog) Printf(format string, args ...any) {
+	line := time.Now().UTC().Format(time.RFC3339Nano) + " relay: " + fmt.Sprintf(format, args...)
+	if !strings.HasSuffix(line, "\n") {
+		line += "\n"
+	}
+	_, _ = l.Write([]byte(line))
+}
+
+// Close closes the file.
+func (l *boundedLog) Close() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed || l.f == nil {
+		l.closed = true
+		return nil
+	}
+	l.closed = true
+	return l.f.Close()
+}

@@ -1,0 +1,516 @@
+package dispatch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	acp "github.com/coder/acp-go-sdk"
+
+	"github.com/hai-relay/relay/model"
+)
+
+// stopCause is why a run was asked to stop. The first cause wins.
+type stopCause int
+
+const (
+	causeNone     stopCause = iota
+	causeCancel             // Cancel(taskID), or a probe's ctx
+	causeTimeout            // TaskTimeout (or the probe timeout) elapsed
+	causeShutdown           // Stop / Close
+	causeProtocol           // garbage on the agent's stdout: killed at once
+)
+
+// graceful causes send session/cancel and wait CancelGrace before the kill.
+func (c stopCause) graceful() bool {
+	return c == causeCancel || c == causeTimeout || c == causeShutdown
+}
+
+// stage is the step a run is in; failures and timeouts name it.
+type stage string
+
+const (
+	stageSpawn      stage = "spawn"
+	stageInitialize stage = "initialize"
+	stageNewSession stage = "session/new"
+	stageSetMode    stage = "session/set_mode"
+	stageStart      stage = "start"
+	stagePrompt     stage = "prompt"
+)
+
+// readOnlyModes are the session mode ids selected for read_only tasks, in
+// order of preference.
+var readOnlyModes = []acp.SessionModeId{"read-only", "plan", "ask"}
+
+// authRequiredCode is ACP's auth_required error code (-32000), taken from
+// the SDK's own constructor rather than repeated here.
+var authRequiredCode = acp.NewAuthRequired(nil).Code
+
+// exitPoliteness is how long a run waits, after its turn ended and its
+// stdin was closed, for the agent to exit by itself before the group is
+// killed anyway.
+const exitPoliteness = 500 * time.Millisecond
+
+// drainAfterExit bounds how long the connection may stay open after the
+// agent's leader process exited (a descendant that left the group could
+// hold stdout open forever).
+const drainAfterExit = time.Second
+
+// session is one agent process and its ACP connection: a task's run or a
+// probe.
+type session struct {
+	d       *Dispatcher
+	agent   string
+	argv    []string
+	taskID  string // "" for a probe
+	mode    model.Mode
+	cwd     string
+	prompt  []acp.ContentBlock
+	timeout time.Duration
+	log     *boundedLog
+
+	p      *proc
+	gate   *lineGate
+	conn   *acp.ClientSideConnection
+	client *client
+	timer  *time.Timer
+	bg     sync.WaitGroup // the session's helper goroutines
+
+	stopc chan struct{}
+
+	mu          sync.Mutex
+	cause       stopCause
+	stopStage   stage
+	stage       stage
+	garbage     string
+	setupCancel context.CancelFunc
+	graceKill   bool
+}
+
+// runResult is what drive observed, classified after teardown.
+type runResult struct {
+	stage        stage // where it ended
+	err          error
+	disconnected bool // the connection was gone when err was returned
+	resp         *acp.PromptResponse
+	sessionMode  string
+	startErr     error // the reporter refused Started
+}
+
+func newSession(d *Dispatcher, agent string, argv []string, taskID string, mode model.Mode, cwd string, prompt []acp.ContentBlock, timeout time.Duration, log *boundedLog) *session {
+	return &session{d: d, agent: agent, argv: argv, taskID: taskID, mode: mode, cwd: cwd,
+		prompt: prompt, timeout: timeout, log: log, stopc: make(chan struct{}), stage: stageSpawn}
+}
+
+// start spawns the agent and wires the connection. On error nothing is
+// left running.
+func (s *session) start() error {
+	p, err := startProc(s.d.spawner, procSpec{argv: s.argv, dir: s.cwd, env: s.d.o.Env, stderr: s.log})
+	if err != nil {
+		s.log.Printf("could not start %q: %v", s.argv, err)
+		return err
+	}
+	s.mu.Lock()
+	s.p = p
+	s.mu.Unlock()
+	s.log.Printf("started %q pid %d in %s", s.argv, p.pid, s.cwd)
+	s.client = newClient(s.log.Printf)
+	s.gate = newLineGate(p.stdout, s.onGarbage)
+	s.client.onUpdate = s.gate.processed
+	s.client.awaitUpdates = func() { s.gate.awaitProcessed(time.Second) }
+	s.conn = acp.NewClientSideConnection(s.client, p.stdin, s.gate)
+	s.conn.SetLogger(slog.New(slog.NewTextHandler(s.log, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	s.timer = time.AfterFunc(s.timeout, func() { s.stop(causeTimeout) })
+	s.bg.Add(1)
+	go s.watchdog()
+	return nil
+}
+
+// watchdog closes the agent's stdout shortly after its leader exited, so
+// that the connection ends even if a descendant holds the pipe open.
+func (s *session) watchdog() {
+	defer s.bg.Done()
+	<-s.p.exited
+	t := time.NewTimer(drainAfterExit)
+	defer t.Stop()
+	select {
+	case <-s.conn.Done():
+	case <-t.C:
+		s.log.Printf("agent exited but its stdout stayed open; closing it")
+		_ = s.p.stdout.Close()
+		s.gate.close()
+	}
+}
+
+func (s *session) onGarbage(why string, line []byte) {
+	const max = 200
+	excerpt := line
+	if len(excerpt) > max {
+		excerpt = excerpt[:max]
+	}
+	s.log.Printf("protocol violation: the agent wrote %s on stdout: %q", why, excerpt)
+	s.mu.Lock()
+	if s.garbage == "" {
+		s.garbage = why
+	}
+	s.mu.Unlock()
+	s.stop(causeProtocol)
+}
+
+func (s *session) setStage(st stage) {
+	s.mu.Lock()
+	s.stage = st
+	s.mu.Unlock()
+}
+
+// stop asks the run to stop. It never blocks; the first cause wins.
+func (s *session) stop(c stopCause) {
+	s.mu.Lock()
+	if s.cause != causeNone {
+		s.mu.Unlock()
+		return
+	}
+	s.cause, s.stopStage = c, s.stage
+	cancel := s.setupCancel
+	p := s.p
+	s.mu.Unlock()
+	close(s.stopc)
+	if cancel != nil {
+		cancel()
+	}
+	if c == causeProtocol && p != nil {
+		p.killGroup()
+	}
+}
+
+// kill kills the process group at once (Stop whose ctx expired).
+func (s *session) kill() {
+	s.mu.Lock()
+	p := s.p
+	s.mu.Unlock()
+	if p != nil {
+		p.killGroup()
+	}
+}
+
+func (s *session) stopState() (stopCause, stage, string, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cause, s.stopStage, s.garbage, s.graceKill
+}
+
+func connDone(c *acp.ClientSideConnection) bool {
+	select {
+	case <-c.Done():
+		return true
+	default:
+		return false
+	}
+}
+
+// drive runs initialize → session/new → (mode) → onStarted → prompt.
+// onStarted may be nil (probes).
+func (s *session) drive(onStarted func() error) (res runResult) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	s.mu.Lock()
+	s.setupCancel = cancel
+	early := s.cause != causeNone
+	s.mu.Unlock()
+	if early {
+		cancel()
+	}
+	fail := func(st stage, err error) runResult {
+		return runResult{stage: st, err: err, disconnected: connDone(s.conn), sessionMode: res.sessionMode}
+	}
+
+	s.setStage(stageInitialize)
+	ir, err := s.conn.Initialize(ctx, acp.InitializeRequest{
+		ProtocolVersion:    acp.ProtocolVersionNumber,
+		ClientCapabilities: clientCapabilities(),
+		ClientInfo:         &acp.Implementation{Name: "hai-relay", Version: "1"},
+	})
+	if err != nil {
+		return fail(stageInitialize, err)
+	}
+	if ir.ProtocolVersion != acp.ProtocolVersionNumber {
+		return fail(stageInitialize, fmt.Errorf("the agent speaks ACP protocol version %d; the relay speaks %d",
+			ir.ProtocolVersion, acp.ProtocolVersionNumber))
+	}
+
+	s.setStage(stageNewSession)
+	ns, err := s.conn.NewSession(ctx, acp.NewSessionRequest{Cwd: s.cwd, McpServers: []acp.McpServer{}})
+	if err != nil {
+		return fail(stageNewSession, err)
+	}
+
+	if s.mode == model.ModeReadOnly {
+		if id, current := pickReadOnlyMode(ns.Modes); id != "" {
+			if !current {
+				s.setStage(stageSetMode)
+				if _, err := s.conn.SetSessionMode(ctx, acp.SetSessionModeRequest{SessionId: ns.SessionId, ModeId: id}); err != nil {
+					return fail(stageSetMode, err)
+				}
+			}
+			res.sessionMode = string(id)
+			s.log.Printf("read_only task: session mode %q selected", id)
+		}
+	}
+
+	// Setup is over: from here a stop goes through session/cancel.
+	s.mu.Lock()
+	s.setupCancel = nil
+	stopped := s.cause != causeNone
+	s.mu.Unlock()
+	if stopped {
+		return fail(s.stageNow(), context.Canceled)
+	}
+
+	if onStarted != nil {
+		s.setStage(stageStart)
+		if err := onStarted(); err != nil {
+			return runResult{stage: stageStart, startErr: err, sessionMode: res.sessionMode}
+		}
+	}
+
+	s.setStage(stagePrompt)
+	a := s.runPrompt(ns.SessionId)
+	if a.err != nil {
+		return runResult{stage: stagePrompt, err: a.err, disconnected: a.disconnected, sessionMode: res.sessionMode}
+	}
+	return runResult{stage: stagePrompt, resp: &a.resp, sessionMode: res.sessionMode}
+}
+
+func (s *session) stageNow() stage {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.stage
+}
+
+// pickReadOnlyMode returns the preferred read-only mode the agent offers,
+// and whether it is already the current one.
+func pickReadOnlyMode(m *acp.SessionModeState) (acp.SessionModeId, bool) {
+	if m == nil {
+		return "", false
+	}
+	for _, want := range readOnlyModes {
+		for _, have := range m.AvailableModes {
+			if have.Id == want {
+				return want, m.CurrentModeId == want
+			}
+		}
+	}
+	return "", false
+}
+
+// runPrompt sends session/prompt and waits for its answer. A stop request
+// sends session/cancel and waits CancelGrace for the turn to end, then
+// kills the process group; garbage kills at once. The wait for the answer
+// always ends: a dead agent closes the connection (the watchdog makes sure).
+func (s *session) runPrompt(sid acp.SessionId) promptAnswer {
+	ch := make(chan promptAnswer, 1)
+	s.bg.Add(1)
+	go func() {
+		defer s.bg.Done()
+		resp, err := s.conn.Prompt(context.Background(), acp.PromptRequest{SessionId: sid, Prompt: s.prompt})
+		ch <- promptAnswer{resp, err, err != nil && connDone(s.conn)}
+	}()
+	select {
+	case a := <-ch:
+		return a
+	case <-s.stopc:
+	}
+	cause, _, _, _ := s.stopState()
+	if cause.graceful() {
+		s.bg.Add(1)
+		go func() {
+			defer s.bg.Done()
+			// A notification; the write may block on a stuck agent until
+			// teardown closes stdin.
+			_ = s.conn.Cancel(context.Background(), acp.CancelNotification{SessionId: sid})
+		}()
+		grace := s.d.o.CancelGrace
+		s.log.Printf("sent session/cancel; waiting up to %s for the turn to end", grace)
+		t := time.NewTimer(grace)
+		select {
+		case a := <-ch:
+			t.Stop()
+			return a
+		case <-t.C:
+		}
+		s.mu.Lock()
+		s.graceKill = true
+		s.mu.Unlock()
+		s.log.Printf("the turn did not end within %s of session/cancel; killing the process group", grace)
+	}
+	s.p.killGroup()
+	return <-ch
+}
+
+// promptAnswer is what session/prompt returned.
+type promptAnswer struct {
+	resp         acp.PromptResponse
+	err          error
+	disconnected bool // the connection was gone when err was returned
+}
+
+// teardown ends the process and the connection and waits for every helper
+// goroutine. It is called exactly once, after drive.
+func (s *session) teardown() {
+	s.timer.Stop()
+	_ = s.p.stdin.Close() // EOF: a well-behaved agent exits now
+	polite := min(exitPoliteness, s.d.o.CancelGrace)
+	t := time.NewTimer(polite)
+	select {
+	case <-s.p.exited:
+	case <-t.C:
+	}
+	t.Stop()
+	_ = s.p.reap() // SIGKILL the group (descendants too), reap, close pipes
+	s.gate.close()
+	_ = s.p.stdout.Close()
+	<-s.conn.Done()
+	s.bg.Wait()
+	s.log.Printf("agent process %d ended: %s", s.p.pid, s.p.exitDescription())
+}
+
+// outcome classifies a finished run. Called after teardown.
+func (s *session) outcome(res runResult) model.Outcome {
+	result, note := s.client.result()
+	result.SessionMode = res.sessionMode
+	out := model.Outcome{Result: result}
+	cause, stopStage, garbage, graceKill := s.stopState()
+	exit := s.p.exitDescription()
+
+	set := func(st model.State, code model.Code, msg string) {
+		out.State, out.Code, out.Message = st, code, msg
+	}
+	switch {
+	case cause == causeProtocol:
+		set(model.StateFailed, model.CodeAgentCrashed,
+			fmt.Sprintf("the agent wrote %s on its stdout during %s and was killed; see the task log", garbage, stopStage))
+	case res.resp != nil && !(res.resp.StopReason == acp.StopReasonCancelled && cause != causeNone):
+		out.Result.StopReason = string(res.resp.StopReason)
+		switch res.resp.StopReason {
+		case acp.StopReasonEndTurn:
+			set(model.StateCompleted, "", "")
+		case acp.StopReasonRefusal:
+			set(model.StateFailed, model.CodeAgentRefused, "the agent refused (stop reason refusal)")
+		case acp.StopReasonMaxTokens:
+			set(model.StateFailed, model.CodeAgentMaxTokens, "the agent hit its token limit (stop reason max_tokens)")
+		case acp.StopReasonMaxTurnRequests:
+			set(model.StateFailed, model.CodeAgentMaxTurnRequests, "the agent hit its turn request limit (stop reason max_turn_requests)")
+		case acp.StopReasonCancelled:
+			set(model.StateFailed, model.CodeAgentCrashed, "the agent ended its turn as cancelled, but the relay did not cancel it")
+		default:
+			set(model.StateFailed, model.CodeAgentCrashed, fmt.Sprintf("the agent ended its turn with an unknown stop reason %q", res.resp.StopReason))
+		}
+	case cause != causeNone:
+		if res.resp != nil {
+			out.Result.StopReason = string(res.resp.StopReason)
+		}
+		how := "session/cancel was sent"
+		switch {
+		case stopStage != stagePrompt && stopStage != stageStart:
+			how = "the agent was stopped during " + string(stopStage)
+		case graceKill:
+			how = fmt.Sprintf("session/cancel was sent and, the turn not ending within %s, the agent was killed", s.d.o.CancelGrace)
+		}
+		switch cause {
+		case causeCancel:
+			set(model.StateCanceled, model.CodeCanceledBySubmitter, "canceled; "+how)
+		case causeTimeout:
+			set(model.StateFailed, model.CodeTaskTimeout, fmt.Sprintf("the task ran longer than %s; %s", s.timeout, how))
+		default:
+			set(model.StateFailed, model.CodeDispatchInterrupted, "the relay dispatcher stopped during the run; "+how)
+		}
+	case res.startErr != nil:
+		set(model.StateFailed, model.CodeDispatchFailed, "the run could not be marked working: "+model.Public(res.startErr).Message)
+	case isAuthRequired(res.err):
+		set(model.StateFailed, model.CodeAgentAuthRequired, authMessage(s.agent, res.stage))
+	case res.disconnected:
+		set(model.StateFailed, model.CodeAgentCrashed, fmt.Sprintf("the connection to the agent closed during %s (agent process: %s); see the task log", res.stage, exit))
+	case res.stage == stagePrompt:
+		set(model.StateFailed, model.CodeAgentCrashed, fmt.Sprintf("the agent answered session/prompt with an error: %s", errText(res.err)))
+	default:
+		set(model.StateFailed, model.CodeDispatchFailed, fmt.Sprintf("the ACP session could not be set up: %s failed: %s", res.stage, errText(res.err)))
+	}
+	if note != "" {
+		if out.Message == "" {
+			out.Message = note
+		} else {
+			out.Message += "; " + note
+		}
+	}
+	return out
+}
+
+func isAuthRequired(err error) bool {
+	var re *acp.RequestError
+	return errors.As(err, &re) && re.Code == authRequiredCode
+}
+
+// errText renders an error for a task message, bounded.
+func errText(err error) string {
+	if err == nil {
+		return "no error"
+	}
+	msg := err.Error()
+	var re *acp.RequestError
+	if errors.As(err, &re) {
+		msg = fmt.Sprintf("code %d %s", re.Code, re.Message)
+		if re.Data != nil {
+			msg += fmt.Sprintf(" %v", re.Data)
+		}
+	}
+	const max = 300
+	if len(msg) > max {
+		msg = msg[:max] + "…"
+	}
+	return msg
+}
+
+// loginHint is the agent's own login command, for auth_required.
+func loginHint(agent string) string {
+	switch agent {
+	case "claude":
+		return "run `claude /login`"
+	case "codex":
+		return "run `codex login`"
+	case "gemini":
+		return "run `gemini` and log in"
+	default:
+		return "run " + agent + "'s own login"
+	}
+}
+
+func authMessage(agent string, st stage) string {
+	return fmt.Sprintf("%s needs its user to log in (auth_required at %s); %s, then retry — the relay never authenticates for an agent",
+		agent, st, loginHint(agent))
+}
+
+// promptBlocks is the prompt text followed by one resource link per
+// artifact (references, never content).
+func promptBlocks(text string, arts []model.Artifact) []acp.ContentBlock {
+	blocks := []acp.ContentBlock{acp.TextBlock(text)}
+	for _, a := range arts {
+		name := a.Name
+		if name == "" {
+			name = a.URI
+			if i := strings.LastIndexByte(strings.TrimRight(name, "/"), '/'); i >= 0 {
+				name = strings.TrimRight(name, "/")[i+1:]
+			}
+		}
+		b := acp.ResourceLinkBlock(name, a.URI)
+		if a.MediaType != "" {
+			mt := a.MediaType
+			b.ResourceLink.MimeType = &mt
+		}
+		blocks = append(blocks, b)
+	}
+	return blocks
+}
