@@ -1,0 +1,629 @@
+package facade
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"path"
+	"runtime/debug"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hai-relay/relay/model"
+	"github.com/hai-relay/relay/spec"
+)
+
+// APIVersion is the version of the socket API's wire contract. A client
+// refuses a daemon that answers GET /v1/version with another one.
+const APIVersion = 1
+
+// AgentHeader carries the calling agent's identity on agent routes. The
+// facade that sends it has its identity fixed at launch; the daemon trusts
+// it because only the socket owner's processes can connect (SO_PEERCRED).
+const AgentHeader = "X-Relay-Agent"
+
+// DefaultMaxBody bounds a request body when ServerOptions.MaxBody is 0.
+const DefaultMaxBody int64 = 4 << 20
+
+// Default per-connection deadlines of the socket server.
+const (
+	DefaultReadHeaderTimeout = 5 * time.Second
+	DefaultReadTimeout       = 30 * time.Second
+	DefaultWriteTimeout      = 60 * time.Second
+	DefaultIdleTimeout       = 2 * time.Minute
+	// defaultProbeTimeout is what a probe may take when the request names
+	// no timeout; the probe route's write deadline is stretched by it.
+	defaultProbeTimeout = 60 * time.Second
+)
+
+// VersionInfo is the answer of GET /v1/version.
+type VersionInfo struct {
+	Version string `json:"version"`
+	API     int    `json:"api"`
+}
+
+// ServerOptions configures NewServer.
+type ServerOptions struct {
+	// Version is the relay's version, reported by GET /v1/version.
+	Version string
+	// Logger receives internal errors (once each) and refused peers; nil
+	// discards.
+	Logger *slog.Logger
+	// UID is the only peer uid accepted; 0 means os.Getuid().
+	UID int
+	// PeerCred returns a connection's peer credentials; nil means PeerCred
+	// (SO_PEERCRED). Tests inject their own.
+	PeerCred func(net.Conn) (uid, pid int, err error)
+	// OnRefused is called (synchronously, from the accept loop) for every
+	// connection refused by the uid check; uid and pid are -1 when the
+	// credentials could not be read. The daemon audits it.
+	OnRefused func(ctx context.Context, uid, pid int)
+	// MaxBody bounds a request body; 0 means DefaultMaxBody.
+	MaxBody int64
+	// Per-connection deadlines; zero means the Default… constants. They
+	// keep a client that sends one byte a second, or never reads, from
+	// holding the daemon.
+	ReadHeaderTimeout time.Duration
+	ReadTimeout       time.Duration
+	WriteTimeout      time.Duration
+	IdleTimeout       time.Duration
+}
+
+// Server is the daemon's HTTP/JSON API on its Unix socket. It exposes a
+// model.Service: agent routes act as the identity in AgentHeader, operator
+// routes under /v1/operator/.
+type Server struct {
+	svc model.Service
+	o   ServerOptions
+	log *slog.Logger
+	mux *http.ServeMux
+	hs  *http.Server
+
+	connMu  sync.Mutex
+	conns   map[*apiPeerConn]struct{} // accepted, not yet closed
+	closing bool
+}
+
+// NewServer returns a server exposing svc. Call Serve to run it.
+func NewServer(svc model.Service, o ServerOptions) *Server {
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.UID == 0 {
+		o.UID = os.Getuid()
+	}
+	if o.PeerCred == nil {
+		o.PeerCred = PeerCred
+	}
+	if o.MaxBody <= 0 {
+		o.MaxBody = DefaultMaxBody
+	}
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	def(&o.ReadHeaderTimeout, DefaultReadHeaderTimeout)
+	def(&o.ReadTimeout, DefaultReadTimeout)
+	def(&o.WriteTimeout, DefaultWriteTimeout)
+	def(&o.IdleTimeout, DefaultIdleTimeout)
+
+	s := &Server{svc: svc, o: o, log: o.Logger, mux: http.NewServeMux(), conns: map[*apiPeerConn]struct{}{}}
+	s.routes()
+	s.hs = &http.Server{
+		Handler:           s,
+		ReadHeaderTimeout: o.ReadHeaderTimeout,
+		ReadTimeout:       o.ReadTimeout,
+		WriteTimeout:      o.WriteTimeout,
+		IdleTimeout:       o.IdleTimeout,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(o.Logger.Handler(), slog.LevelWarn),
+		ConnState: func(c net.Conn, st http.ConnState) {
+			if pc, ok := c.(*apiPeerConn); ok && (st == http.StateClosed || st == http.StateHijacked) {
+				s.connMu.Lock()
+				delete(s.conns, pc)
+				s.connMu.Unlock()
+			}
+		},
+		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
+			if pc, ok := c.(*apiPeerConn); ok {
+				return context.WithValue(ctx, apiPeerKey{}, apiPeer{uid: pc.uid, pid: pc.pid})
+			}
+			return ctx
+		},
+	}
+	return s
+}
+
+// Serve accepts connections on ln until Shutdown. Every accepted
+// connection's peer uid is checked before any HTTP is read: a mismatch, or
+// credentials that cannot be read, closes the connection, calls OnRefused,
+// and Serve goes on. Serve returns nil after Shutdown.
+func (s *Server) Serve(ln net.Listener) error {
+	err := s.hs.Serve(&apiPeerListener{Listener: ln, s: s})
+	if errors.Is(err, http.ErrServerClosed) {
+		return nil
+	}
+	return err
+}
+
+// Shutdown stops accepting, closes the listener and idle connections, and
+// waits for in-flight requests to finish. If ctx ends first, it closes every
+// remaining connection and returns ctx's error. It may be called more than
+// once.
+//
+// Connections on which nothing has been read yet are closed at once: a
+// client's connection pool dials ahead, and net/http would otherwise wait up
+// to 5 s for such a connection's first request. A request whose first
+// bytes are still unread fails as if it had come after the listener closed.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.connMu.Lock()
+	s.closing = true
+	for c := range s.conns {
+		if !c.read.Load() {
+			_ = c.Close()
+		}
+	}
+	s.connMu.Unlock()
+	err := s.hs.Shutdown(ctx)
+	if err != nil {
+		_ = s.hs.Close()
+	}
+	return err
+}
+
+// ServeHTTP serves one API request; tests may call it directly.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	defer func() {
+		if v := recover(); v != nil {
+			if v == http.ErrAbortHandler {
+				panic(v)
+			}
+			s.log.Error("api handler panicked", "method", r.Method, "path", r.URL.Path, "panic", v, "stack", string(debug.Stack()))
+			s.writeError(w, r, model.Errorf(model.CodeInternal, "internal error"))
+		}
+	}()
+	// ServeMux answers an unclean path with a redirect, which is not
+	// this API's one error shape: refuse it here instead.
+	if p := r.URL.EscapedPath(); p != apiCleanPath(p) {
+		s.writeError(w, r, model.Errorf(model.CodeNotFound, "no API route %s %s (the path is not clean)", r.Method, p).
+			WithHint("the socket API's routes are under /v1/"))
+		return
+	}
+	s.mux.ServeHTTP(w, r)
+}
+
+// apiCleanPath is net/http's cleanPath: path.Clean, keeping a trailing
+// slash.
+func apiCleanPath(p string) string {
+	if p == "" || p[0] != '/' {
+		p = "/" + p
+	}
+	np := path.Clean(p)
+	if p[len(p)-1] == '/' && np != "/" {
+		np += "/"
+	}
+	return np
+}
+
+// apiPeer is the verified peer of a connection.
+type apiPeer struct{ uid, pid int }
+
+type apiPeerKey struct{}
+
+// PeerFromContext returns the SO_PEERCRED credentials of the connection a
+// request arrived on (ok is false outside the socket server).
+func PeerFromContext(ctx context.Context) (uid, pid int, ok bool) {
+	p, ok := ctx.Value(apiPeerKey{}).(apiPeer)
+	return p.uid, p.pid, ok
+}
+
+// apiPeerListener checks each accepted connection's peer uid.
+type apiPeerListener struct {
+	net.Listener
+	s *Server
+}
+
+func (l *apiPeerListener) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		uid, pid, err := l.s.o.PeerCred(c)
+		if err == nil && uid == l.s.o.UID {
+			pc := &apiPeerConn{Conn: c, uid: uid, pid: pid}
+			l.s.connMu.Lock()
+			closing := l.s.closing
+			if !closing {
+				l.s.conns[pc] = struct{}{}
+			}
+			l.s.connMu.Unlock()
+			if closing {
+				_ = c.Close()
+				continue
+			}
+			return pc, nil
+		}
+		_ = c.Close()
+		if err != nil {
+			uid, pid = -1, -1
+		}
+		l.s.log.Warn("refused a socket connection", "peer_uid", uid, "peer_pid", pid, "want_uid", l.s.o.UID, "err", err)
+		if l.s.o.OnRefused != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			l.s.o.OnRefused(ctx, uid, pid)
+			cancel()
+		}
+	}
+}
+
+// apiPeerConn is an accepted connection whose peer passed the uid check.
+type apiPeerConn struct {
+	net.Conn
+	uid, pid int
+	read     atomic.Bool // a byte was read: a request has begun
+}
+
+func (c *apiPeerConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if n > 0 && !c.read.Load() {
+		c.read.Store(true)
+	}
+	return n, err
+}
+
+// CloseWrite keeps net/http's half-close working through the wrapper.
+func (c *apiPeerConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return nil
+}
+
+// apiHandlerFunc handles one route; caller is the AgentHeader value on agent
+// routes and "" elsewhere. A nil error sends v as JSON with status 200.
+type apiHandlerFunc func(w http.ResponseWriter, r *http.Request, caller string) (any, error)
+
+// apiRoute registers a handler; agent routes require AgentHeader; query
+// lists the query parameters the route accepts (any other is refused).
+func (s *Server) apiRoute(pattern string, agent bool, query []string, h apiHandlerFunc) {
+	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+		caller := ""
+		if agent {
+			caller = r.Header.Get(AgentHeader)
+			if caller == "" {
+				s.writeError(w, r, apiInvalid("the %s header (the calling agent's identity) is required on %s", AgentHeader, r.URL.Path))
+				return
+			}
+			if caller == model.RelayAgent {
+				s.writeError(w, r, apiInvalid("%q is the relay itself; no agent may act as it", caller))
+				return
+			}
+		}
+		if err := apiCheckQuery(r.URL.Query(), query); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		v, err := h(w, r, caller)
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		s.writeJSON(w, r, http.StatusOK, v)
+	})
+}
+
+func (s *Server) routes() {
+	s.mux.HandleFunc("/", s.handleUnknown)
+	s.apiRoute("GET /v1/version", false, nil, func(http.ResponseWriter, *http.Request, string) (any, error) {
+		return VersionInfo{Version: s.o.Version, API: APIVersion}, nil
+	})
+
+	// Agent routes.
+	s.apiRoute("POST /v1/messages", true, nil, func(w http.ResponseWriter, r *http.Request, caller string) (any, error) {
+		req, err := DecodeSendRequest(r.Body, s.o.MaxBody)
+		if err != nil {
+			return nil, err
+		}
+		return s.svc.SendMessage(r.Context(), caller, req)
+	})
+	s.apiRoute("GET /v1/inbox", true, []string{"unread_only", "limit"}, func(w http.ResponseWriter, r *http.Request, caller string) (any, error) {
+		q := r.URL.Query()
+		unread, err := apiQueryBool(q, "unread_only", true)
+		if err != nil {
+			return nil, err
+		}
+		limit, err := apiQueryLimit(q)
+		if err != nil {
+			return nil, err
+		}
+		return s.svc.CheckInbox(r.Context(), caller, unread, limit)
+	})
+	s.apiRoute("POST /v1/inbox/ack", true, nil, func(w http.ResponseWriter, r *http.Request, caller string) (any, error) {
+		ids, err := DecodeAckRequest(r.Body, s.o.MaxBody)
+		if err != nil {
+			return nil, err
+		}
+		return s.svc.AckMessages(r.Context(), caller, ids)
+	})
+	s.apiRoute("POST /v1/tasks", true, nil, func(w http.ResponseWriter, r *http.Request, caller string) (any, error) {
+		req, err := DecodeSubmitRequest(r.Body, s.o.MaxBody)
+		if err != nil {
+			return nil, err
+		}
+		return s.svc.SubmitTask(r.Context(), caller, req)
+	})
+	s.apiRoute("GET /v1/tasks/{id}", true, nil, func(w http.ResponseWriter, r *http.Request, caller string) (any, error) {
+		return s.svc.GetTask(r.Context(), caller, r.PathValue("id"))
+	})
+	s.apiRoute("GET /v1/tasks", true, []string{"state", "limit"}, func(w http.ResponseWriter, r *http.Request, caller string) (any, error) {
+		q := r.URL.Query()
+		limit, err := apiQueryLimit(q)
+		if err != nil {
+			return nil, err
+		}
+		ts, err := s.svc.ListTasks(r.Context(), caller, model.State(q.Get("state")), limit)
+		return TaskList{Tasks: apiNonNil(ts)}, err
+	})
+	s.apiRoute("POST /v1/tasks/{id}/cancel", true, nil, func(w http.ResponseWriter, r *http.Request, caller string) (any, error) {
+		if err := DecodeEmpty(r.Body, s.o.MaxBody); err != nil {
+			return nil, err
+		}
+		return s.svc.CancelTask(r.Context(), caller, r.PathValue("id"))
+	})
+	s.apiRoute("GET /v1/agents", true, nil, func(w http.ResponseWriter, r *http.Request, caller string) (any, error) {
+		as, err := s.svc.ListAgents(r.Context())
+		return AgentList{Agents: apiNonNil(as)}, err
+	})
+	s.apiRoute("POST /v1/connections", true, nil, func(w http.ResponseWriter, r *http.Request, caller string) (any, error) {
+		c, err := DecodeConn(r.Body, s.o.MaxBody)
+		if err != nil {
+			return nil, err
+		}
+		switch c.Agent {
+		case "":
+			c.Agent = caller
+		case caller:
+		default:
+			return nil, apiInvalid("conn agent %q is not the caller %q", c.Agent, caller)
+		}
+		// The kernel's word on who connected beats the body's.
+		if uid, pid, ok := PeerFromContext(r.Context()); ok {
+			c.UID, c.PID = uid, pid
+		}
+		return struct{}{}, s.svc.Connected(r.Context(), c)
+	})
+
+	// Operator routes.
+	s.apiRoute("GET /v1/operator/tasks", false, []string{"state", "agent", "caller", "target", "limit", "before"}, func(w http.ResponseWriter, r *http.Request, _ string) (any, error) {
+		q := r.URL.Query()
+		limit, err := apiQueryLimit(q)
+		if err != nil {
+			return nil, err
+		}
+		ts, err := s.svc.Tasks(r.Context(), model.TaskFilter{
+			State: model.State(q.Get("state")), Agent: q.Get("agent"), Caller: q.Get("caller"),
+			Target: q.Get("target"), Limit: limit, Before: q.Get("before"),
+		})
+		return TaskList{Tasks: apiNonNil(ts)}, err
+	})
+	s.apiRoute("GET /v1/operator/tasks/{id}", false, nil, func(w http.ResponseWriter, r *http.Request, _ string) (any, error) {
+		return s.svc.ShowTask(r.Context(), r.PathValue("id"))
+	})
+	s.apiRoute("POST /v1/operator/tasks/{id}/cancel", false, nil, func(w http.ResponseWriter, r *http.Request, _ string) (any, error) {
+		if err := DecodeEmpty(r.Body, s.o.MaxBody); err != nil {
+			return nil, err
+		}
+		return s.svc.CancelTaskAsOperator(r.Context(), r.PathValue("id"))
+	})
+	s.apiRoute("GET /v1/operator/messages", false, []string{"to", "from", "unread_only", "limit", "before"}, func(w http.ResponseWriter, r *http.Request, _ string) (any, error) {
+		q := r.URL.Query()
+		limit, err := apiQueryLimit(q)
+		if err != nil {
+			return nil, err
+		}
+		unread, err := apiQueryBool(q, "unread_only", false)
+		if err != nil {
+			return nil, err
+		}
+		ms, err := s.svc.Messages(r.Context(), model.MessageFilter{
+			To: q.Get("to"), From: q.Get("from"), UnreadOnly: unread, Limit: limit, Before: q.Get("before"),
+		})
+		return MessageList{Messages: apiNonNil(ms)}, err
+	})
+	s.apiRoute("GET /v1/operator/agents", false, nil, func(w http.ResponseWriter, r *http.Request, _ string) (any, error) {
+		as, err := s.svc.Agents(r.Context())
+		return AgentList{Agents: apiNonNil(as)}, err
+	})
+	s.apiRoute("POST /v1/operator/agents/{name}/probe", false, []string{"timeout"}, func(w http.ResponseWriter, r *http.Request, _ string) (any, error) {
+		timeout, err := apiQueryDuration(r.URL.Query(), "timeout")
+		if err != nil {
+			return nil, err
+		}
+		if err := DecodeEmpty(r.Body, s.o.MaxBody); err != nil {
+			return nil, err
+		}
+		// A probe may legitimately outlast WriteTimeout: stretch this
+		// response's write deadline by the probe's own bound.
+		budget := timeout
+		if budget == 0 {
+			budget = defaultProbeTimeout
+		}
+		_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(budget + s.o.WriteTimeout))
+		return s.svc.ProbeAgent(r.Context(), r.PathValue("name"), timeout)
+	})
+	s.apiRoute("GET /v1/operator/audit/verify", false, nil, func(w http.ResponseWriter, r *http.Request, _ string) (any, error) {
+		return s.svc.VerifyAudit(r.Context())
+	})
+}
+
+// TaskList is the body of the task listing routes.
+type TaskList struct {
+	Tasks []model.Task `json:"tasks"`
+}
+
+// MessageList is the body of GET /v1/operator/messages.
+type MessageList struct {
+	Messages []model.Message `json:"messages"`
+}
+
+// AgentList is the body of the agent listing routes.
+type AgentList struct {
+	Agents []model.AgentInfo `json:"agents"`
+}
+
+// AckRequest is the body of POST /v1/inbox/ack.
+type AckRequest struct {
+	MessageIDs []string `json:"message_ids"`
+}
+
+func apiNonNil[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
+}
+
+// handleUnknown answers every request no route matches: not_found for an
+// unknown path, invalid_args (status 405) for a known path with another
+// method.
+func (s *Server) handleUnknown(w http.ResponseWriter, r *http.Request) {
+	var allow []string
+	for _, m := range []string{http.MethodGet, http.MethodPost} {
+		if m == r.Method {
+			continue
+		}
+		r2 := r.Clone(r.Context())
+		r2.Method = m
+		if _, p := s.mux.Handler(r2); p != "" && p != "/" {
+			allow = append(allow, m)
+		}
+	}
+	if len(allow) > 0 {
+		for _, m := range allow {
+			w.Header().Add("Allow", m)
+		}
+		e := apiInvalid("method %s is not allowed on %s (allowed: %v)", r.Method, r.URL.Path, allow)
+		s.writeErrorStatus(w, r, http.StatusMethodNotAllowed, e)
+		return
+	}
+	s.writeError(w, r, model.Errorf(model.CodeNotFound, "no API route %s %s", r.Method, r.URL.Path).
+		WithHint("the socket API's routes are under /v1/; see GET /v1/version"))
+}
+
+// writeError sends err as {"code","message","hint"} with the code's status.
+func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	s.writeErrorStatus(w, r, spec.HTTPStatus(model.Public(err).Code), err)
+}
+
+func (s *Server) writeErrorStatus(w http.ResponseWriter, r *http.Request, status int, err error) {
+	pub := model.Public(err)
+	if pub.Hint == "" {
+		pub.Hint = spec.Hint(pub.Code)
+	}
+	// Log once, here, at the top: the full internal error for failures of
+	// the daemon, a debug line for refused requests.
+	if status >= 500 {
+		s.log.Error("api request failed", "method", r.Method, "path", r.URL.Path, "code", pub.Code, "err", err)
+	} else {
+		s.log.Debug("api request refused", "method", r.Method, "path", r.URL.Path, "code", pub.Code, "err", err)
+	}
+	s.writeJSON(w, r, status, pub)
+}
+
+func (s *Server) writeJSON(w http.ResponseWriter, r *http.Request, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		s.log.Error("api response encoding failed", "method", r.Method, "path", r.URL.Path, "err", err)
+		status = http.StatusInternalServerError
+		b, _ = json.Marshal(model.Public(err))
+	}
+	b = append(b, '\n')
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Content-Length", strconv.Itoa(len(b)))
+	h.Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	_, _ = w.Write(b)
+}
+
+// apiInvalid builds an invalid_args error.
+func apiInvalid(format string, args ...any) *model.Error {
+	return model.Errorf(model.CodeInvalidArgs, format, args...).WithHint(spec.Hint(model.CodeInvalidArgs))
+}
+
+// apiCheckQuery refuses unknown and repeated query parameters.
+func apiCheckQuery(q url.Values, allowed []string) error {
+	for k, vs := range q {
+		ok := false
+		for _, a := range allowed {
+			if k == a {
+				ok = true
+				break
+			}
+		}
+		if !ok {
+			return apiInvalid("unknown query parameter %q", k)
+		}
+		if len(vs) > 1 {
+			return apiInvalid("query parameter %q is given %d times", k, len(vs))
+		}
+	}
+	return nil
+}
+
+// apiQueryLimit parses limit: absent means 0 (the service's default); it
+// must be a non-negative integer.
+func apiQueryLimit(q url.Values) (int, error) {
+	if !q.Has("limit") {
+		return 0, nil
+	}
+	s := q.Get("limit")
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		return 0, apiInvalid("limit %q is not an integer", s)
+	}
+	if n < 0 {
+		return 0, apiInvalid("limit %d is negative", n)
+	}
+	return n, nil
+}
+
+func apiQueryBool(q url.Values, name string, def bool) (bool, error) {
+	if !q.Has(name) {
+		return def, nil
+	}
+	s := q.Get(name)
+	switch s {
+	case "true", "1":
+		return true, nil
+	case "false", "0":
+		return false, nil
+	}
+	return false, apiInvalid("%s %q is not true or false", name, s)
+}
+
+// apiQueryDuration parses a Go duration such as 60s; absent means 0.
+func apiQueryDuration(q url.Values, name string) (time.Duration, error) {
+	if !q.Has(name) {
+		return 0, nil
+	}
+	s := q.Get(name)
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return 0, apiInvalid("%s %q is not a duration such as 60s", name, s)
+	}
+	if d < 0 {
+		return 0, apiInvalid("%s %s is negative", name, fmt.Sprint(d))
+	}
+	return d, nil
+}

@@ -1,0 +1,515 @@
+package facade
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/hai-relay/relay/model"
+	"github.com/hai-relay/relay/spec"
+)
+
+// Client defaults.
+const (
+	DefaultStartWait     = 10 * time.Second
+	DefaultClientTimeout = 30 * time.Second
+	// clientMaxResponse bounds a response body the client reads.
+	clientMaxResponse = 64 << 20
+)
+
+// ClientOptions configures NewClient.
+type ClientOptions struct {
+	// Agent is the identity sent in AgentHeader on agent calls. Operator
+	// clients leave it empty (agent calls are then refused by the daemon).
+	Agent string
+	// Autostart is called when no daemon answers (no socket, or connection
+	// refused); nil means no autostart. It should start the daemon in the
+	// background and return; the client then waits for the socket.
+	Autostart func(ctx context.Context) error
+	// StartWait is how long to wait for an autostarted daemon to answer;
+	// 0 means DefaultStartWait.
+	StartWait time.Duration
+	// Timeout bounds each call, including any wait for an autostarted
+	// daemon (a probe gets its own timeout on top); 0 means
+	// DefaultClientTimeout, negative means no bound beyond ctx.
+	Timeout time.Duration
+}
+
+// Client is a model.Service that talks to the daemon over its Unix socket.
+// Errors keep their code, message and hint across the wire, so
+// model.ErrorCode works as with the in-process service. A Client is safe
+// for concurrent use and keeps its connections open between calls.
+type Client struct {
+	sock string
+	o    ClientOptions
+	tr   *http.Transport
+	hc   *http.Client
+
+	verMu sync.Mutex
+	verOK atomic.Bool
+
+	startMu sync.Mutex
+	start   *clientStart
+}
+
+var _ model.Service = (*Client)(nil)
+
+// clientStart is one autostart attempt, shared by every call that finds no
+// daemon while it runs.
+type clientStart struct {
+	done     chan struct{} // closed when Autostart returned
+	err      error         // Autostart's error, valid after done
+	deadline time.Time     // when waiting for the socket gives up
+	answered atomic.Bool   // a dial succeeded after this attempt
+}
+
+// NewClient returns a client of the daemon listening on sockPath.
+func NewClient(sockPath string, o ClientOptions) *Client {
+	if o.StartWait <= 0 {
+		o.StartWait = DefaultStartWait
+	}
+	if o.Timeout == 0 {
+		o.Timeout = DefaultClientTimeout
+	}
+	c := &Client{sock: sockPath, o: o}
+	c.tr = &http.Transport{
+		DialContext:         c.dial,
+		MaxIdleConns:        64,
+		MaxIdleConnsPerHost: 64,
+		// Shorter than the server's idle timeout, so the client drops an
+		// idle connection before the daemon does.
+		IdleConnTimeout:    DefaultIdleTimeout / 2,
+		DisableCompression: true,
+	}
+	c.hc = &http.Client{
+		Transport: c.tr,
+		CheckRedirect: func(*http.Request, []*http.Request) error {
+			return http.ErrUseLastResponse
+		},
+	}
+	return c
+}
+
+// Close closes the client's idle connections. The client stays usable.
+func (c *Client) Close() { c.tr.CloseIdleConnections() }
+
+// Version returns the daemon's version, and checks its API version.
+func (c *Client) Version(ctx context.Context) (string, error) {
+	var v VersionInfo
+	if err := c.roundTrip(ctx, http.MethodGet, "/v1/version", nil, "", nil, &v, 0); err != nil {
+		return "", err
+	}
+	if err := c.checkAPI(v); err != nil {
+		return "", err
+	}
+	c.verOK.Store(true)
+	return v.Version, nil
+}
+
+func (c *Client) checkAPI(v VersionInfo) error {
+	if v.API != APIVersion {
+		return &model.Error{Code: model.CodeDaemonUnavailable,
+			Message: fmt.Sprintf("the daemon on %s speaks socket API %d; this relay speaks %d (version %q)", c.sock, v.API, APIVersion, v.Version),
+			Hint:    fmt.Sprintf("stop that daemon and start this relay's: `relay daemon --home %s`", filepath.Dir(c.sock))}
+	}
+	return nil
+}
+
+// ensureVersion checks the daemon's API version before the first call.
+func (c *Client) ensureVersion(ctx context.Context) error {
+	if c.verOK.Load() {
+		return nil
+	}
+	c.verMu.Lock()
+	defer c.verMu.Unlock()
+	if c.verOK.Load() {
+		return nil
+	}
+	_, err := c.Version(ctx)
+	return err
+}
+
+func (c *Client) unavailable(msg string, err error) *model.Error {
+	return &model.Error{Code: model.CodeDaemonUnavailable, Message: msg, Err: err,
+		Hint: fmt.Sprintf("start it with `relay daemon --home %s`", filepath.Dir(c.sock))}
+}
+
+// clientNoDaemon reports whether a dial error means nothing listens.
+func clientNoDaemon(err error) bool {
+	return errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ECONNREFUSED)
+}
+
+// dial connects to the socket, autostarting the daemon if configured.
+func (c *Client) dial(ctx context.Context, _, _ string) (net.Conn, error) {
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "unix", c.sock)
+	if err == nil {
+		return conn, nil
+	}
+	if !clientNoDaemon(err) {
+		return nil, c.unavailable(fmt.Sprintf("cannot connect to the relay daemon on %s", c.sock), err)
+	}
+	if c.o.Autostart == nil {
+		return nil, c.unavailable(fmt.Sprintf("no relay daemon answers on %s", c.sock), err)
+	}
+	return c.autostartDial(ctx)
+}
+
+// autostartDial joins (or begins) an autostart attempt, then dials with a
+// short backoff until the attempt's deadline. Concurrent calls share one
+// Autostart call; a failed attempt is not retried by this client (its
+// error is returned at once), while a new one may begin after a daemon
+// that had come up went away again.
+func (c *Client) autostartDial(ctx context.Context) (net.Conn, error) {
+	c.startMu.Lock()
+	a := c.start
+	begin := a == nil || a.answered.Load()
+	if begin {
+		a = &clientStart{done: make(chan struct{}), deadline: time.Now().Add(c.o.StartWait)}
+		c.start = a
+		c.verOK.Store(false) // a new daemon: check its API again
+	}
+	c.startMu.Unlock()
+
+	if begin {
+		// The daemon outlives this call: its start must not be cut short
+		// by the caller's cancellation, only by StartWait.
+		sctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), a.deadline)
+		a.err = c.o.Autostart(sctx)
+		cancel()
+		close(a.done)
+	} else {
+		select {
+		case <-a.done:
+		case <-ctx.Done():
+			return nil, c.unavailable("gave up waiting for the relay daemon to start", ctx.Err())
+		}
+	}
+	if a.err != nil {
+		return nil, c.unavailable(fmt.Sprintf("no relay daemon answers on %s, and starting one failed: %v", c.sock, a.err), a.err)
+	}
+
+	var d net.Dialer
+	backoff := 5 * time.Millisecond
+	for {
+		conn, err := d.DialContext(ctx, "unix", c.sock)
+		if err == nil {
+			a.answered.Store(true)
+			return conn, nil
+		}
+		if !clientNoDaemon(err) {
+			return nil, c.unavailable(fmt.Sprintf("cannot connect to the relay daemon on %s", c.sock), err)
+		}
+		wait := time.Until(a.deadline)
+		if wait <= 0 {
+			return nil, c.unavailable(fmt.Sprintf("a relay daemon was started but did not answer on %s within %s", c.sock, c.o.StartWait), err)
+		}
+		t := time.NewTimer(min(backoff, wait))
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return nil, c.unavailable("gave up waiting for the relay daemon to start", ctx.Err())
+		}
+		backoff = min(backoff*2, 100*time.Millisecond)
+	}
+}
+
+// call checks the daemon's API version once, then makes one operator
+// request.
+func (c *Client) call(ctx context.Context, method, path string, q url.Values, in, out any) error {
+	if err := c.ensureVersion(ctx); err != nil {
+		return err
+	}
+	return c.roundTrip(ctx, method, path, q, "", in, out, 0)
+}
+
+// roundTrip makes one request; extra lengthens the call's timeout.
+func (c *Client) roundTrip(ctx context.Context, method, path string, q url.Values, agent string, in, out any, extra time.Duration) error {
+	if c.o.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.o.Timeout+extra)
+		defer cancel()
+	}
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return &model.Error{Code: model.CodeInvalidArgs, Message: "the request could not be encoded", Err: err}
+		}
+		body = bytes.NewReader(b)
+	}
+	u := "http://relay" + path
+	if len(q) > 0 {
+		u += "?" + q.Encode()
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u, body)
+	if err != nil {
+		return &model.Error{Code: model.CodeInternal, Message: "the request could not be built", Err: err}
+	}
+	if in != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if agent != "" {
+		req.Header.Set(AgentHeader, agent)
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		var me *model.Error
+		if errors.As(err, &me) {
+			return me
+		}
+		if ctx.Err() != nil {
+			return c.unavailable(fmt.Sprintf("the relay daemon on %s did not answer in time", c.sock), ctx.Err())
+		}
+		return c.unavailable(fmt.Sprintf("lost the connection to the relay daemon on %s", c.sock), err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, clientMaxResponse))
+	if err != nil {
+		return c.unavailable(fmt.Sprintf("lost the connection to the relay daemon on %s while reading its answer", c.sock), err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return clientDecodeError(resp.StatusCode, data)
+	}
+	if out != nil {
+		if err := json.Unmarshal(data, out); err != nil {
+			return &model.Error{Code: model.CodeInternal, Message: "the daemon's answer could not be decoded",
+				Hint: spec.Hint(model.CodeInternal), Err: err}
+		}
+	}
+	return nil
+}
+
+// clientDecodeError turns an error body back into the *model.Error the
+// daemon's service returned.
+func clientDecodeError(status int, data []byte) error {
+	var e struct {
+		Code    model.Code `json:"code"`
+		Message string     `json:"message"`
+		Hint    string     `json:"hint"`
+	}
+	if err := json.Unmarshal(data, &e); err != nil || e.Code == "" {
+		return &model.Error{Code: model.CodeInternal,
+			Message: fmt.Sprintf("the daemon answered HTTP %d without an error body", status),
+			Hint:    spec.Hint(model.CodeInternal), Err: err}
+	}
+	return &model.Error{Code: e.Code, Message: e.Message, Hint: e.Hint}
+}
+
+// clientPathArg refuses an empty path segment, which would change the route.
+func clientPathArg(name, v string) (string, error) {
+	if v == "" {
+		return "", model.Errorf(model.CodeInvalidArgs, "%s is required", name).WithHint(spec.Hint(model.CodeInvalidArgs))
+	}
+	return url.PathEscape(v), nil
+}
+
+func clientSet(q url.Values, k, v string) {
+	if v != "" {
+		q.Set(k, v)
+	}
+}
+
+func clientSetLimit(q url.Values, n int) {
+	if n != 0 {
+		q.Set("limit", strconv.Itoa(n))
+	}
+}
+
+// SendMessage implements model.AgentService. caller must be the client's
+// Agent; the daemon takes the identity from the client.
+func (c *Client) SendMessage(ctx context.Context, caller string, r model.SendRequest) (model.Message, error) {
+	var m model.Message
+	err := c.agentCall(ctx, caller, http.MethodPost, "/v1/messages", nil, r, &m)
+	return m, err
+}
+
+// CheckInbox implements model.AgentService.
+func (c *Client) CheckInbox(ctx context.Context, caller string, unreadOnly bool, limit int) (model.Inbox, error) {
+	q := url.Values{"unread_only": {strconv.FormatBool(unreadOnly)}}
+	clientSetLimit(q, limit)
+	var in model.Inbox
+	err := c.agentCall(ctx, caller, http.MethodGet, "/v1/inbox", q, nil, &in)
+	return in, err
+}
+
+// AckMessages implements model.AgentService.
+func (c *Client) AckMessages(ctx context.Context, caller string, ids []string) (model.AckResult, error) {
+	var res model.AckResult
+	err := c.agentCall(ctx, caller, http.MethodPost, "/v1/inbox/ack", nil, AckRequest{MessageIDs: ids}, &res)
+	return res, err
+}
+
+// SubmitTask implements model.AgentService.
+func (c *Client) SubmitTask(ctx context.Context, caller string, r model.SubmitRequest) (model.Task, error) {
+	var t model.Task
+	err := c.agentCall(ctx, caller, http.MethodPost, "/v1/tasks", nil, r, &t)
+	return t, err
+}
+
+// GetTask implements model.AgentService.
+func (c *Client) GetTask(ctx context.Context, caller, id string) (model.Task, error) {
+	p, err := clientPathArg("task_id", id)
+	if err != nil {
+		return model.Task{}, err
+	}
+	var t model.Task
+	err = c.agentCall(ctx, caller, http.MethodGet, "/v1/tasks/"+p, nil, nil, &t)
+	return t, err
+}
+
+// ListTasks implements model.AgentService.
+func (c *Client) ListTasks(ctx context.Context, caller string, state model.State, limit int) ([]model.Task, error) {
+	q := url.Values{}
+	clientSet(q, "state", string(state))
+	clientSetLimit(q, limit)
+	var l TaskList
+	err := c.agentCall(ctx, caller, http.MethodGet, "/v1/tasks", q, nil, &l)
+	return l.Tasks, err
+}
+
+// CancelTask implements model.AgentService.
+func (c *Client) CancelTask(ctx context.Context, caller, id string) (model.Task, error) {
+	p, err := clientPathArg("task_id", id)
+	if err != nil {
+		return model.Task{}, err
+	}
+	var t model.Task
+	err = c.agentCall(ctx, caller, http.MethodPost, "/v1/tasks/"+p+"/cancel", nil, nil, &t)
+	return t, err
+}
+
+// ListAgents implements model.AgentService.
+func (c *Client) ListAgents(ctx context.Context) ([]model.AgentInfo, error) {
+	var l AgentList
+	err := c.agentCall(ctx, "", http.MethodGet, "/v1/agents", nil, nil, &l)
+	return l.Agents, err
+}
+
+// Connected implements model.AgentService. The daemon replaces the uid and
+// pid with the connection's SO_PEERCRED credentials.
+func (c *Client) Connected(ctx context.Context, conn model.Conn) error {
+	return c.agentCall(ctx, conn.Agent, http.MethodPost, "/v1/connections", nil, conn, nil)
+}
+
+// agentCall makes an agent call as caller, or as ClientOptions.Agent when
+// caller is empty. A client made with an Agent refuses to act as anyone
+// else: its identity is fixed when it is made, as the facade's is at
+// launch. (A client without one, as in shared conformance tests, acts as
+// whoever each call names.)
+func (c *Client) agentCall(ctx context.Context, caller, method, path string, q url.Values, in, out any) error {
+	if caller == "" {
+		caller = c.o.Agent
+	} else if c.o.Agent != "" && caller != c.o.Agent {
+		return model.Errorf(model.CodeInvalidArgs, "this client acts as %q, not %q", c.o.Agent, caller).
+			WithHint("make a client with ClientOptions.Agent set to the caller")
+	}
+	if err := c.ensureVersion(ctx); err != nil {
+		return err
+	}
+	return c.roundTrip(ctx, method, path, q, caller, in, out, 0)
+}
+
+// Tasks implements model.OperatorService.
+func (c *Client) Tasks(ctx context.Context, f model.TaskFilter) ([]model.Task, error) {
+	if f.Visible != "" {
+		return nil, model.Errorf(model.CodeInvalidArgs, "the socket API has no Visible task filter; use an agent client's ListTasks")
+	}
+	q := url.Values{}
+	clientSet(q, "state", string(f.State))
+	clientSet(q, "agent", f.Agent)
+	clientSet(q, "caller", f.Caller)
+	clientSet(q, "target", f.Target)
+	clientSet(q, "before", f.Before)
+	clientSetLimit(q, f.Limit)
+	var l TaskList
+	err := c.call(ctx, http.MethodGet, "/v1/operator/tasks", q, nil, &l)
+	return l.Tasks, err
+}
+
+// ShowTask implements model.OperatorService.
+func (c *Client) ShowTask(ctx context.Context, id string) (model.TaskDetail, error) {
+	p, err := clientPathArg("task_id", id)
+	if err != nil {
+		return model.TaskDetail{}, err
+	}
+	var d model.TaskDetail
+	err = c.call(ctx, http.MethodGet, "/v1/operator/tasks/"+p, nil, nil, &d)
+	return d, err
+}
+
+// CancelTaskAsOperator implements model.OperatorService.
+func (c *Client) CancelTaskAsOperator(ctx context.Context, id string) (model.Task, error) {
+	p, err := clientPathArg("task_id", id)
+	if err != nil {
+		return model.Task{}, err
+	}
+	var t model.Task
+	err = c.call(ctx, http.MethodPost, "/v1/operator/tasks/"+p+"/cancel", nil, nil, &t)
+	return t, err
+}
+
+// Messages implements model.OperatorService.
+func (c *Client) Messages(ctx context.Context, f model.MessageFilter) ([]model.Message, error) {
+	q := url.Values{}
+	clientSet(q, "to", f.To)
+	clientSet(q, "from", f.From)
+	clientSet(q, "before", f.Before)
+	if f.UnreadOnly {
+		q.Set("unread_only", "true")
+	}
+	clientSetLimit(q, f.Limit)
+	var l MessageList
+	err := c.call(ctx, http.MethodGet, "/v1/operator/messages", q, nil, &l)
+	return l.Messages, err
+}
+
+// Agents implements model.OperatorService.
+func (c *Client) Agents(ctx context.Context) ([]model.AgentInfo, error) {
+	var l AgentList
+	err := c.call(ctx, http.MethodGet, "/v1/operator/agents", nil, nil, &l)
+	return l.Agents, err
+}
+
+// ProbeAgent implements model.OperatorService. The call may take the
+// probe's timeout (60 s when 0) on top of the client's own.
+func (c *Client) ProbeAgent(ctx context.Context, name string, timeout time.Duration) (model.AgentInfo, error) {
+	p, err := clientPathArg("name", name)
+	if err != nil {
+		return model.AgentInfo{}, err
+	}
+	q := url.Values{}
+	if timeout != 0 {
+		q.Set("timeout", timeout.String())
+	}
+	budget := timeout
+	if budget <= 0 {
+		budget = defaultProbeTimeout
+	}
+	if err := c.ensureVersion(ctx); err != nil {
+		return model.AgentInfo{}, err
+	}
+	var a model.AgentInfo
+	err = c.roundTrip(ctx, http.MethodPost, "/v1/operator/agents/"+p+"/probe", q, "", nil, &a, budget)
+	return a, err
+}
+
+// VerifyAudit implements model.OperatorService.
+func (c *Client) VerifyAudit(ctx context.Context) (model.AuditReport, error) {
+	var r model.AuditReport
+	err := c.call(ctx, http.MethodGet, "/v1/operator/audit/verify", nil, nil, &r)
+	return r, err
+}

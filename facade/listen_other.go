@@ -1,0 +1,19 @@
+//go:build !unix
+
+package facade
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"runtime"
+)
+
+// ErrSocketInUse is returned (wrapped, with the path) by Listen when a live
+// server already answers on the socket path.
+var ErrSocketInUse = errors.New("a server already answers on this socket")
+
+// Listen is only supported on Unix systems.
+func Listen(sockPath string) (net.Listener, error) {
+	return nil, fmt.Errorf("listen on %s: the relay's owner-only Unix socket is not supported on %s", sockPath, runtime.GOOS)
+}

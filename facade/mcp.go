@@ -1,0 +1,242 @@
+package facade
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
+
+	"github.com/hai-relay/relay/model"
+	"github.com/hai-relay/relay/spec"
+)
+
+// MCPOptions configures the MCP stdio facade of one agent.
+type MCPOptions struct {
+	// Agent is the caller's identity, fixed at launch (`relay mcp --as
+	// AGENT`). No tool takes a sender: every call is made as Agent.
+	Agent string
+	// Cwd is the working directory of submitted tasks that name none: the
+	// facade's own working directory. Empty means os.Getwd().
+	Cwd string
+	// Version is reported as the server's version ("dev" when empty).
+	Version string
+	// PID is the facade's process id for the connection audit (os.Getpid()
+	// when zero).
+	PID int
+	// Logger receives internal errors, which callers never see (discarded
+	// when nil).
+	Logger *slog.Logger
+}
+
+// mcpServerName is the serverInfo name the facade reports.
+const mcpServerName = "hai-relay"
+
+// NewMCPServer builds the MCP server of the facade: the eight relay tools,
+// each calling svc as o.Agent.
+//
+// Every tool validates its raw arguments itself (mcp-go does not enforce a
+// schema's additionalProperties, types or bounds): an unknown argument, a
+// wrong type or a missing required argument is a tool error with code
+// invalid_args and svc is not called. Every failure, of the arguments or of
+// svc, is an MCP tool error (isError: true) carrying {code, message, hint}
+// as structured content and as JSON text, never a JSON-RPC error; errors
+// without a code are shown as internal and logged.
+//
+// Connection audit: svc.Connected is called once per client session, when
+// the client initializes and, for a client that skipped initialize (or when
+// that first attempt failed), before its first tool call. A tool call is
+// never served on a connection whose audit failed: the call fails with the
+// audit's error instead (fail closed).
+func NewMCPServer(svc model.AgentService, o MCPOptions) (*server.MCPServer, error) {
+	if svc == nil {
+		return nil, errors.New("facade: NewMCPServer: nil service")
+	}
+	o, err := o.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	f := &mcpFacade{
+		svc:     svc,
+		o:       o,
+		log:     o.Logger,
+		audited: map[string]bool{},
+	}
+
+	hooks := &server.Hooks{}
+	hooks.AddAfterInitialize(func(ctx context.Context, _ any, _ *mcp.InitializeRequest, _ *mcp.InitializeResult) {
+		if err := f.ensureAudited(ctx); err != nil {
+			// Not fatal here: the next tool call retries, and fails with
+			// this error if the audit still cannot be written.
+			f.log.Warn("mcp: connection audit failed", "agent", o.Agent, "err", err)
+		}
+	})
+	hooks.AddOnUnregisterSession(func(_ context.Context, s server.ClientSession) {
+		f.mu.Lock()
+		delete(f.audited, s.SessionID())
+		f.mu.Unlock()
+	})
+
+	s := server.NewMCPServer(mcpServerName, o.Version,
+		server.WithToolCapabilities(false),
+		server.WithHooks(hooks),
+		server.WithInstructions(mcpInstructions(o)),
+	)
+	tools := mcpTools(o)
+	st := make([]server.ServerTool, 0, len(tools))
+	for _, t := range tools {
+		st = append(st, server.ServerTool{Tool: t.tool(), Handler: f.handler(t)})
+	}
+	s.AddTools(st...)
+	return s, nil
+}
+
+// ServeMCP serves the facade over stdio (newline-delimited JSON-RPC on in
+// and out) until in reaches EOF or ctx is done; both are a normal end and
+// return nil.
+//
+// mcp-go keeps the stdio session in a package-level variable, so one
+// process serves at most one ServeMCP at a time. When ctx ends before in
+// does, mcp-go leaves one goroutine blocked reading in until in is closed
+// or the process exits.
+func ServeMCP(ctx context.Context, svc model.AgentService, o MCPOptions, in io.Reader, out io.Writer) error {
+	s, err := NewMCPServer(svc, o)
+	if err != nil {
+		return err
+	}
+	logger := o.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	stdio := server.NewStdioServer(s)
+	stdio.SetErrorLogger(slog.NewLogLogger(logger.Handler(), slog.LevelError))
+	err = stdio.Listen(ctx, in, out)
+	if ctx.Err() != nil {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("facade: serve mcp: %w", err)
+	}
+	return nil
+}
+
+// withDefaults validates o and fills its defaults.
+func (o MCPOptions) withDefaults() (MCPOptions, error) {
+	if !spec.ValidAgentName(o.Agent) {
+		return o, fmt.Errorf("facade: invalid agent identity %q: agent names are 1–64 characters of [a-z0-9_-] starting with a letter or digit, and %q is reserved", o.Agent, model.RelayAgent)
+	}
+	if o.Cwd == "" {
+		wd, err := os.Getwd()
+		if err != nil {
+			return o, fmt.Errorf("facade: working directory: %w", err)
+		}
+		o.Cwd = wd
+	}
+	if !filepath.IsAbs(o.Cwd) {
+		return o, fmt.Errorf("facade: default cwd %q is not absolute", o.Cwd)
+	}
+	if o.Version == "" {
+		o.Version = "dev"
+	}
+	if o.PID == 0 {
+		o.PID = os.Getpid()
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return o, nil
+}
+
+// mcpFacade is the state shared by the tool handlers of one MCP server.
+type mcpFacade struct {
+	svc model.AgentService
+	o   MCPOptions
+	log *slog.Logger
+
+	// mu guards audited: the session ids whose connection is audited. It is
+	// held across svc.Connected so that one session is audited once.
+	mu      sync.Mutex
+	audited map[string]bool
+}
+
+// ensureAudited records the connection of ctx's client session once.
+func (f *mcpFacade) ensureAudited(ctx context.Context) error {
+	id := ""
+	if s := server.ClientSessionFromContext(ctx); s != nil {
+		id = s.SessionID()
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.audited[id] {
+		return nil
+	}
+	c := model.Conn{Agent: f.o.Agent, PID: f.o.PID, UID: os.Getuid(), Kind: "mcp"}
+	if err := f.svc.Connected(ctx, c); err != nil {
+		return err
+	}
+	f.audited[id] = true
+	return nil
+}
+
+// handler wraps one tool: argument validation, the connection audit, the
+// service call and the mapping of its answer to an MCP result. It never
+// returns a Go error, so no domain failure becomes a JSON-RPC error.
+func (f *mcpFacade) handler(t mcpTool) server.ToolHandlerFunc {
+	return func(ctx context.Context, req mcp.CallToolRequest) (res *mcp.CallToolResult, _ error) {
+		defer func() {
+			if r := recover(); r != nil {
+				res = f.toolError(t.name, fmt.Errorf("panic in %s: %v", t.name, r))
+			}
+		}()
+		a, err := mcpParseArgs(t, req)
+		if err != nil {
+			return f.toolError(t.name, err), nil
+		}
+		if err := f.ensureAudited(ctx); err != nil {
+			return f.toolError(t.name, err), nil
+		}
+		out, err := t.call(ctx, f, a)
+		if err != nil {
+			return f.toolError(t.name, err), nil
+		}
+		return f.toolResult(t.name, out), nil
+	}
+}
+
+// toolResult returns out as structured content and as the same JSON text.
+func (f *mcpFacade) toolResult(tool string, out any) *mcp.CallToolResult {
+	b, err := json.Marshal(out)
+	if err != nil {
+		return f.toolError(tool, fmt.Errorf("marshal %s result: %w", tool, err))
+	}
+	return mcp.NewToolResultStructured(json.RawMessage(b), string(b))
+}
+
+// toolError returns err as an MCP tool error: isError with {code, message,
+// hint} as structured content and as JSON text. Only the public form of
+// err is shown; an error without a code is logged and shown as internal.
+func (f *mcpFacade) toolError(tool string, err error) *mcp.CallToolResult {
+	pub := model.Public(err)
+	if pub.Hint == "" {
+		pub.Hint = spec.Hint(pub.Code)
+	}
+	if pub.Code == model.CodeInternal {
+		f.log.Error("mcp: tool failed", "tool", tool, "agent", f.o.Agent, "err", err)
+	} else {
+		f.log.Debug("mcp: tool refused", "tool", tool, "agent", f.o.Agent, "code", string(pub.Code), "err", err)
+	}
+	b, mErr := json.Marshal(pub)
+	if mErr != nil { // cannot happen: three strings
+		b = []byte(`{"code":"internal","message":"internal error","hint":""}`)
+	}
+	res := mcp.NewToolResultStructured(json.RawMessage(b), string(b))
+	res.IsError = true
+	return res
+}
