@@ -1,0 +1,508 @@
+package machine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hai-relay/relay/model"
+	"github.com/hai-relay/relay/spec"
+)
+
+// Options wires an Engine to its ports.
+type Options struct {
+	Store      model.Store
+	Dispatcher model.Dispatcher
+	Registry   model.Registry
+	// Authority is the authority adapter client; nil means none is
+	// configured, and every task is blocked with authority_not_configured.
+	Authority model.Authority
+	// MaxDispatch is the global dispatch limit (default 4).
+	MaxDispatch int
+	// MaxPromptBytes bounds a task's prompt (default 262144).
+	MaxPromptBytes int
+	// OnTerminal, if set, is called once after a task enters a terminal
+	// state (the daemon uses it to message the submitter).
+	OnTerminal func(ctx context.Context, t model.Task)
+	Clock      func() time.Time
+	Logger     *slog.Logger
+}
+
+// Engine runs the task lifecycle.
+type Engine struct {
+	store      model.Store
+	dispatcher model.Dispatcher
+	registry   model.Registry
+	authority  model.Authority
+	maxPrompt  int
+	onTerminal func(context.Context, model.Task)
+	now        func() time.Time
+	log        *slog.Logger
+
+	slots *slots
+
+	mu    sync.Mutex
+	locks map[string]*taskLock
+
+	bg       sync.WaitGroup
+	stopOnce sync.Once
+	stopped  chan struct{}
+}
+
+type taskLock struct {
+	mu   sync.Mutex
+	refs int
+}
+
+// New returns an Engine. Call Start to recover tasks a previous daemon left.
+func New(o Options) *Engine {
+	if o.MaxDispatch <= 0 {
+		o.MaxDispatch = 4
+	}
+	if o.MaxPromptBytes <= 0 {
+		o.MaxPromptBytes = 262144
+	}
+	if o.Clock == nil {
+		o.Clock = time.Now
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	e := &Engine{
+		store: o.Store, dispatcher: o.Dispatcher, registry: o.Registry,
+		authority: o.Authority, maxPrompt: o.MaxPromptBytes, onTerminal: o.OnTerminal,
+		now: func() time.Time { return o.Clock().UTC() }, log: o.Logger,
+		slots: newSlots(o.MaxDispatch), locks: map[string]*taskLock{},
+		stopped: make(chan struct{}),
+	}
+	e.slots.freed = e.evaluateLater
+	return e
+}
+
+// lock serializes every operation on one task.
+func (e *Engine) lock(id string) func() {
+	e.mu.Lock()
+	l := e.locks[id]
+	if l == nil {
+		l = &taskLock{}
+		e.locks[id] = l
+	}
+	l.refs++
+	e.mu.Unlock()
+	l.mu.Lock()
+	return func() {
+		l.mu.Unlock()
+		e.mu.Lock()
+		if l.refs--; l.refs == 0 {
+			delete(e.locks, id)
+		}
+		e.mu.Unlock()
+	}
+}
+
+// Start recovers after a crash: authorized and working tasks (whose outcome
+// is unknown) fail with dispatch_interrupted and are never dispatched again;
+// submitted tasks resume gate evaluation, oldest first.
+func (e *Engine) Start(ctx context.Context) error {
+	for _, st := range []model.State{model.StateAuthorized, model.StateWorking} {
+		ts, err := e.all(ctx, model.TaskFilter{State: st})
+		if err != nil {
+			return err
+		}
+		for _, t := range ts {
+			_, err := e.Fire(ctx, t.ID, st, model.TriggerFail, FireOptions{
+				Code: model.CodeDispatchInterrupted, Actor: model.RelayAgent,
+				Message: "the daemon stopped while the task was " + string(st) + "; its outcome is unknown",
+			})
+			if err != nil && model.ErrorCode(err) != model.CodeStaleState {
+				return fmt.Errorf("recover %s: %w", t.ID, err)
+			}
+		}
+	}
+	ts, err := e.all(ctx, model.TaskFilter{State: model.StateSubmitted})
+	if err != nil {
+		return err
+	}
+	for i := len(ts) - 1; i >= 0; i-- { // oldest first
+		e.evaluateLater(ts[i].ID)
+	}
+	return nil
+}
+
+// all pages through every task matching f, newest first.
+func (e *Engine) all(ctx context.Context, f model.TaskFilter) ([]model.Task, error) {
+	var out []model.Task
+	f.Limit = 1000
+	for {
+		page, err := e.store.ListTasks(ctx, f)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, page...)
+		if len(page) < f.Limit {
+			return out, nil
+		}
+		f.Before = page[len(page)-1].ID
+	}
+}
+
+// Stop waits for background evaluations to finish. It is idempotent.
+func (e *Engine) Stop(ctx context.Context) error {
+	e.stopOnce.Do(func() { close(e.stopped) })
+	done := make(chan struct{})
+	go func() { e.bg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// evaluateLater evaluates a submitted task's gates in the background.
+func (e *Engine) evaluateLater(id string) {
+	select {
+	case <-e.stopped:
+		return // a stopped engine starts nothing; recovery picks it up
+	default:
+	}
+	e.bg.Add(1)
+	go func() {
+		defer e.bg.Done()
+		ctx := context.Background()
+		if _, err := e.tryEvaluate(ctx, id); err != nil && model.ErrorCode(err) != model.CodeStaleState {
+			e.log.Error("evaluate task", "task_id", id, "err", err)
+		}
+	}()
+}
+
+// Submit validates and persists a task, then evaluates its gates if a
+// dispatch slot is free (else it waits in submitted). A request-level
+// problem (unknown target, bad mode, oversized prompt, bad cwd) creates
+// nothing. Missing or malformed mission and lease IDs are not request
+// errors: the task is persisted and audited, then rejected by missionLease.
+// existed reports an idempotent repeat, which returns the first task.
+func (e *Engine) Submit(ctx context.Context, caller string, r model.SubmitRequest) (t model.Task, existed bool, err error) {
+	if err := e.validate(ctx, caller, &r); err != nil {
+		return model.Task{}, false, err
+	}
+	now := e.now()
+	if r.ContextID == "" {
+		r.ContextID = newID("C") // a new thread; follow-ups name it
+	}
+	t, existed, err = e.store.CreateTask(ctx, model.Task{
+		ID: newID("T"), State: spec.InitialState, Caller: caller, Target: r.Target,
+		Mode: r.Mode, MissionID: r.MissionID, LeaseID: r.LeaseID, ContextID: r.ContextID,
+		Prompt: r.Prompt, Cwd: r.Cwd, Artifacts: r.Artifacts,
+		ReferenceTaskIDs: r.ReferenceTaskIDs, IdempotencyKey: r.IdempotencyKey,
+		CreatedAt: now, UpdatedAt: now,
+	})
+	if err != nil || existed {
+		return t, existed, err
+	}
+	// The evaluation belongs to the task now, not to the request: a caller
+	// that hangs up must not leave it half-done.
+	t, err = e.tryEvaluate(context.WithoutCancel(ctx), t.ID)
+	return t, false, err
+}
+
+func (e *Engine) validate(ctx context.Context, caller string, r *model.SubmitRequest) error {
+	if caller == "" {
+		return invalidArgs("caller is required")
+	}
+	if r.Target == "" {
+		return invalidArgs("target is required")
+	}
+	if _, ok := e.registry.Agent(ctx, r.Target); !ok {
+		return model.Errorf(model.CodeUnknownAgent, "no agent named %q", r.Target).WithHint(spec.Hint(model.CodeUnknownAgent))
+	}
+	if r.Mode == "" {
+		r.Mode = model.ModeReadOnly
+	}
+	if !r.Mode.Valid() {
+		return invalidArgs(fmt.Sprintf("mode %q is not read_only or state_changing", r.Mode))
+	}
+	if r.Prompt == "" {
+		return invalidArgs("prompt is required")
+	}
+	if len(r.Prompt) > e.maxPrompt {
+		return model.Errorf(model.CodePayloadTooLarge, "prompt is %d bytes; the limit is %d", len(r.Prompt), e.maxPrompt).
+			WithHint(spec.Hint(model.CodePayloadTooLarge))
+	}
+	if err := CheckCwd(r.Cwd); err != nil {
+		return err
+	}
+	if err := CheckArtifacts(r.Artifacts); err != nil {
+		return err
+	}
+	return nil
+}
+
+func invalidArgs(msg string) *model.Error {
+	return model.Errorf(model.CodeInvalidArgs, "%s", msg).WithHint(spec.Hint(model.CodeInvalidArgs))
+}
+
+// CheckCwd requires an absolute, clean path to an existing directory.
+func CheckCwd(cwd string) error {
+	bad := func(why string) error {
+		return model.Errorf(model.CodeInvalidCwd, "cwd %q %s", cwd, why).WithHint(spec.Hint(model.CodeInvalidCwd))
+	}
+	if cwd == "" {
+		return bad("is empty")
+	}
+	if !filepath.IsAbs(cwd) || filepath.Clean(cwd) != cwd {
+		return bad("is not a clean absolute path")
+	}
+	fi, err := os.Stat(cwd)
+	if err != nil {
+		return bad("does not exist")
+	}
+	if !fi.IsDir() {
+		return bad("is not a directory")
+	}
+	return nil
+}
+
+// MaxArtifacts and MaxURIBytes bound artifact references.
+const (
+	MaxArtifacts = 64
+	MaxURIBytes  = 4096
+)
+
+// CheckArtifacts validates artifact references: each needs an absolute URI
+// that points at content rather than carrying it (no data: URIs). The
+// content is never fetched.
+func CheckArtifacts(as []model.Artifact) error {
+	if len(as) > MaxArtifacts {
+		return invalidArgs(fmt.Sprintf("%d artifacts; at most %d", len(as), MaxArtifacts))
+	}
+	for i, a := range as {
+		if len(a.URI) > MaxURIBytes {
+			return invalidArgs(fmt.Sprintf("artifacts[%d].uri is %d bytes; at most %d", i, len(a.URI), MaxURIBytes))
+		}
+		u, err := url.Parse(a.URI)
+		if a.URI == "" || err != nil || u.Scheme == "" {
+			return invalidArgs(fmt.Sprintf("artifacts[%d].uri %q is not an absolute URI", i, a.URI))
+		}
+		if strings.EqualFold(u.Scheme, "data") {
+			return invalidArgs(fmt.Sprintf("artifacts[%d].uri is a data: URI; artifacts are references, never content", i))
+		}
+	}
+	return nil
+}
+
+// tryEvaluate evaluates a submitted task's gates when a dispatch slot is
+// free; otherwise the task waits in submitted until one frees.
+func (e *Engine) tryEvaluate(ctx context.Context, id string) (model.Task, error) {
+	if !e.slots.acquire(id) {
+		return e.store.GetTask(ctx, id)
+	}
+	unlock := e.lock(id)
+	t, err := e.store.GetTask(ctx, id)
+	if err == nil {
+		if t.State != model.StateSubmitted {
+			err = staleErr(id, model.StateSubmitted, t.State)
+		} else {
+			t, err = e.evaluateLocked(ctx, t)
+		}
+	}
+	unlock()
+	if t.State != model.StateAuthorized && t.State != model.StateWorking {
+		e.slots.release(id) // no-op if a transition already released it
+	}
+	if err == nil && t.State.Terminal() {
+		e.terminal(ctx, t)
+	}
+	return t, err
+}
+
+// evaluateLocked fires authorize; if a gate fails, it fires reject or block
+// with the first failing gate's code; if the dispatcher cannot start the
+// run, it fails the task with dispatch_failed.
+func (e *Engine) evaluateLocked(ctx context.Context, t model.Task) (model.Task, error) {
+	o := &op{e: e, task: t, trigger: model.TriggerAuthorize, actor: model.RelayAgent, eval: &evaluation{}}
+	err := o.fire(ctx)
+	var unmet *UnmetGatesError
+	switch {
+	case errors.As(err, &unmet):
+		v := unmet.Failed
+		trig := model.TriggerReject
+		if outcome(v.Code) == model.StateBlocked {
+			trig = model.TriggerBlock
+		}
+		msg := v.Message
+		if msg == "" {
+			msg = fmt.Sprintf("gate %s failed", v.Gate)
+		}
+		o2 := &op{e: e, task: t, trigger: trig, code: v.Code, message: msg,
+			actor: model.RelayAgent, verdicts: o.eval.verdicts}
+		if err := o2.fire(ctx); err != nil {
+			return t, err
+		}
+		return o2.task, nil
+	case err != nil:
+		return o.task, err
+	}
+	if o.dispatched && o.dispatchErr != nil {
+		o3 := &op{e: e, task: o.task, trigger: model.TriggerFail, code: model.CodeDispatchFailed,
+			message: model.Public(o.dispatchErr).Message, actor: model.RelayAgent}
+		if err := o3.fire(ctx); err != nil {
+			return o.task, err
+		}
+		e.log.Warn("dispatch failed", "task_id", t.ID, "err", o.dispatchErr)
+		return o3.task, nil
+	}
+	return o.task, nil
+}
+
+// outcome is the state a failing gate's code leads to; a code the catalogue
+// does not know fails closed to blocked.
+func outcome(c model.Code) model.State {
+	if ci, ok := spec.Lookup(c); ok && ci.State == model.StateRejected {
+		return model.StateRejected
+	}
+	return model.StateBlocked
+}
+
+func staleErr(id string, want, got model.State) error {
+	return &model.Error{Code: model.CodeStaleState, Err: model.ErrStaleState,
+		Message: fmt.Sprintf("task %s is %s, not %s", id, got, want), Hint: spec.Hint(model.CodeStaleState)}
+}
+
+// FireOptions carry what a transition records besides its states.
+type FireOptions struct {
+	Code    model.Code
+	Message string
+	Actor   string
+	Result  *model.TaskResult
+}
+
+// Fire fires trigger at task id, which the caller saw in state expect. If
+// the task is no longer in expect, nothing happens and the error has
+// CodeStaleState; a trigger the lifecycle does not permit from expect has
+// CodeInvalidTransition. authorize runs the gates (and dispatch) exactly as
+// a submission does, within the dispatch limit.
+func (e *Engine) Fire(ctx context.Context, id string, expect model.State, trigger model.Trigger, fo FireOptions) (model.Task, error) {
+	if trigger == model.TriggerAuthorize && expect == model.StateSubmitted {
+		t, err := e.store.GetTask(ctx, id)
+		if err != nil {
+			return t, err
+		}
+		if t.State != expect {
+			return t, staleErr(id, expect, t.State)
+		}
+		return e.tryEvaluate(ctx, id)
+	}
+	unlock := e.lock(id)
+	t, err := e.store.GetTask(ctx, id)
+	if err != nil {
+		unlock()
+		return t, err
+	}
+	if t.State != expect {
+		unlock()
+		return t, staleErr(id, expect, t.State)
+	}
+	o := &op{e: e, task: t, trigger: trigger, code: fo.Code, message: fo.Message, actor: fo.Actor, result: fo.Result}
+	err = o.fire(ctx)
+	unlock()
+	if err != nil {
+		return o.task, err
+	}
+	if o.task.State.Terminal() {
+		e.terminal(ctx, o.task)
+	}
+	return o.task, nil
+}
+
+// Cancel cancels a task that is not yet terminal. A running agent is told
+// to stop (session/cancel, a grace, then kill) after the cancel is stored.
+func (e *Engine) Cancel(ctx context.Context, id string, code model.Code, actor string) (model.Task, error) {
+	for {
+		t, err := e.store.GetTask(ctx, id)
+		if err != nil {
+			return t, err
+		}
+		if t.State.Terminal() {
+			return t, model.Errorf(model.CodeTaskNotCancelable, "task %s is already %s", id, t.State).
+				WithHint(spec.Hint(model.CodeTaskNotCancelable))
+		}
+		msg := "canceled by " + actor
+		t2, err := e.Fire(ctx, id, t.State, model.TriggerCancel, FireOptions{Code: code, Message: msg, Actor: actor})
+		if model.ErrorCode(err) == model.CodeStaleState {
+			continue // it moved on (say, to working) meanwhile: cancel that
+		}
+		if err != nil {
+			return t2, err
+		}
+		if t.State == model.StateAuthorized || t.State == model.StateWorking {
+			e.dispatcher.Cancel(id)
+		}
+		return t2, nil
+	}
+}
+
+func (e *Engine) terminal(ctx context.Context, t model.Task) {
+	if e.onTerminal != nil {
+		e.onTerminal(context.WithoutCancel(ctx), t)
+	}
+}
+
+// Started implements model.RunReporter: authorized → working.
+func (e *Engine) Started(ctx context.Context, taskID string) error {
+	_, err := e.Fire(ctx, taskID, model.StateAuthorized, model.TriggerStart, FireOptions{Actor: model.RelayAgent})
+	return err
+}
+
+// Denied implements model.RunReporter: count and audit a refused
+// permission request.
+func (e *Engine) Denied(ctx context.Context, taskID string, d model.Denial) error {
+	return e.store.RecordDenial(ctx, taskID, map[string]string{
+		"tool_call_title": d.ToolCallTitle, "tool_call_kind": d.ToolCallKind,
+		"option_id": d.OptionID, "outcome": d.Outcome,
+	})
+}
+
+// Finished implements model.RunReporter: the run ended. A task canceled or
+// failed meanwhile keeps its state (the report gets CodeStaleState).
+func (e *Engine) Finished(ctx context.Context, taskID string, out model.Outcome) error {
+	trig := map[model.State]model.Trigger{
+		model.StateCompleted: model.TriggerComplete,
+		model.StateFailed:    model.TriggerFail,
+		model.StateCanceled:  model.TriggerCancel,
+	}[out.State]
+	if trig == "" {
+		return fmt.Errorf("finished: outcome state %q is not completed, failed or canceled", out.State)
+	}
+	t, err := e.store.GetTask(ctx, taskID)
+	if err != nil {
+		return err
+	}
+	if t.State.Terminal() {
+		return staleErr(taskID, model.StateWorking, t.State)
+	}
+	res := out.Result
+	_, err = e.Fire(ctx, taskID, t.State, trig, FireOptions{
+		Code: out.Code, Message: out.Message, Actor: model.RelayAgent, Result: &res})
+	return err
+}
+
+// Get returns a task.
+func (e *Engine) Get(ctx context.Context, id string) (model.Task, error) {
+	return e.store.GetTask(ctx, id)
+}
+
+// List lists tasks.
+func (e *Engine) List(ctx context.Context, f model.TaskFilter) ([]model.Task, error) {
+	return e.store.ListTasks(ctx, f)
+}
+
+// Slots reports dispatch slots held and tasks waiting for one.
+func (e *Engine) Slots() (held, waiting int) { return e.slots.inUse() }

@@ -1,0 +1,420 @@
+package machine_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/hai-relay/relay/machine"
+	"github.com/hai-relay/relay/model"
+)
+
+// A task created directly in the store, without evaluation.
+func rawTask(t *testing.T, r *rig, id string) model.Task {
+	t.Helper()
+	task, _, err := r.db.CreateTask(context.Background(), model.Task{
+		ID: id, State: model.StateSubmitted, Caller: "codex", Target: "claude",
+		Mode: model.ModeReadOnly, MissionID: "M-1", LeaseID: "S-1", Prompt: "p", Cwd: r.cwd,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return task
+}
+
+func TestConcurrentCancelAndAuthorizeOneWins(t *testing.T) {
+	t.Parallel()
+	auth := &allowAuthority{}
+	r := newRig(t, machine.Options{Authority: auth})
+	ctx := context.Background()
+	task := rawTask(t, r, "T-race")
+
+	const n = 50
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	start := make(chan struct{})
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			<-start
+			if i%2 == 0 {
+				_, errs[i] = r.eng.Fire(ctx, task.ID, model.StateSubmitted, model.TriggerAuthorize, machine.FireOptions{})
+			} else {
+				_, errs[i] = r.eng.Fire(ctx, task.ID, model.StateSubmitted, model.TriggerCancel,
+					machine.FireOptions{Code: model.CodeCanceledByOperator, Actor: "operator"})
+			}
+		}(i)
+	}
+	close(start)
+	wg.Wait()
+
+	wins := 0
+	for i, err := range errs {
+		switch model.ErrorCode(err) {
+		case "":
+			wins++
+		case model.CodeStaleState:
+			if !errors.Is(err, model.ErrStaleState) {
+				t.Errorf("goroutine %d: stale error does not wrap ErrStaleState: %v", i, err)
+			}
+		default:
+			t.Errorf("goroutine %d: unexpected error %v", i, err)
+		}
+	}
+	if wins != 1 {
+		t.Fatalf("%d transitions won, want exactly 1", wins)
+	}
+	final, _ := r.eng.Get(ctx, task.ID)
+	evs, err := r.db.TaskEvents(ctx, task.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(evs) != 1 || evs[0].From != model.StateSubmitted || evs[0].To != final.State {
+		t.Fatalf("events %+v inconsistent with final state %s", evs, final.State)
+	}
+	switch final.State {
+	case model.StateAuthorized:
+		if r.disp.count(task.ID) != 1 || auth.n != 1 {
+			t.Fatalf("authorized: dispatches=%d authority runs=%d, want 1 and 1", r.disp.count(task.ID), auth.n)
+		}
+	case model.StateCanceled:
+		if r.disp.count(task.ID) != 0 || auth.n != 0 {
+			t.Fatalf("canceled: dispatches=%d authority runs=%d, want 0 and 0", r.disp.count(task.ID), auth.n)
+		}
+	default:
+		t.Fatalf("final state %s", final.State)
+	}
+}
+
+// terminalTask drives a fresh task into the given terminal state.
+func terminalTask(t *testing.T, r *rig, s model.State) model.Task {
+	t.Helper()
+	ctx := context.Background()
+	task := rawTask(t, r, "T-"+string(s))
+	fire := func(from model.State, tr model.Trigger, code model.Code) {
+		t.Helper()
+		var err error
+		task, err = r.eng.Fire(ctx, task.ID, from, tr, machine.FireOptions{Code: code})
+		if err != nil {
+			t.Fatalf("%s from %s: %v", tr, from, err)
+		}
+	}
+	switch s {
+	case model.StateRejected:
+		fire(model.StateSubmitted, model.TriggerReject, model.CodeMissingMissionID)
+	case model.StateBlocked:
+		fire(model.StateSubmitted, model.TriggerBlock, model.CodeAgentDisabled)
+	case model.StateCanceled:
+		fire(model.StateSubmitted, model.TriggerCancel, model.CodeCanceledBySubmitter)
+	case model.StateFailed, model.StateCompleted:
+		fire(model.StateSubmitted, model.TriggerAuthorize, "")
+		fire(model.StateAuthorized, model.TriggerStart, "")
+		if s == model.StateFailed {
+			fire(model.StateWorking, model.TriggerFail, model.CodeAgentCrashed)
+		} else {
+			fire(model.StateWorking, model.TriggerComplete, "")
+		}
+	}
+	if task.State != s {
+		t.Fatalf("task is %s, want %s", task.State, s)
+	}
+	return task
+}
+
+func TestTerminalStatesRefuseEveryTrigger(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, machine.Options{Authority: &allowAuthority{}})
+	ctx := context.Background()
+	for _, s := range model.AllStates() {
+		if !s.Terminal() {
+			continue
+		}
+		task := terminalTask(t, r, s)
+		before, _ := r.db.TaskEvents(ctx, task.ID)
+		for _, tr := range model.AllTriggers() {
+			_, err := r.eng.Fire(ctx, task.ID, s, tr, machine.FireOptions{})
+			wantCode(t, err, model.CodeInvalidTransition)
+			var me *model.Error
+			if !errors.As(err, &me) || me.Hint == "" {
+				t.Errorf("%s/%s: want a typed error with a hint, got %#v", s, tr, err)
+			}
+		}
+		_, err := r.eng.Cancel(ctx, task.ID, model.CodeCanceledByOperator, "operator")
+		wantCode(t, err, model.CodeTaskNotCancelable)
+		after, _ := r.db.TaskEvents(ctx, task.ID)
+		got, _ := r.eng.Get(ctx, task.ID)
+		if len(after) != len(before) || got.State != s {
+			t.Errorf("%s changed: %d→%d events, state %s", s, len(before), len(after), got.State)
+		}
+	}
+}
+
+func TestNonTerminalStatesRefuseUnlistedTriggers(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, machine.Options{Authority: &allowAuthority{}})
+	ctx := context.Background()
+	task := rawTask(t, r, "T-x")
+	for _, tr := range []model.Trigger{model.TriggerStart, model.TriggerComplete, model.TriggerFail} {
+		_, err := r.eng.Fire(ctx, task.ID, model.StateSubmitted, tr, machine.FireOptions{})
+		wantCode(t, err, model.CodeInvalidTransition)
+	}
+}
+
+func TestRunToCompletionKeepsResultAndDenials(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	var notified []model.Task
+	disp := &fakeDispatcher{policy: denyAll, run: func(task model.Task, rep model.RunReporter) {
+		ctx := context.Background()
+		if err := rep.Started(ctx, task.ID); err != nil {
+			t.Errorf("started: %v", err)
+			return
+		}
+		for i := 0; i < 2; i++ {
+			if err := rep.Denied(ctx, task.ID, model.Denial{ToolCallTitle: "rm -rf /", ToolCallKind: "execute", Outcome: "selected", OptionID: "reject"}); err != nil {
+				t.Errorf("denied: %v", err)
+			}
+		}
+		if err := rep.Finished(ctx, task.ID, model.Outcome{State: model.StateCompleted,
+			Result: model.TaskResult{Text: "README says hi", StopReason: "end_turn"}}); err != nil {
+			t.Errorf("finished: %v", err)
+		}
+	}}
+	r := newRig(t, machine.Options{Authority: &allowAuthority{}, Dispatcher: disp,
+		OnTerminal: func(_ context.Context, task model.Task) { mu.Lock(); notified = append(notified, task); mu.Unlock() }})
+	task := r.submit(t, model.SubmitRequest{})
+	disp.wg.Wait()
+	got, _ := r.eng.Get(context.Background(), task.ID)
+	if got.State != model.StateCompleted || got.Result != "README says hi" || got.StopReason != "end_turn" || got.DeniedPermissions != 2 {
+		t.Fatalf("task = %+v", got)
+	}
+	evs, _ := r.db.TaskEvents(context.Background(), task.ID)
+	var path []string
+	for _, ev := range evs {
+		path = append(path, string(ev.To))
+	}
+	if strings.Join(path, ",") != "authorized,working,completed" {
+		t.Fatalf("path %v", path)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(notified) != 1 || notified[0].State != model.StateCompleted {
+		t.Fatalf("OnTerminal calls: %+v", notified)
+	}
+}
+
+func TestDispatchErrorFailsTask(t *testing.T) {
+	t.Parallel()
+	disp := &fakeDispatcher{policy: denyAll, fail: errors.New("exec: claude-agent-acp: not found")}
+	r := newRig(t, machine.Options{Authority: &allowAuthority{}, Dispatcher: disp})
+	task := r.submit(t, model.SubmitRequest{})
+	if task.State != model.StateFailed || task.Code != model.CodeDispatchFailed {
+		t.Fatalf("task %s/%s, want failed/dispatch_failed", task.State, task.Code)
+	}
+	if held, _ := r.eng.Slots(); held != 0 {
+		t.Fatalf("%d slots still held", held)
+	}
+}
+
+func TestCancelWorkingStopsTheRun(t *testing.T) {
+	t.Parallel()
+	started := make(chan struct{})
+	disp := &fakeDispatcher{policy: denyAll, run: func(task model.Task, rep model.RunReporter) {
+		_ = rep.Started(context.Background(), task.ID)
+		close(started)
+	}}
+	r := newRig(t, machine.Options{Authority: &allowAuthority{}, Dispatcher: disp})
+	ctx := context.Background()
+	task := r.submit(t, model.SubmitRequest{})
+	<-started
+	disp.wg.Wait()
+	got, err := r.eng.Cancel(ctx, task.ID, model.CodeCanceledBySubmitter, "codex")
+	if err != nil || got.State != model.StateCanceled || got.Code != model.CodeCanceledBySubmitter {
+		t.Fatalf("cancel: %+v %v", got, err)
+	}
+	disp.mu.Lock()
+	canceled := fmt.Sprint(disp.canceled)
+	disp.mu.Unlock()
+	if canceled != "["+task.ID+"]" {
+		t.Fatalf("dispatcher cancels %s", canceled)
+	}
+	// The run's late report cannot change a terminal task.
+	err = r.eng.Finished(ctx, task.ID, model.Outcome{State: model.StateCompleted})
+	wantCode(t, err, model.CodeStaleState)
+	if held, _ := r.eng.Slots(); held != 0 {
+		t.Fatalf("%d slots still held", held)
+	}
+}
+
+func TestDispatchLimitHoldsTasksInSubmitted(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, machine.Options{Authority: &allowAuthority{}, MaxDispatch: 2})
+	ctx := context.Background()
+	var tasks []model.Task
+	for i := 0; i < 5; i++ {
+		tasks = append(tasks, r.submit(t, model.SubmitRequest{}))
+	}
+	states := func() string {
+		var s []string
+		for _, task := range tasks {
+			got, _ := r.eng.Get(ctx, task.ID)
+			s = append(s, string(got.State))
+		}
+		return strings.Join(s, ",")
+	}
+	if got := states(); got != "authorized,authorized,submitted,submitted,submitted" {
+		t.Fatalf("states %s", got)
+	}
+	if r.disp.total() != 2 {
+		t.Fatalf("%d dispatches, want 2", r.disp.total())
+	}
+	// A slot frees when a task leaves authorized: the oldest waiting task
+	// is evaluated next.
+	if _, err := r.eng.Cancel(ctx, tasks[0].ID, model.CodeCanceledByOperator, "operator"); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "third task authorized", func() bool {
+		got, _ := r.eng.Get(ctx, tasks[2].ID)
+		return got.State == model.StateAuthorized
+	})
+	if got := states(); got != "canceled,authorized,authorized,submitted,submitted" {
+		t.Fatalf("states %s", got)
+	}
+	// Canceling a waiting task needs no slot.
+	if _, err := r.eng.Cancel(ctx, tasks[4].ID, model.CodeCanceledBySubmitter, "codex"); err != nil {
+		t.Fatal(err)
+	}
+	if held, waiting := r.eng.Slots(); held != 2 || waiting > 2 {
+		t.Fatalf("slots held=%d waiting=%d", held, waiting)
+	}
+}
+
+func TestRecoveryFailsInterruptedAndResumesSubmitted(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, machine.Options{Authority: &allowAuthority{}})
+	ctx := context.Background()
+	sub := rawTask(t, r, "T-sub")
+	auth := rawTask(t, r, "T-auth")
+	work := rawTask(t, r, "T-work")
+	tr := func(id string, from, to model.State, trig model.Trigger) {
+		if _, err := r.db.Transition(ctx, model.Transition{TaskID: id, From: from, To: to, Trigger: trig}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tr(auth.ID, model.StateSubmitted, model.StateAuthorized, model.TriggerAuthorize)
+	tr(work.ID, model.StateSubmitted, model.StateAuthorized, model.TriggerAuthorize)
+	tr(work.ID, model.StateAuthorized, model.StateWorking, model.TriggerStart)
+
+	// A new engine on the same store, as after a daemon crash.
+	disp := &fakeDispatcher{policy: denyAll}
+	eng := machine.New(machine.Options{Store: r.db, Dispatcher: disp, Registry: healthyRegistry(), Authority: &allowAuthority{}})
+	if err := eng.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Stop(ctx)
+	for _, id := range []string{auth.ID, work.ID} {
+		got, _ := eng.Get(ctx, id)
+		if got.State != model.StateFailed || got.Code != model.CodeDispatchInterrupted {
+			t.Errorf("%s: %s/%s, want failed/dispatch_interrupted", id, got.State, got.Code)
+		}
+		if disp.count(id) != 0 {
+			t.Errorf("%s dispatched again after a crash", id)
+		}
+	}
+	eventually(t, "submitted task evaluated", func() bool {
+		got, _ := eng.Get(ctx, sub.ID)
+		return got.State == model.StateAuthorized
+	})
+	if disp.count(sub.ID) != 1 {
+		t.Fatalf("resumed task dispatched %d times", disp.count(sub.ID))
+	}
+	// A second recovery changes nothing and dispatches nothing.
+	if err := eng.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if disp.total() != 1 {
+		t.Fatalf("%d dispatches after a second recovery", disp.total())
+	}
+}
+
+func TestSubmitRefusesBadRequestsAndWritesNothing(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, machine.Options{Authority: &allowAuthority{}, MaxPromptBytes: 1024})
+	ctx := context.Background()
+	cases := []struct {
+		name string
+		req  model.SubmitRequest
+		code model.Code
+	}{
+		{"unknown target", model.SubmitRequest{Target: "clippy"}, model.CodeUnknownAgent},
+		{"unknown mode", model.SubmitRequest{Mode: "yolo"}, model.CodeInvalidArgs},
+		{"oversized prompt", model.SubmitRequest{Prompt: strings.Repeat("x", 1025)}, model.CodePayloadTooLarge},
+		{"relative cwd", model.SubmitRequest{Cwd: "src"}, model.CodeInvalidCwd},
+		{"dotdot cwd", model.SubmitRequest{Cwd: r.cwd + "/../" + "x"}, model.CodeInvalidCwd},
+		{"missing cwd dir", model.SubmitRequest{Cwd: r.cwd + "/nope"}, model.CodeInvalidCwd},
+		{"bad artifact", model.SubmitRequest{Artifacts: []model.Artifact{{URI: "no-scheme"}}}, model.CodeInvalidArgs},
+	}
+	for _, c := range cases {
+		req := c.req
+		if req.Target == "" {
+			req.Target = "claude"
+		}
+		if req.Prompt == "" {
+			req.Prompt = "p"
+		}
+		if req.Cwd == "" {
+			req.Cwd = r.cwd
+		}
+		_, _, err := r.eng.Submit(ctx, "codex", req)
+		if model.ErrorCode(err) != c.code {
+			t.Errorf("%s: code %q (%v), want %q", c.name, model.ErrorCode(err), err, c.code)
+		}
+		if pe := model.Public(err); pe.Hint == "" {
+			t.Errorf("%s: no hint", c.name)
+		}
+	}
+	ts, _ := r.eng.List(ctx, model.TaskFilter{})
+	if len(ts) != 0 {
+		t.Fatalf("%d tasks persisted by refused requests", len(ts))
+	}
+}
+
+func TestMissingIDsArePersistedThenRejected(t *testing.T) {
+	t.Parallel()
+	auth := &allowAuthority{}
+	r := newRig(t, machine.Options{Authority: auth})
+	task := r.submit(t, model.SubmitRequest{MissionID: "", LeaseID: "S-1"})
+	if task.State != model.StateRejected || task.Code != model.CodeMissingMissionID {
+		t.Fatalf("task %s/%s", task.State, task.Code)
+	}
+	vs, _ := r.db.TaskVerdicts(context.Background(), task.ID)
+	if len(vs) != 1 || vs[0].Gate != model.GateMissionLease || vs[0].Passed {
+		t.Fatalf("verdicts %+v: want one failing missionLease verdict and no later gate", vs)
+	}
+	if auth.n != 0 || r.disp.total() != 0 {
+		t.Fatalf("authority ran %d times, %d dispatches", auth.n, r.disp.total())
+	}
+}
+
+func TestIdempotentSubmitReturnsFirstTask(t *testing.T) {
+	t.Parallel()
+	auth := &allowAuthority{}
+	r := newRig(t, machine.Options{Authority: auth})
+	a := r.submit(t, model.SubmitRequest{IdempotencyKey: "k1"})
+	b, existed, err := r.eng.Submit(context.Background(), "codex", model.SubmitRequest{Target: "claude",
+		Prompt: "other", Cwd: r.cwd, MissionID: "M-1", LeaseID: "S-1", IdempotencyKey: "k1"})
+	if err != nil || !existed || b.ID != a.ID {
+		t.Fatalf("repeat: %v existed=%v id=%s want %s", err, existed, b.ID, a.ID)
+	}
+	c := r.submitAs(t, "gemini", model.SubmitRequest{IdempotencyKey: "k1"})
+	if c.ID == a.ID {
+		t.Fatal("the key is per caller, another caller got the first task")
+	}
+	if auth.n != 2 || r.disp.total() != 2 {
+		t.Fatalf("authority ran %d times, %d dispatches; want 2 and 2", auth.n, r.disp.total())
+	}
+}

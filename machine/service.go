@@ -1,0 +1,349 @@
+package machine
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/hai-relay/relay/model"
+	"github.com/hai-relay/relay/spec"
+)
+
+// ServiceOptions wires the in-process Service.
+type ServiceOptions struct {
+	Engine   *Engine
+	Store    model.Store
+	Messages model.MessageStore
+	Registry model.Registry
+	// MessageBytes bounds a message body (default 262144).
+	MessageBytes int
+	// Probe runs a live probe of an agent (the dispatcher's); nil refuses.
+	Probe  func(ctx context.Context, name string, timeout time.Duration) (model.AgentInfo, error)
+	Clock  func() time.Time
+	Logger *slog.Logger
+}
+
+// Service is the in-process model.Service: the rules every transport
+// shares (identity-scoped visibility, message validation) on top of the
+// engine and the stores.
+type Service struct {
+	o   ServiceOptions
+	now func() time.Time
+}
+
+var _ model.Service = (*Service)(nil)
+
+// NewService returns the in-process service.
+func NewService(o ServiceOptions) *Service {
+	if o.MessageBytes <= 0 {
+		o.MessageBytes = 262144
+	}
+	if o.Clock == nil {
+		o.Clock = time.Now
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Service{o: o, now: func() time.Time { return o.Clock().UTC() }}
+}
+
+// Default and maximum page sizes for listings.
+const (
+	DefaultLimit = 50
+	MaxLimit     = 1000
+)
+
+func limitOf(n int) (int, error) {
+	switch {
+	case n == 0:
+		return DefaultLimit, nil
+	case n < 0 || n > MaxLimit:
+		return 0, invalidArgs(fmt.Sprintf("limit %d is out of range 1..%d", n, MaxLimit))
+	}
+	return n, nil
+}
+
+func notFound(what, id string) *model.Error {
+	return model.Errorf(model.CodeNotFound, "no %s %q", what, id).WithHint(spec.Hint(model.CodeNotFound))
+}
+
+// checkRecipient validates a message's recipient for sender caller.
+func (s *Service) checkRecipient(ctx context.Context, caller, to string) error {
+	switch {
+	case to == "":
+		return invalidArgs("to is required")
+	case to == "*" || strings.EqualFold(to, "all") || strings.ContainsAny(to, ",; "):
+		return model.Errorf(model.CodeBroadcastNotSupported, "to %q names more than one agent", to).
+			WithHint(spec.Hint(model.CodeBroadcastNotSupported))
+	case to == caller:
+		return model.Errorf(model.CodeInvalidRecipient, "you are %s; a message to yourself is refused", caller).
+			WithHint(spec.Hint(model.CodeInvalidRecipient))
+	case to == model.RelayAgent:
+		return model.Errorf(model.CodeInvalidRecipient, "%q is the relay itself, not an agent", to).
+			WithHint(spec.Hint(model.CodeInvalidRecipient))
+	}
+	if _, ok := s.o.Registry.Agent(ctx, to); !ok {
+		return model.Errorf(model.CodeUnknownAgent, "no agent named %q", to).WithHint(spec.Hint(model.CodeUnknownAgent))
+	}
+	return nil
+}
+
+// SendMessage stores a passive message. It never starts any process.
+func (s *Service) SendMessage(ctx context.Context, caller string, r model.SendRequest) (model.Message, error) {
+	if err := s.checkRecipient(ctx, caller, r.To); err != nil {
+		return model.Message{}, err
+	}
+	if r.Body == "" {
+		return model.Message{}, invalidArgs("body is required")
+	}
+	if len(r.Body) > s.o.MessageBytes {
+		return model.Message{}, model.Errorf(model.CodePayloadTooLarge, "body is %d bytes; the limit is %d (limits.message_bytes)", len(r.Body), s.o.MessageBytes).
+			WithHint(spec.Hint(model.CodePayloadTooLarge))
+	}
+	if err := CheckArtifacts(r.Artifacts); err != nil {
+		return model.Message{}, err
+	}
+	ctxID := r.ContextID
+	if r.ReplyTo != "" {
+		// A reply must answer a message the sender can see; it joins that
+		// message's thread unless it names one.
+		orig, err := s.visibleMessage(ctx, caller, r.ReplyTo)
+		if err != nil {
+			return model.Message{}, err
+		}
+		if ctxID == "" {
+			ctxID = orig.ContextID
+		}
+	}
+	if ctxID == "" {
+		ctxID = newID("C")
+	}
+	return s.o.Messages.CreateMessage(ctx, model.Message{
+		ID: newID("MSG"), From: caller, To: r.To, Body: r.Body, ContextID: ctxID,
+		ReplyTo: r.ReplyTo, Artifacts: r.Artifacts, State: model.MessageStored, CreatedAt: s.now(),
+	})
+}
+
+// visibleMessage finds a message the caller sent or received.
+func (s *Service) visibleMessage(ctx context.Context, caller, id string) (model.Message, error) {
+	for _, f := range []model.MessageFilter{{To: caller, Limit: MaxLimit}, {From: caller, Limit: MaxLimit}} {
+		for {
+			ms, err := s.o.Messages.ListMessages(ctx, f)
+			if err != nil {
+				return model.Message{}, err
+			}
+			for _, m := range ms {
+				if m.ID == id {
+					return m, nil
+				}
+			}
+			if len(ms) < f.Limit {
+				break
+			}
+			f.Before = ms[len(ms)-1].ID
+		}
+	}
+	return model.Message{}, notFound("message", id)
+}
+
+// CheckInbox returns the caller's messages and the unread count left.
+func (s *Service) CheckInbox(ctx context.Context, caller string, unreadOnly bool, limit int) (model.Inbox, error) {
+	n, err := limitOf(limit)
+	if err != nil {
+		return model.Inbox{}, err
+	}
+	ms, unread, err := s.o.Messages.Inbox(ctx, caller, unreadOnly, n)
+	if err != nil {
+		return model.Inbox{}, err
+	}
+	if ms == nil {
+		ms = []model.Message{}
+	}
+	return model.Inbox{Messages: ms, Unread: unread}, nil
+}
+
+// AckMessages acknowledges messages sent to the caller.
+func (s *Service) AckMessages(ctx context.Context, caller string, ids []string) (model.AckResult, error) {
+	if len(ids) == 0 {
+		return model.AckResult{}, invalidArgs("message_ids must name at least one message")
+	}
+	if len(ids) > MaxLimit {
+		return model.AckResult{}, invalidArgs(fmt.Sprintf("at most %d message_ids at a time", MaxLimit))
+	}
+	n, err := s.o.Messages.Ack(ctx, caller, ids)
+	return model.AckResult{Acked: n}, err
+}
+
+// SubmitTask submits a task as caller.
+func (s *Service) SubmitTask(ctx context.Context, caller string, r model.SubmitRequest) (model.Task, error) {
+	t, _, err := s.o.Engine.Submit(ctx, caller, r)
+	return t, err
+}
+
+// visibleTask returns a task the caller submitted or targets; any other is
+// not_found, so its existence is not disclosed.
+func (s *Service) visibleTask(ctx context.Context, caller, id string) (model.Task, error) {
+	t, err := s.o.Store.GetTask(ctx, id)
+	if err != nil {
+		return model.Task{}, err
+	}
+	if t.Caller != caller && t.Target != caller {
+		return model.Task{}, notFound("task", id)
+	}
+	return t, nil
+}
+
+// GetTask returns a task the caller can see.
+func (s *Service) GetTask(ctx context.Context, caller, id string) (model.Task, error) {
+	return s.visibleTask(ctx, caller, id)
+}
+
+// ListTasks lists the tasks the caller submitted or targets, newest first.
+func (s *Service) ListTasks(ctx context.Context, caller string, state model.State, limit int) ([]model.Task, error) {
+	n, err := limitOf(limit)
+	if err != nil {
+		return nil, err
+	}
+	if state != "" && !state.Valid() {
+		return nil, invalidArgs(fmt.Sprintf("state %q is not a task state", state))
+	}
+	ts, err := s.o.Store.ListTasks(ctx, model.TaskFilter{Visible: caller, State: state, Limit: n})
+	if ts == nil && err == nil {
+		ts = []model.Task{}
+	}
+	return ts, err
+}
+
+// CancelTask cancels a task the caller submitted.
+func (s *Service) CancelTask(ctx context.Context, caller, id string) (model.Task, error) {
+	t, err := s.visibleTask(ctx, caller, id)
+	if err != nil {
+		return model.Task{}, err
+	}
+	if t.Caller != caller {
+		return t, model.Errorf(model.CodeTaskNotCancelable, "only the submitter (%s) or an operator may cancel task %s", t.Caller, id).
+			WithHint("ask the submitter, or an operator: relay tasks cancel " + id)
+	}
+	return s.o.Engine.Cancel(ctx, id, model.CodeCanceledBySubmitter, caller)
+}
+
+// ListAgents lists the agents with their three health signals.
+func (s *Service) ListAgents(ctx context.Context) ([]model.AgentInfo, error) {
+	return s.o.Registry.Agents(ctx), nil
+}
+
+// Connected audits a transport connection.
+func (s *Service) Connected(ctx context.Context, c model.Conn) error {
+	return s.o.Store.Audit(ctx, model.AuditEvent{At: s.now(), Kind: "facade.connected", Actor: c.Agent,
+		Data: map[string]string{"agent": c.Agent, "pid": fmt.Sprint(c.PID), "uid": fmt.Sprint(c.UID), "kind": c.Kind}})
+}
+
+// Tasks lists tasks for an operator.
+func (s *Service) Tasks(ctx context.Context, f model.TaskFilter) ([]model.Task, error) {
+	n, err := limitOf(f.Limit)
+	if err != nil {
+		return nil, err
+	}
+	if f.State != "" && !f.State.Valid() {
+		return nil, invalidArgs(fmt.Sprintf("state %q is not a task state", f.State))
+	}
+	f.Limit = n
+	ts, err := s.o.Store.ListTasks(ctx, f)
+	if ts == nil && err == nil {
+		ts = []model.Task{}
+	}
+	return ts, err
+}
+
+// ShowTask returns a task with its events and gate verdicts.
+func (s *Service) ShowTask(ctx context.Context, id string) (model.TaskDetail, error) {
+	t, err := s.o.Store.GetTask(ctx, id)
+	if err != nil {
+		return model.TaskDetail{}, err
+	}
+	evs, err := s.o.Store.TaskEvents(ctx, id)
+	if err != nil {
+		return model.TaskDetail{}, err
+	}
+	vs, err := s.o.Store.TaskVerdicts(ctx, id)
+	if err != nil {
+		return model.TaskDetail{}, err
+	}
+	if evs == nil {
+		evs = []model.Event{}
+	}
+	if vs == nil {
+		vs = []model.Verdict{}
+	}
+	return model.TaskDetail{Task: t, Events: evs, Verdicts: vs}, nil
+}
+
+// CancelTaskAsOperator cancels any non-terminal task.
+func (s *Service) CancelTaskAsOperator(ctx context.Context, id string) (model.Task, error) {
+	return s.o.Engine.Cancel(ctx, id, model.CodeCanceledByOperator, "operator")
+}
+
+// Messages lists messages for an operator.
+func (s *Service) Messages(ctx context.Context, f model.MessageFilter) ([]model.Message, error) {
+	n, err := limitOf(f.Limit)
+	if err != nil {
+		return nil, err
+	}
+	f.Limit = n
+	ms, err := s.o.Messages.ListMessages(ctx, f)
+	if ms == nil && err == nil {
+		ms = []model.Message{}
+	}
+	return ms, err
+}
+
+// Agents lists the registry for an operator.
+func (s *Service) Agents(ctx context.Context) ([]model.AgentInfo, error) {
+	return s.o.Registry.Agents(ctx), nil
+}
+
+// ProbeAgent runs a live probe of an agent.
+func (s *Service) ProbeAgent(ctx context.Context, name string, timeout time.Duration) (model.AgentInfo, error) {
+	if _, ok := s.o.Registry.Agent(ctx, name); !ok {
+		return model.AgentInfo{}, model.Errorf(model.CodeUnknownAgent, "no agent named %q", name).WithHint(spec.Hint(model.CodeUnknownAgent))
+	}
+	if s.o.Probe == nil {
+		return model.AgentInfo{}, model.Errorf(model.CodeInternal, "this relay has no dispatcher to probe with")
+	}
+	info, err := s.o.Probe(ctx, name, timeout)
+	if err != nil && info.Name != "" {
+		// A failed probe is an answer, not a request error: the entry's
+		// worked_live_reason names the stage that failed.
+		return info, nil
+	}
+	return info, err
+}
+
+// VerifyAudit recomputes the audit chain.
+func (s *Service) VerifyAudit(ctx context.Context) (model.AuditReport, error) {
+	return s.o.Store.VerifyAudit(ctx)
+}
+
+// NotifySubmitter returns an Engine OnTerminal hook that leaves the task's
+// submitter a passive message from the relay naming the task, its final
+// state and its code or result.
+func NotifySubmitter(msgs model.MessageStore, log *slog.Logger) func(context.Context, model.Task) {
+	return func(ctx context.Context, t model.Task) {
+		body := fmt.Sprintf("task %s %s", t.ID, t.State)
+		switch {
+		case t.State == model.StateCompleted:
+			body += ": " + t.Result
+		case t.Code != "":
+			body += fmt.Sprintf(" (%s): %s", t.Code, t.Message)
+		}
+		_, err := msgs.CreateMessage(ctx, model.Message{
+			ID: newID("MSG"), From: model.RelayAgent, To: t.Caller, Body: body, ContextID: t.ContextID,
+			State: model.MessageStored, CreatedAt: time.Now().UTC(),
+		})
+		if err != nil && log != nil {
+			log.Error("notify submitter", "task_id", t.ID, "err", err)
+		}
+	}
+}
