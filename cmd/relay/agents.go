@@ -1,0 +1,85 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/hai-relay/relay/model"
+)
+
+func init() {
+	register(command{name: "agents", summary: "list agents with their three health signals (configured, enabled, worked_live)", run: runAgents})
+	register(command{name: "agents probe", summary: "run a bounded live ACP invocation of an agent (deny-all, read_only)", run: runAgentsProbe})
+}
+
+func runAgents(ctx context.Context, e *env, args []string) error {
+	f := newFlags(e, "agents", "[--json]")
+	if err := f.parse(args, 0); err != nil {
+		return err
+	}
+	c, err := operator(e, f)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	as, err := c.Agents(ctx)
+	if err != nil {
+		return err
+	}
+	if f.json {
+		return printJSON(e.stdout, map[string]any{"agents": as})
+	}
+	return agentTable(e, as)
+}
+
+func agentTable(e *env, as []model.AgentInfo) error {
+	t := newTable(e.stdout, "AGENT", "COMMAND", "CONFIGURED", "ENABLED", "WORKED_LIVE", "WHY")
+	for _, a := range as {
+		why := a.WorkedLiveReason
+		if !a.Configured {
+			why = a.ConfiguredReason
+		} else if !a.Enabled {
+			why = a.EnabledReason
+		}
+		t.row(a.Name, strings.Join(a.Command, " "), yesNo(a.Configured), yesNo(a.Enabled), yesNo(a.WorkedLive), why)
+	}
+	return t.flush()
+}
+
+func runAgentsProbe(ctx context.Context, e *env, args []string) error {
+	f := newFlags(e, "agents probe", "NAME [--timeout 60s] [--json]")
+	timeout := f.Duration("timeout", 0, "bound the probe (default limits.probe_timeout, 60s)")
+	if err := f.parse(args, 1); err != nil {
+		return err
+	}
+	if len(f.pos) != 1 {
+		f.Usage()
+		return errUsage
+	}
+	c, err := operator(e, f)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	fmt.Fprintf(e.stderr, "probing %s (initialize → session/new → one prompt)…\n", f.pos[0])
+	a, perr := c.ProbeAgent(ctx, f.pos[0], *timeout)
+	if f.json {
+		if err := printJSON(e.stdout, a); err != nil {
+			return err
+		}
+	} else if a.Name != "" {
+		if err := agentTable(e, []model.AgentInfo{a}); err != nil {
+			return err
+		}
+	}
+	if perr != nil {
+		return perr
+	}
+	if !a.WorkedLive {
+		return model.Errorf(model.CodeDispatchFailed, "probe of %s failed: %s", a.Name, a.WorkedLiveReason).
+			WithHint("see docs/agents.md for how to install and log in to " + a.Name)
+	}
+	fmt.Fprintf(e.stderr, "%s worked live\n", a.Name)
+	return nil
+}

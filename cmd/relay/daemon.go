@@ -1,0 +1,188 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/hai-relay/relay/dispatch"
+	"github.com/hai-relay/relay/facade"
+	"github.com/hai-relay/relay/gates"
+	"github.com/hai-relay/relay/machine"
+	"github.com/hai-relay/relay/model"
+	"github.com/hai-relay/relay/persistence"
+	"github.com/hai-relay/relay/spec"
+)
+
+func init() {
+	register(command{name: "daemon", summary: "run the relay daemon for a home (socket, engine, dispatcher)", run: runDaemon})
+}
+
+func sockPath(home string) string { return filepath.Join(home, "relay.sock") }
+
+func runDaemon(ctx context.Context, e *env, args []string) error {
+	f := newFlags(e, "daemon", "[--home DIR]")
+	if err := f.parse(args, 0); err != nil {
+		return err
+	}
+	home, err := resolveHome(f.home, e.getenv)
+	if err != nil {
+		return err
+	}
+	d := &daemon{home: home, stderr: e.stderr}
+	return d.run(ctx)
+}
+
+// daemon is one running relay daemon: everything it started, stopped in
+// reverse order.
+type daemon struct {
+	home   string
+	stderr io.Writer
+	log    *slog.Logger
+}
+
+func (d *daemon) run(ctx context.Context) (err error) {
+	if err := ensureHome(d.home); err != nil {
+		return err
+	}
+	unlock, err := lockHome(d.home)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+
+	logFile, err := os.OpenFile(filepath.Join(d.home, "relay.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return fmt.Errorf("open log: %w", err)
+	}
+	defer logFile.Close()
+	d.log = slog.New(slog.NewMultiHandler(
+		slog.NewTextHandler(d.stderr, &slog.HandlerOptions{Level: slog.LevelInfo}),
+		slog.NewJSONHandler(logFile, &slog.HandlerOptions{Level: slog.LevelDebug}),
+	))
+
+	cfg, err := spec.LoadConfig(filepath.Join(d.home, "config.toml"))
+	if err != nil {
+		return err
+	}
+	db, err := persistence.Open(ctx, dbPath(d.home), persistence.Options{Synchronous: cfg.Storage.Synchronous})
+	if err != nil {
+		return openError(dbPath(d.home), err)
+	}
+	defer db.Close()
+
+	registry := newRegistry(cfg)
+	if err := loadProbes(ctx, db, registry); err != nil {
+		return err
+	}
+	disp := dispatch.New(dispatch.Options{
+		Registry: registry, Home: d.home, TaskTimeout: cfg.Limits.TaskTimeout, Logger: d.log,
+		OnProbe: func(name string, p dispatch.Probe) {
+			if err := db.RecordProbe(context.Background(), persistence.Probe{Name: name, WorkedLive: p.OK, At: p.At, Reason: p.Reason}); err != nil {
+				d.log.Error("save probe", "agent", name, "err", err)
+			}
+		},
+	})
+	eng := machine.New(machine.Options{
+		Store: db, Dispatcher: disp, Registry: registry,
+		Authority:   gates.NewAuthority(cfg.Authority.Command, cfg.Authority.Timeout, gates.WithDir(d.home)),
+		MaxDispatch: cfg.Limits.MaxDispatch, MaxPromptBytes: cfg.Limits.MessageBytes,
+		OnTerminal: machine.NotifySubmitter(db, d.log), Logger: d.log,
+	})
+	svc := machine.NewService(machine.ServiceOptions{
+		Engine: eng, Store: db, Messages: db, Registry: registry,
+		MessageBytes: cfg.Limits.MessageBytes, Probe: disp.Probe, Logger: d.log,
+	})
+	if err := eng.Start(ctx); err != nil {
+		return fmt.Errorf("recovery: %w", err)
+	}
+
+	ln, err := facade.Listen(sockPath(d.home))
+	if err != nil {
+		return err
+	}
+	srv := facade.NewServer(svc, facade.ServerOptions{
+		Version: Version, Logger: d.log,
+		OnRefused: func(ctx context.Context, uid, pid int) {
+			_ = db.Audit(ctx, model.AuditEvent{At: time.Now().UTC(), Kind: "socket.refused", Actor: "uid:" + strconv.Itoa(uid),
+				Data: map[string]string{"uid": strconv.Itoa(uid), "pid": strconv.Itoa(pid)}})
+		},
+	})
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	d.log.Info("relay daemon ready", "home", d.home, "socket", sockPath(d.home), "pid", os.Getpid(), "version", Version)
+
+	select {
+	case <-ctx.Done():
+		d.log.Info("stopping", "reason", "signal")
+	case err = <-served:
+		d.log.Error("socket server stopped", "err", err)
+	}
+	// Graceful stop: no new connections, in-flight requests finish, then
+	// agents are stopped (their tasks recover as dispatch_interrupted).
+	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
+	defer cancel()
+	if serr := srv.Shutdown(stopCtx); serr != nil {
+		d.log.Warn("shutdown", "err", serr)
+	}
+	disp.Stop(stopCtx)
+	if serr := eng.Stop(stopCtx); serr != nil {
+		d.log.Warn("engine stop", "err", serr)
+	}
+	d.log.Info("relay daemon stopped")
+	return err
+}
+
+// newRegistry builds the agent registry from the config.
+func newRegistry(cfg spec.Config) *dispatch.Registry {
+	var specs []dispatch.AgentSpec
+	for _, n := range cfg.AgentNames() {
+		a, _ := cfg.Agent(n)
+		specs = append(specs, dispatch.AgentSpec{Name: n, Command: a.Command, Enabled: a.Enabled})
+	}
+	return dispatch.NewRegistry(specs, nil, nil)
+}
+
+// loadProbes restores the last probe outcome of each agent.
+func loadProbes(ctx context.Context, db *persistence.DB, r *dispatch.Registry) error {
+	probes, err := db.Probes(ctx)
+	if err != nil {
+		return err
+	}
+	for _, p := range probes {
+		r.SetProbe(p.Name, dispatch.Probe{OK: p.WorkedLive, At: p.At, Reason: p.Reason})
+	}
+	return nil
+}
+
+// lockHome takes the home's single-instance lock. A second daemon on the
+// same home fails here, before it touches the socket or the database.
+func lockHome(home string) (func(), error) {
+	p := filepath.Join(home, "relay.lock")
+	fd, err := unix.Open(p, unix.O_RDWR|unix.O_CREAT|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("open lock %s: %w", p, err)
+	}
+	if err := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		unix.Close(fd)
+		if errors.Is(err, unix.EWOULDBLOCK) {
+			pid, _ := os.ReadFile(p)
+			return nil, &model.Error{Code: model.CodeInvalidArgs,
+				Message: fmt.Sprintf("another relay daemon is running on %s (pid %s)", home, strings.TrimSpace(string(pid))),
+				Hint:    "use that daemon, stop it first, or pass another --home"}
+		}
+		return nil, fmt.Errorf("lock %s: %w", p, err)
+	}
+	_ = unix.Ftruncate(fd, 0)
+	_, _ = unix.Pwrite(fd, []byte(strconv.Itoa(os.Getpid())+"\n"), 0)
+	return func() { unix.Close(fd) }, nil
+}

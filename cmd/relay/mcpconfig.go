@@ -1,0 +1,141 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/hai-relay/relay/model"
+)
+
+func init() {
+	register(command{name: "mcp-config", summary: "print the MCP client config snippet for --client NAME (never edits a file)", run: runMCPConfig})
+}
+
+// serverName is the key the relay's facade gets in each client's config.
+const serverName = "hai-relay"
+
+// clientFormat renders one client's documented MCP config format.
+type clientFormat struct {
+	where  string // where the client reads it
+	render func(command string, args []string) (string, error)
+}
+
+var clientFormats = map[string]clientFormat{
+	// Claude Code: project-scoped .mcp.json (or `claude mcp add-json`).
+	"claude": {where: ".mcp.json at the project root (or: claude mcp add-json " + serverName + " '<the inner object>')",
+		render: func(c string, a []string) (string, error) {
+			return jsonSnippet(map[string]any{"mcpServers": map[string]any{serverName: map[string]any{
+				"type": "stdio", "command": c, "args": a, "env": map[string]string{}}}})
+		}},
+	// Codex: TOML tables under mcp_servers in ~/.codex/config.toml.
+	"codex": {where: "~/.codex/config.toml",
+		render: func(c string, a []string) (string, error) {
+			return fmt.Sprintf("[mcp_servers.%s]\ncommand = %s\nargs = %s\n", serverName, tomlString(c), tomlArray(a)), nil
+		}},
+	// Cursor: mcpServers in ~/.cursor/mcp.json (or .cursor/mcp.json in a project).
+	"cursor": {where: "~/.cursor/mcp.json (global) or .cursor/mcp.json (project)",
+		render: func(c string, a []string) (string, error) {
+			return jsonSnippet(map[string]any{"mcpServers": map[string]any{serverName: map[string]any{"command": c, "args": a}}})
+		}},
+	// Gemini CLI: mcpServers in settings.json.
+	"gemini": {where: "~/.gemini/settings.json (global) or .gemini/settings.json (project)",
+		render: func(c string, a []string) (string, error) {
+			return jsonSnippet(map[string]any{"mcpServers": map[string]any{serverName: map[string]any{"command": c, "args": a}}})
+		}},
+	// OpenCode: a "local" server under mcp, command as one array.
+	"opencode": {where: "opencode.json at the project root or ~/.config/opencode/opencode.json (OpenCode v2 nests servers under mcp.servers)",
+		render: func(c string, a []string) (string, error) {
+			return jsonSnippet(map[string]any{"$schema": "https://opencode.ai/config.json", "mcp": map[string]any{serverName: map[string]any{
+				"type": "local", "command": append([]string{c}, a...), "enabled": true}}})
+		}},
+	// Hermes Agent: YAML under mcp_servers in ~/.hermes/config.yaml.
+	"hermes": {where: "~/.hermes/config.yaml",
+		render: func(c string, a []string) (string, error) {
+			quoted := make([]string, len(a))
+			for i, x := range a {
+				quoted[i] = strconv.Quote(x)
+			}
+			return fmt.Sprintf("mcp_servers:\n  %s:\n    command: %s\n    args: [%s]\n", serverName, strconv.Quote(c), strings.Join(quoted, ", ")), nil
+		}},
+}
+
+func clientNames() []string {
+	var ns []string
+	for n := range clientFormats {
+		ns = append(ns, n)
+	}
+	sort.Strings(ns)
+	return ns
+}
+
+func runMCPConfig(_ context.Context, e *env, args []string) error {
+	f := newFlags(e, "mcp-config", "--client NAME [--as AGENT] [--home DIR] [--command PATH]")
+	client := f.String("client", "", "the MCP client: "+strings.Join(clientNames(), ", "))
+	as := f.String("as", "", "the agent identity the facade speaks for (default: the client's own name)")
+	cmdPath := f.String("command", "", "the relay binary the client should run (default: this one, or `relay` on PATH)")
+	if err := f.parse(args, 0); err != nil {
+		return err
+	}
+	cf, ok := clientFormats[*client]
+	if !ok {
+		return model.Errorf(model.CodeInvalidArgs, "unknown --client %q", *client).
+			WithHint("one of: " + strings.Join(clientNames(), ", "))
+	}
+	agent := *as
+	if agent == "" {
+		agent = *client
+	}
+	relayArgs := []string{"mcp", "--as", agent}
+	if f.home != "" || e.getenv("RELAY_HOME") != "" {
+		home, err := resolveHome(f.home, e.getenv)
+		if err != nil {
+			return err
+		}
+		relayArgs = append(relayArgs, "--home", home)
+	}
+	bin := *cmdPath
+	if bin == "" {
+		bin = relayBinary()
+	}
+	out, err := cf.render(bin, relayArgs)
+	if err != nil {
+		return err
+	}
+	fmt.Fprint(e.stdout, out)
+	fmt.Fprintf(e.stderr, "# add this to %s; relay never edits client config\n", cf.where)
+	return nil
+}
+
+// relayBinary is the absolute path of this relay, unless it is a `go run`
+// build in a temp dir that will vanish: then the plain name on PATH.
+func relayBinary() string {
+	exe, err := os.Executable()
+	if err != nil || strings.Contains(exe, string(filepath.Separator)+"go-build") || strings.HasPrefix(exe, os.TempDir()) {
+		return "relay"
+	}
+	return exe
+}
+
+func jsonSnippet(v any) (string, error) {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return "", err
+	}
+	return string(b) + "\n", nil
+}
+
+func tomlString(s string) string { return strconv.Quote(s) }
+
+func tomlArray(xs []string) string {
+	q := make([]string, len(xs))
+	for i, x := range xs {
+		q[i] = strconv.Quote(x)
+	}
+	return "[" + strings.Join(q, ", ") + "]"
+}

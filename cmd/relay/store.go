@@ -1,0 +1,39 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+
+	"github.com/hai-relay/relay/model"
+	"github.com/hai-relay/relay/persistence"
+)
+
+// dbPath is the database inside a relay home.
+func dbPath(home string) string { return filepath.Join(home, "relay.db") }
+
+// openExisting opens the home's database for an operator command that
+// only reads. It never creates a database where there is none.
+func openExisting(ctx context.Context, home string) (*persistence.DB, error) {
+	p := dbPath(home)
+	if _, err := os.Stat(p); errors.Is(err, os.ErrNotExist) {
+		return nil, model.Errorf(model.CodeNotFound, "no relay database at %s", p).
+			WithHint("start the daemon once with `relay daemon` (or pass the right --home)")
+	}
+	db, err := persistence.Open(ctx, p, persistence.Options{})
+	if err != nil {
+		return nil, openError(p, err)
+	}
+	return db, nil
+}
+
+func openError(p string, err error) error {
+	if errors.Is(err, persistence.ErrNotDatabase) {
+		return &model.Error{Code: model.CodeInternal, Err: err,
+			Message: p + " is not a SQLite database; the relay will not touch it",
+			Hint:    "move the file aside (it is left as it is) or pass another --home"}
+	}
+	return &model.Error{Code: model.CodeInternal, Err: err, Message: "cannot open " + p + ": " + err.Error(),
+		Hint: "check the file's permissions and that no other program holds it"}
+}

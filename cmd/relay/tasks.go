@@ -1,0 +1,139 @@
+package main
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/hai-relay/relay/model"
+)
+
+func init() {
+	register(command{name: "tasks list", summary: "list tasks, newest first (--state, --agent, --limit, --before)", run: runTasksList})
+	register(command{name: "tasks show", summary: "show a task with its timeline of events and gate verdicts", run: runTasksShow})
+	register(command{name: "tasks cancel", summary: "cancel a task as the operator", run: runTasksCancel})
+}
+
+func runTasksList(ctx context.Context, e *env, args []string) error {
+	f := newFlags(e, "tasks list", "[--state S] [--agent A] [--limit N] [--before TASK_ID] [--json]")
+	state := f.String("state", "", "only tasks in `STATE`")
+	agent := f.String("agent", "", "only tasks `AGENT` submitted or targets")
+	limit := f.Int("limit", 50, "at most `N` tasks (1..1000)")
+	before := f.String("before", "", "page: tasks older than `TASK_ID`")
+	if err := f.parse(args, 0); err != nil {
+		return err
+	}
+	c, err := operator(e, f)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	tasks, err := c.Tasks(ctx, model.TaskFilter{State: model.State(*state), Agent: *agent, Limit: *limit, Before: *before})
+	if err != nil {
+		return err
+	}
+	if f.json {
+		return printJSON(e.stdout, map[string]any{"tasks": tasks})
+	}
+	t := newTable(e.stdout, "TASK", "STATE", "CODE", "CALLER", "TARGET", "MODE", "UPDATED")
+	for _, x := range tasks {
+		t.row(x.ID, string(x.State), string(x.Code), x.Caller, x.Target, string(x.Mode), ts(x.UpdatedAt))
+	}
+	if err := t.flush(); err != nil {
+		return err
+	}
+	if len(tasks) == *limit && len(tasks) > 0 {
+		fmt.Fprintf(e.stderr, "more: relay tasks list --before %s\n", tasks[len(tasks)-1].ID)
+	}
+	return nil
+}
+
+func runTasksShow(ctx context.Context, e *env, args []string) error {
+	f := newFlags(e, "tasks show", "TASK_ID [--json]")
+	if err := f.parse(args, 1); err != nil {
+		return err
+	}
+	if len(f.pos) != 1 {
+		f.Usage()
+		return errUsage
+	}
+	c, err := operator(e, f)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	d, err := c.ShowTask(ctx, f.pos[0])
+	if err != nil {
+		return err
+	}
+	if f.json {
+		return printJSON(e.stdout, d)
+	}
+	w := e.stdout
+	fmt.Fprintf(w, "task      %s\nstate     %s", d.ID, d.State)
+	if d.Code != "" {
+		fmt.Fprintf(w, " (%s)", d.Code)
+	}
+	fmt.Fprintf(w, "\nmessage   %s\ncaller    %s\ntarget    %s\nmode      %s\nmission   %s\nlease     %s\ncontext   %s\ncwd       %s\ncreated   %s\nupdated   %s\n",
+		oneLine(d.Message, 200), d.Caller, d.Target, d.Mode, oneLine(d.MissionID, 130), oneLine(d.LeaseID, 130), d.ContextID, d.Cwd, ts(d.CreatedAt), ts(d.UpdatedAt))
+	if d.StopReason != "" || d.Result != "" {
+		fmt.Fprintf(w, "stop      %s\ndenied    %d permission request(s)\nresult    %s\n", d.StopReason, d.DeniedPermissions, oneLine(d.Result, 400))
+	}
+	fmt.Fprintln(w, "\ntimeline:")
+	t := newTable(w, "  AT", "KIND", "FROM", "TO", "TRIGGER/GATE", "CODE", "DETAIL")
+	t.row("  "+ts(d.CreatedAt), "submitted", "-", "submitted", "submit", "", d.Caller+" → "+d.Target)
+	// Verdicts are recorded with the transition they led to: show each
+	// evaluation's verdicts right before that transition.
+	vi := 0
+	for _, ev := range d.Events {
+		for vi < len(d.Verdicts) && !d.Verdicts[vi].At.After(ev.At) {
+			v := d.Verdicts[vi]
+			t.row("  "+ts(v.At), "gate", "", "", string(v.Gate), string(v.Code), verdictText(v))
+			vi++
+		}
+		t.row("  "+ts(ev.At), "event", string(ev.From), string(ev.To), string(ev.Trigger), string(ev.Code), ev.Message)
+	}
+	for ; vi < len(d.Verdicts); vi++ {
+		v := d.Verdicts[vi]
+		t.row("  "+ts(v.At), "gate", "", "", string(v.Gate), string(v.Code), verdictText(v))
+	}
+	return t.flush()
+}
+
+func verdictText(v model.Verdict) string {
+	s := "fail"
+	if v.Passed {
+		s = "pass"
+	}
+	if v.Message != "" {
+		s += ": " + v.Message
+	}
+	if c := v.Detail["adapter_code"]; c != "" {
+		s += " [adapter: " + c + "]"
+	}
+	return s
+}
+
+func runTasksCancel(ctx context.Context, e *env, args []string) error {
+	f := newFlags(e, "tasks cancel", "TASK_ID [--json]")
+	if err := f.parse(args, 1); err != nil {
+		return err
+	}
+	if len(f.pos) != 1 {
+		f.Usage()
+		return errUsage
+	}
+	c, err := operator(e, f)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	t, err := c.CancelTaskAsOperator(ctx, f.pos[0])
+	if err != nil {
+		return err
+	}
+	if f.json {
+		return printJSON(e.stdout, t)
+	}
+	fmt.Fprintf(e.stdout, "task %s %s (%s)\n", t.ID, t.State, t.Code)
+	return nil
+}

@@ -1,0 +1,45 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"runtime/debug"
+)
+
+// Version is the relay's version; release builds set it with
+// -ldflags "-X main.Version=v1.2.3".
+var Version = "dev"
+
+func init() {
+	register(command{name: "version", summary: "print the relay's version", run: runVersion})
+}
+
+func versionInfo() map[string]string {
+	v := map[string]string{"version": Version, "go": runtime.Version()}
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, s := range bi.Settings {
+			if s.Key == "vcs.revision" {
+				v["revision"] = s.Value
+			}
+		}
+	}
+	return v
+}
+
+func runVersion(_ context.Context, e *env, args []string) error {
+	f := newFlags(e, "version", "[--json]")
+	if err := f.parse(args, 0); err != nil {
+		return err
+	}
+	v := versionInfo()
+	if f.json {
+		return printJSON(e.stdout, v)
+	}
+	fmt.Fprintf(e.stdout, "relay %s (%s", v["version"], v["go"])
+	if r := v["revision"]; r != "" {
+		fmt.Fprintf(e.stdout, ", %s", r)
+	}
+	fmt.Fprintln(e.stdout, ")")
+	return nil
+}
