@@ -49,7 +49,7 @@ type Options struct {
 	// Synchronous is "NORMAL" (the default) or "FULL".
 	Synchronous string
 	// Clock returns the current time; it stamps rows whose caller gave no
-	// time. Defaults to time.Now.
+	// time. It is called concurrently. Defaults to time.Now.
 	Clock func() time.Time
 	// BusyTimeout is how long to wait for a database lock. Defaults to
 	// DefaultBusyTimeout.
@@ -183,7 +183,7 @@ func Open(ctx context.Context, path string, opts Options) (*DB, error) {
 	// Prepare the hot statements, after migrating: the schema they name
 	// must exist. A DB stopped at an older version (MigrateTo) is for
 	// migration tests only and runs every query unprepared.
-	if opts.MigrateTo == 0 {
+	if opts.MigrateTo == 0 || opts.MigrateTo >= len(migs) {
 		if db.wstmts, err = prepareAll(ctx, db.writer.DB, writerQueries); err == nil {
 			db.rq.stmts, err = prepareAll(ctx, db.reader.DB, readerQueries)
 		}

@@ -100,7 +100,8 @@ func (db *DB) CreateMessage(ctx context.Context, m model.Message) (model.Message
 		m.Artifacts = []model.Artifact{}
 	}
 	err = db.write(ctx, func(ctx context.Context, w *writeTx) error {
-		_, err := w.ExecContext(ctx, qMessageInsert, m.ID, m.From, m.To, m.Body, m.ContextID, m.ReplyTo, arts, string(m.State), formatTime(m.CreatedAt))
+		_, err := w.ExecContext(ctx, qMessageInsert, m.ID, m.From, m.To, m.Body, m.ContextID, m.ReplyTo,
+			arts, string(m.State), formatTime(m.CreatedAt))
 		if err != nil {
 			if isUniqueViolation(err) {
 				return invalidArgs("message id %q already exists", m.ID)
@@ -155,10 +156,12 @@ func (db *DB) Inbox(ctx context.Context, to string, unreadOnly bool, limit int) 
 			if m.State != model.MessageStored {
 				continue
 			}
-			if _, err := w.ExecContext(ctx, qMarkRead, string(model.MessageRead), nowText, m.ID, string(model.MessageStored)); err != nil {
+			if _, err := w.ExecContext(ctx, qMarkRead,
+				string(model.MessageRead), nowText, m.ID, string(model.MessageStored)); err != nil {
 				return err
 			}
-			m.State, m.ReadAt = model.MessageRead, &now
+			readAt := now
+			m.State, m.ReadAt = model.MessageRead, &readAt
 			if err := w.audit(ctx, model.AuditEvent{At: now, Kind: "message.read", Actor: to, MessageID: m.ID,
 				Data: auditData{"from": m.From, "to": m.To}}); err != nil {
 				return err

@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -220,4 +221,50 @@ func TestListMessagesFiltersAndCursor(t *testing.T) {
 	}
 	_, err := db.ListMessages(ctx, model.MessageFilter{Before: "nope"})
 	wantCode(t, err, model.CodeNotFound)
+}
+
+// TestConcurrentInboxReadsEachMessageOnce: inbox calls racing for one
+// recipient never hand out the same unread message twice.
+func TestConcurrentInboxReadsEachMessageOnce(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := MustOpenTemp(t)
+	const total = 60
+	for i := range total {
+		send(t, db, seqID("m", i), "codex", "claude")
+	}
+	var mu sync.Mutex
+	seen := map[string]int{}
+	var wg sync.WaitGroup
+	for range 6 {
+		wg.Go(func() {
+			for {
+				got, _, err := db.Inbox(ctx, "claude", true, 4)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if len(got) == 0 {
+					return
+				}
+				mu.Lock()
+				for _, m := range got {
+					seen[m.ID]++
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if len(seen) != total {
+		t.Errorf("%d distinct messages read, want %d", len(seen), total)
+	}
+	for id, n := range seen {
+		if n != 1 {
+			t.Errorf("%s handed out %d times", id, n)
+		}
+	}
+	if n := count(t, db, "audit_log", "kind = 'message.read'"); n != total {
+		t.Errorf("message.read rows = %d, want %d", n, total)
+	}
 }

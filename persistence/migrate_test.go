@@ -284,8 +284,8 @@ func TestCheckRefusesUnknownValues(t *testing.T) {
 		VALUES ('m', 1, 'a', 'b', '', 'deleted', 'x')`); err == nil {
 		t.Error("unknown message state accepted")
 	}
-	if _, err := w.ExecContext(ctx, `INSERT INTO task_events (task_id, from_state, to_state, trigger_name, at)
-		VALUES ('no-such-task', 'submitted', 'authorized', 'authorize', 'x')`); err == nil {
+	if _, err := w.ExecContext(ctx, `INSERT INTO task_events (task_id, n, from_state, to_state, trigger_name, at)
+		VALUES ('no-such-task', 1, 'submitted', 'authorized', 'authorize', 'x')`); err == nil {
 		t.Error("event for a missing task accepted: foreign keys are off")
 	}
 }

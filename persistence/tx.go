@@ -11,7 +11,7 @@ import (
 
 // The fixed statements of the hot paths. They are prepared once per pool
 // at Open (see prepareAll), which saves SQLite's parse and plan on every
-// call: most of the cost of a small write transaction otherwise.
+// call; dynamic queries (filters, id lists) are prepared per call.
 const (
 	qAuditHead       = `SELECT seq, hash FROM audit_head WHERE id = 1`
 	qAuditHeadUpdate = `UPDATE audit_head SET seq = ?, hash = ? WHERE id = 1`
@@ -28,16 +28,18 @@ const (
 	qTransitionResult = `UPDATE tasks SET state = ?, code = ?, message = ?, updated_at = ?,
 		result = ?, stop_reason = ?, session_mode = ?, tool_calls = ?
 		WHERE id = ? AND state = ? RETURNING ` + taskColumns
-	qEventInsert = `INSERT INTO task_events (task_id, from_state, to_state, trigger_name, code, message, actor, at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`
-	qVerdictInsert = `INSERT INTO task_verdicts (task_id, gate, passed, code, message, detail, at)
-		VALUES (?, ?, ?, ?, ?, ?, ?)`
+	// Events and verdicts are numbered per task: n = max + 1, found on
+	// the primary key's prefix. ?1 is the task id.
+	qEventInsert = `INSERT INTO task_events (task_id, n, from_state, to_state, trigger_name, code, message, actor, at)
+		VALUES (?1, (SELECT IFNULL(MAX(n), 0) + 1 FROM task_events WHERE task_id = ?1), ?2, ?3, ?4, ?5, ?6, ?7, ?8)`
+	qVerdictInsert = `INSERT INTO task_verdicts (task_id, n, gate, passed, code, message, detail, at)
+		VALUES (?1, (SELECT IFNULL(MAX(n), 0) + 1 FROM task_verdicts WHERE task_id = ?1), ?2, ?3, ?4, ?5, ?6, ?7)`
 	qDenial = `UPDATE tasks SET denied_permissions = denied_permissions + 1, updated_at = ?
 		WHERE id = ? AND state = ? RETURNING target, denied_permissions`
 	qTaskEvents = `SELECT task_id, from_state, to_state, trigger_name, code, message, actor, at
-		FROM task_events WHERE task_id = ? ORDER BY id`
+		FROM task_events WHERE task_id = ? ORDER BY n`
 	qTaskVerdicts = `SELECT gate, passed, code, message, detail, at
-		FROM task_verdicts WHERE task_id = ? ORDER BY id`
+		FROM task_verdicts WHERE task_id = ? ORDER BY n`
 
 	qMessageInsert = `INSERT INTO messages (seq, id, from_agent, to_agent, body, context_id, reply_to, artifacts, state, created_at)
 		VALUES ((SELECT IFNULL(MAX(seq), 0) + 1 FROM messages), ?, ?, ?, ?, ?, ?, ?, ?, ?)`
@@ -70,7 +72,7 @@ func prepareAll(ctx context.Context, db *sql.DB, queries []string) (stmtCache, e
 		}
 		s, err := db.PrepareContext(ctx, q)
 		if err != nil {
-			c.close()
+			_ = c.close()
 			return nil, fmt.Errorf("prepare %q: %w", q, err)
 		}
 		c[q] = s

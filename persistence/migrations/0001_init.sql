@@ -40,31 +40,35 @@ CREATE UNIQUE INDEX tasks_caller_idempotency_key
     ON tasks (caller, idempotency_key) WHERE idempotency_key <> '';
 
 -- One row per committed transition, written with the compare-and-set update.
+-- Keyed by (task, n) with n = 1, 2, 3… per task in commit order, WITHOUT
+-- ROWID: one b-tree serves both the insert and a task's timeline, so each
+-- transition writes one page here instead of two.
 CREATE TABLE task_events (
-    id           INTEGER NOT NULL PRIMARY KEY,
     task_id      TEXT    NOT NULL REFERENCES tasks (id),
+    n            INTEGER NOT NULL,
     from_state   TEXT    NOT NULL,
     to_state     TEXT    NOT NULL,
     trigger_name TEXT    NOT NULL,
     code         TEXT    NOT NULL DEFAULT '',
     message      TEXT    NOT NULL DEFAULT '',
     actor        TEXT    NOT NULL DEFAULT '',
-    at           TEXT    NOT NULL
-);
-CREATE INDEX task_events_task_id ON task_events (task_id, id);
+    at           TEXT    NOT NULL,
+    PRIMARY KEY (task_id, n)
+) WITHOUT ROWID;
 
--- Every gate verdict of every evaluation, written with its transition.
+-- Every gate verdict of every evaluation, written with its transition;
+-- keyed like task_events.
 CREATE TABLE task_verdicts (
-    id      INTEGER NOT NULL PRIMARY KEY,
     task_id TEXT    NOT NULL REFERENCES tasks (id),
+    n       INTEGER NOT NULL,
     gate    TEXT    NOT NULL,
     passed  INTEGER NOT NULL CHECK (passed IN (0, 1)),
     code    TEXT    NOT NULL DEFAULT '',
     message TEXT    NOT NULL DEFAULT '',
     detail  TEXT    NOT NULL DEFAULT '{}' CHECK (json_valid(detail)),
-    at      TEXT    NOT NULL
-);
-CREATE INDEX task_verdicts_task_id ON task_verdicts (task_id, id);
+    at      TEXT    NOT NULL,
+    PRIMARY KEY (task_id, n)
+) WITHOUT ROWID;
 
 -- Passive messages: stored -> read -> acked.
 CREATE TABLE messages (

@@ -1,5 +1,12 @@
 -- 0002_agents_and_listing: the agents' live-probe results, and indexes for
 -- the operator and facade listings (newest first, by seq).
+--
+-- Every index costs a page write on each insert or update that touches
+-- it, so only the listings that need one get one. There is deliberately no
+-- index on tasks.state: every transition would have to update it, and a
+-- state filter is served well enough by walking seq backwards (listing) or
+-- a scan (crash recovery at start). Messages to one agent are found through
+-- messages_inbox (0001).
 
 -- The last bounded live probe of each agent (relay agents probe NAME).
 -- configured and enabled are computed from config and PATH at run time;
@@ -12,9 +19,9 @@ CREATE TABLE agents (
     updated_at         TEXT    NOT NULL
 );
 
-CREATE INDEX tasks_state_seq  ON tasks (state, seq);
+-- A caller's or a target's tasks, newest first (list_tasks, relay tasks
+-- list --agent); the OR of both is served by the two together.
 CREATE INDEX tasks_caller_seq ON tasks (caller, seq);
 CREATE INDEX tasks_target_seq ON tasks (target, seq);
-CREATE INDEX tasks_context_id ON tasks (context_id) WHERE context_id <> '';
+-- Messages an agent sent, newest first (relay messages list).
 CREATE INDEX messages_from_seq ON messages (from_agent, seq);
-CREATE INDEX messages_to_seq   ON messages (to_agent, seq);
