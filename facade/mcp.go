@@ -56,12 +56,17 @@ const mcpServerName = "hai-relay"
 // never served on a connection whose audit failed: the call fails with the
 // audit's error instead (fail closed).
 func NewMCPServer(svc model.AgentService, o MCPOptions) (*server.MCPServer, error) {
+	s, _, err := newMCP(svc, o)
+	return s, err
+}
+
+func newMCP(svc model.AgentService, o MCPOptions) (*server.MCPServer, *mcpFacade, error) {
 	if svc == nil {
-		return nil, errors.New("facade: NewMCPServer: nil service")
+		return nil, nil, errors.New("facade: NewMCPServer: nil service")
 	}
 	o, err := o.withDefaults()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	f := &mcpFacade{
 		svc:     svc,
@@ -72,11 +77,18 @@ func NewMCPServer(svc model.AgentService, o MCPOptions) (*server.MCPServer, erro
 
 	hooks := &server.Hooks{}
 	hooks.AddAfterInitialize(func(ctx context.Context, _ any, _ *mcp.InitializeRequest, _ *mcp.InitializeResult) {
-		if err := f.ensureAudited(ctx); err != nil {
-			// Not fatal here: the next tool call retries, and fails with
-			// this error if the audit still cannot be written.
-			f.log.Warn("mcp: connection audit failed", "agent", o.Agent, "err", err)
-		}
+		// The audit runs beside the initialize answer, not before it, so it
+		// costs the client no start-up time; a tool call waits for it (it
+		// holds f.mu) and is never served unaudited.
+		f.pending.Add(1)
+		go func() {
+			defer f.pending.Done()
+			if err := f.ensureAudited(context.WithoutCancel(ctx)); err != nil {
+				// Not fatal here: the next tool call retries, and fails
+				// with this error if the audit still cannot be written.
+				f.log.Warn("mcp: connection audit failed", "agent", o.Agent, "err", err)
+			}
+		}()
 	})
 	hooks.AddOnUnregisterSession(func(_ context.Context, s server.ClientSession) {
 		f.mu.Lock()
@@ -95,7 +107,7 @@ func NewMCPServer(svc model.AgentService, o MCPOptions) (*server.MCPServer, erro
 		st = append(st, server.ServerTool{Tool: t.tool(), Handler: f.handler(t)})
 	}
 	s.AddTools(st...)
-	return s, nil
+	return s, f, nil
 }
 
 // ServeMCP serves the facade over stdio (newline-delimited JSON-RPC on in
@@ -107,10 +119,12 @@ func NewMCPServer(svc model.AgentService, o MCPOptions) (*server.MCPServer, erro
 // does, mcp-go leaves one goroutine blocked reading in until in is closed
 // or the process exits.
 func ServeMCP(ctx context.Context, svc model.AgentService, o MCPOptions, in io.Reader, out io.Writer) error {
-	s, err := NewMCPServer(svc, o)
+	s, f, err := newMCP(svc, o)
 	if err != nil {
 		return err
 	}
+	// A client that initializes and leaves at once is still audited.
+	defer f.pending.Wait()
 	logger := o.Logger
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
@@ -164,6 +178,8 @@ type mcpFacade struct {
 	// held across svc.Connected so that one session is audited once.
 	mu      sync.Mutex
 	audited map[string]bool
+	// pending counts connection audits still running in the background.
+	pending sync.WaitGroup
 }
 
 // ensureAudited records the connection of ctx's client session once.
