@@ -2,6 +2,7 @@ package dispatch
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"path/filepath"
@@ -26,7 +27,10 @@ type Options struct {
 	// Home is the relay home; each task's agent log goes to
 	// Home/logs/tasks/<task_id>.log and each probe's to
 	// Home/logs/probes/<agent>.log (the last probe's only; dirs 0700,
-	// files 0600). Empty: no logs.
+	// files 0600). While an agent's process group may be alive, its run
+	// record is kept in Home/run/agents/<task_id>.json (a probe's in
+	// Home/run/probes/), for Reap after a crash. Empty: no logs, no
+	// records.
 	Home string
 	// TaskTimeout bounds a run from spawn to the end of its turn
 	// (default 30m): then session/cancel, CancelGrace, kill → task_timeout.
@@ -58,7 +62,10 @@ type Dispatcher struct {
 	closed bool
 	runs   map[string]*session   // task id → run
 	probes map[*session]struct{} // running probes
+	live   map[liveKey]struct{}  // agents whose run record is written
 	wg     sync.WaitGroup        // one per run or probe
+
+	recMu sync.Mutex // held while a run record is written, and by Reap while it reads one
 
 	stopOnce sync.Once
 }
@@ -84,7 +91,7 @@ func New(o Options) *Dispatcher {
 	}
 	return &Dispatcher{
 		o: o, log: o.Logger, policy: derivePolicy(), spawner: newSpawner(),
-		runs: map[string]*session{}, probes: map[*session]struct{}{},
+		runs: map[string]*session{}, probes: map[*session]struct{}{}, live: map[liveKey]struct{}{},
 	}
 }
 
@@ -154,9 +161,13 @@ func (d *Dispatcher) Dispatch(_ context.Context, t model.Task, r model.RunReport
 		d.wg.Done()
 		_ = lg.Close()
 		d.log.Warn("agent spawn failed", "task_id", t.ID, "agent", t.Target, "err", err)
+		hint := "check [agents." + t.Target + "] command and that it is installed on the daemon's PATH"
+		if errors.Is(err, errRunRecord) {
+			hint = "check that the relay home's run directory is writable"
+		}
 		return &model.Error{Code: model.CodeDispatchFailed,
 			Message: fmt.Sprintf("could not start agent %s (%s): %v", t.Target, spec.Command[0], err),
-			Hint:    "check [agents." + t.Target + "] command and that it is installed on the daemon's PATH", Err: err}
+			Hint:    hint, Err: err}
 	}
 	d.log.Info("agent started", "task_id", t.ID, "agent", t.Target, "pid", s.p.pid, "mode", t.Mode)
 	go d.runTask(s, t.ID, r)
@@ -172,7 +183,6 @@ func (d *Dispatcher) forget(taskID string) {
 // runTask drives one task's session and reports it.
 func (d *Dispatcher) runTask(s *session, taskID string, r model.RunReporter) {
 	defer d.wg.Done()
-	defer d.forget(taskID)
 	defer s.log.Close()
 	ctx := context.Background()
 	began := time.Now()
@@ -198,6 +208,7 @@ func (d *Dispatcher) runTask(s *session, taskID string, r model.RunReporter) {
 		}
 	}
 	s.log.Printf("outcome: %s %s %s", out.State, out.Code, out.Message)
+	d.forget(taskID) // the agent is gone: no longer Running once Finished
 	if err := r.Finished(ctx, taskID, out); err != nil {
 		lvl := slog.LevelWarn
 		if c := model.ErrorCode(err); c == model.CodeStaleState || c == model.CodeInvalidTransition {

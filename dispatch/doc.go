@@ -16,9 +16,15 @@
 // Finished is reported. Only the agent's message text, its stop reason and
 // its tool calls' titles, kinds and statuses are kept; thoughts never are.
 //
+// No agent process outlives the daemon: Pdeathsig kills the leader when
+// the daemon dies, and a run record under Home/run, kept while the group
+// may be alive, lets the next daemon's Reap kill the rest of the group
+// (descendants of the agent, which Pdeathsig does not reach).
+//
 // Files: policy.go (capabilities and the deny-all decision, from which
 // Policy is derived), client.go (the acp.Client), gate.go (stdout framing
 // check and session/update flow control), proc.go (process start, group
 // kill, bounded log), session.go (one agent session), dispatcher.go
-// (Dispatch, Cancel, Stop), probe.go (live probe), registry.go.
+// (Dispatch, Cancel, Stop), runrec.go (run records and Reap), probe.go
+// (live probe), registry.go.
 package dispatch

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -74,6 +75,7 @@ type session struct {
 	log     *boundedLog
 
 	p      *proc
+	rec    *runRecordHandle // nil without a Home
 	gate   *lineGate
 	conn   *acp.ClientSideConnection
 	client *client
@@ -109,13 +111,28 @@ func newSession(d *Dispatcher, agent string, argv []string, taskID string, mode 
 // start spawns the agent and wires the connection. On error nothing is
 // left running.
 func (s *session) start() error {
-	p, err := startProc(s.d.spawner, procSpec{argv: s.argv, dir: s.cwd, env: s.d.o.Env, stderr: s.log})
+	env := s.d.o.Env
+	run := ""
+	if s.d.o.Home != "" {
+		run = newRunID()
+		env = append(slices.Clip(env), runEnvVar+"="+run)
+	}
+	p, err := startProc(s.d.spawner, procSpec{argv: s.argv, dir: s.cwd, env: env, stderr: s.log})
 	if err != nil {
 		s.log.Printf("could not start %q: %v", s.argv, err)
 		return err
 	}
+	rec, err := s.d.recordRun(s, p, run)
+	if err != nil {
+		// Without its record a crash of the daemon could leave the
+		// agent's descendants behind: start nothing.
+		s.log.Printf("could not write the run record of pid %d: %v; killing it", p.pid, err)
+		_ = p.reap()
+		return fmt.Errorf("%w: %w", errRunRecord, err)
+	}
 	s.mu.Lock()
 	s.p = p
+	s.rec = rec
 	s.mu.Unlock()
 	s.log.Printf("started %q pid %d in %s", s.argv, p.pid, s.cwd)
 	s.client = newClient(s.log.Printf)
@@ -371,6 +388,7 @@ func (s *session) teardown() {
 	}
 	t.Stop()
 	_ = s.p.reap() // SIGKILL the group (descendants too), reap, close pipes
+	s.d.dropRecord(s.rec)
 	s.gate.close()
 	_ = s.p.stdout.Close()
 	<-s.conn.Done()
