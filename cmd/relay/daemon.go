@@ -92,6 +92,13 @@ func (d *daemon) run(ctx context.Context) (err error) {
 			}
 		},
 	})
+	// Agents a crashed daemon left behind (an adapter's native child
+	// survives Pdeathsig) are killed before recovery fails their tasks.
+	if n, err := disp.Reap(ctx); err != nil {
+		d.log.Warn("reap left-behind agents", "err", err)
+	} else if n > 0 {
+		d.log.Warn("killed left-behind agent processes", "count", n)
+	}
 	eng := machine.New(machine.Options{
 		Store: db, Dispatcher: disp, Registry: registry,
 		Authority:   gates.NewAuthority(cfg.Authority.Command, cfg.Authority.Timeout, gates.WithDir(d.home)),

@@ -106,8 +106,16 @@ type daemonProc struct {
 // answers. Cleanup stops it with SIGTERM.
 func launchDaemon(t *testing.T, home string) *daemonProc {
 	t.Helper()
+	return launchDaemonEnv(t, home, nil)
+}
+
+// launchDaemonEnv is launchDaemon with extra environment for the daemon
+// (and so for the agents it starts).
+func launchDaemonEnv(t *testing.T, home string, env []string) *daemonProc {
+	t.Helper()
 	d := &daemonProc{stderr: &syncBuffer{}, done: make(chan struct{})}
 	d.cmd = exec.Command(relayBin, "daemon", "--home", home)
+	d.cmd.Env = append(os.Environ(), env...)
 	d.cmd.Stderr = d.stderr
 	if err := d.cmd.Start(); err != nil {
 		t.Fatal(err)
