@@ -2,16 +2,11 @@ package dispatch_test
 
 import (
 	"context"
-	"errors"
-	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"testing"
 	"time"
-
-	acp "github.com/coder/acp-go-sdk"
 
 	"github.com/hai-relay/relay/dispatch"
 	"github.com/hai-relay/relay/dispatch/dispatchtest"
@@ -39,7 +34,7 @@ func BenchmarkDispatchOverhead(b *testing.B) {
 	floor := func() {
 		// The floor: spawn + initialize + session/new, straight SDK.
 		t0 := time.Now()
-		stop := directSession(b, bin, cwd)
+		stop := dispatchtest.DirectSession(b, bin, cwd)
 		direct += time.Since(t0)
 		stop()
 	}
@@ -71,58 +66,4 @@ func BenchmarkDispatchOverhead(b *testing.B) {
 	b.ReportMetric(float64(direct.Nanoseconds())/float64(n), "direct-ns/op")
 	b.ReportMetric(float64(viaDispatch.Nanoseconds())/float64(n), "dispatch-ns/op")
 	b.ReportMetric(float64(viaDispatch)/float64(direct), "ratio")
-}
-
-func directSession(tb testing.TB, bin, cwd string) (stop func()) {
-	cmd := exec.Command(bin)
-	cmd.Dir = cwd
-	stdin, _ := cmd.StdinPipe()
-	stdout, _ := cmd.StdoutPipe()
-	if err := cmd.Start(); err != nil {
-		tb.Fatal(err)
-	}
-	conn := acp.NewClientSideConnection(nopClient{}, stdin, stdout)
-	conn.SetLogger(slog.New(slog.DiscardHandler))
-	ctx := context.Background()
-	if _, err := conn.Initialize(ctx, acp.InitializeRequest{ProtocolVersion: acp.ProtocolVersionNumber}); err != nil {
-		tb.Fatal(err)
-	}
-	if _, err := conn.NewSession(ctx, acp.NewSessionRequest{Cwd: cwd, McpServers: []acp.McpServer{}}); err != nil {
-		tb.Fatal(err)
-	}
-	return func() {
-		_ = stdin.Close()
-		_ = cmd.Wait()
-		<-conn.Done()
-	}
-}
-
-var errNop = errors.New("not supported")
-
-type nopClient struct{}
-
-func (nopClient) ReadTextFile(context.Context, acp.ReadTextFileRequest) (acp.ReadTextFileResponse, error) {
-	return acp.ReadTextFileResponse{}, errNop
-}
-func (nopClient) WriteTextFile(context.Context, acp.WriteTextFileRequest) (acp.WriteTextFileResponse, error) {
-	return acp.WriteTextFileResponse{}, errNop
-}
-func (nopClient) RequestPermission(context.Context, acp.RequestPermissionRequest) (acp.RequestPermissionResponse, error) {
-	return acp.RequestPermissionResponse{Outcome: acp.NewRequestPermissionOutcomeCancelled()}, nil
-}
-func (nopClient) SessionUpdate(context.Context, acp.SessionNotification) error { return nil }
-func (nopClient) CreateTerminal(context.Context, acp.CreateTerminalRequest) (acp.CreateTerminalResponse, error) {
-	return acp.CreateTerminalResponse{}, errNop
-}
-func (nopClient) KillTerminal(context.Context, acp.KillTerminalRequest) (acp.KillTerminalResponse, error) {
-	return acp.KillTerminalResponse{}, errNop
-}
-func (nopClient) TerminalOutput(context.Context, acp.TerminalOutputRequest) (acp.TerminalOutputResponse, error) {
-	return acp.TerminalOutputResponse{}, errNop
-}
-func (nopClient) ReleaseTerminal(context.Context, acp.ReleaseTerminalRequest) (acp.ReleaseTerminalResponse, error) {
-	return acp.ReleaseTerminalResponse{}, errNop
-}
-func (nopClient) WaitForTerminalExit(context.Context, acp.WaitForTerminalExitRequest) (acp.WaitForTerminalExitResponse, error) {
-	return acp.WaitForTerminalExitResponse{}, errNop
 }
