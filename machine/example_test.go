@@ -13,7 +13,7 @@ func ExampleGraph() {
 	for _, line := range strings.Split(machine.Graph(), "\n") {
 		if strings.HasPrefix(line, "\tsubmitted -> authorized") {
 			i := strings.Index(line, "authorize [")
-			fmt.Println(line[i : strings.Index(line, "</TD>")])
+			fmt.Println(line[i:strings.Index(line, "</TD>")])
 		}
 	}
 	// Output: authorize [missionLease] [acpDenial] [authority] [guardedClaude]

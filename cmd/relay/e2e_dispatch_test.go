@@ -46,7 +46,6 @@ func agentStarts(t *testing.T, logPath string) []int {
 	return pids
 }
 
-
 func TestE2EDispatchEvidence(t *testing.T) {
 	t.Parallel()
 	agentLog := filepath.Join(t.TempDir(), "agent.log")
