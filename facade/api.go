@@ -336,7 +336,10 @@ func (s *Server) routes() {
 		}
 		return s.svc.SendMessage(r.Context(), caller, req)
 	})
-	s.apiRoute("GET /v1/inbox", true, []string{"unread_only", "limit"}, func(w http.ResponseWriter, r *http.Request, caller string) (any, error) {
+	// POST, not GET: reading the inbox marks messages read, and Go's HTTP
+	// client silently replays a GET whose reused connection dropped, which
+	// would mark a second page read that nobody received.
+	s.apiRoute("POST /v1/inbox", true, []string{"unread_only", "limit"}, func(w http.ResponseWriter, r *http.Request, caller string) (any, error) {
 		q := r.URL.Query()
 		unread, err := apiQueryBool(q, "unread_only", true)
 		if err != nil {

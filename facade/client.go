@@ -342,7 +342,7 @@ func (c *Client) CheckInbox(ctx context.Context, caller string, unreadOnly bool,
 	q := url.Values{"unread_only": {strconv.FormatBool(unreadOnly)}}
 	clientSetLimit(q, limit)
 	var in model.Inbox
-	err := c.agentCall(ctx, caller, http.MethodGet, "/v1/inbox", q, nil, &in)
+	err := c.agentCall(ctx, caller, http.MethodPost, "/v1/inbox", q, nil, &in)
 	return in, err
 }
 
