@@ -50,12 +50,8 @@ func agentTable(e *env, as []model.AgentInfo) error {
 func runAgentsProbe(ctx context.Context, e *env, args []string) error {
 	f := newFlags(e, "agents probe", "NAME [--timeout 60s] [--json]")
 	timeout := f.Duration("timeout", 0, "bound the probe (default limits.probe_timeout, 60s)")
-	if err := f.parse(args, 1); err != nil {
+	if err := f.parseN(args, 1); err != nil {
 		return err
-	}
-	if len(f.pos) != 1 {
-		f.Usage()
-		return errUsage
 	}
 	c, err := operator(e, f)
 	if err != nil {
@@ -77,7 +73,11 @@ func runAgentsProbe(ctx context.Context, e *env, args []string) error {
 		return perr
 	}
 	if !a.WorkedLive {
-		return model.Errorf(model.CodeDispatchFailed, "probe of %s failed: %s", a.Name, a.WorkedLiveReason).
+		code := model.CodeDispatchFailed
+		if strings.HasPrefix(a.WorkedLiveReason, "auth required") {
+			code = model.CodeAgentAuthRequired // the reason names the agent's own login
+		}
+		return model.Errorf(code, "probe of %s failed: %s", a.Name, a.WorkedLiveReason).
 			WithHint("see docs/agents.md for how to install and log in to " + a.Name)
 	}
 	fmt.Fprintf(e.stderr, "%s worked live\n", a.Name)

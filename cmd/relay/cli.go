@@ -154,6 +154,25 @@ func (f *flags) parse(args []string, max int) error {
 	return nil
 }
 
+// parseN parses args and requires exactly n positional arguments.
+func (f *flags) parseN(args []string, n int) error {
+	if err := f.parse(args, n); err != nil {
+		return err
+	}
+	if len(f.pos) != n {
+		f.Usage()
+		return errUsage
+	}
+	return nil
+}
+
+// morePages tells a human how to get the next page of a full listing.
+func morePages(e *env, got, limit int, lastID, command string) {
+	if got == limit && got > 0 {
+		fmt.Fprintf(e.stderr, "more: relay %s --before %s\n", command, lastID)
+	}
+}
+
 // resolveHome picks the relay home: --home, else RELAY_HOME, else
 // $XDG_STATE_HOME/hai-relay, else ~/.local/state/hai-relay.
 func resolveHome(flagHome string, getenv func(string) string) (string, error) {

@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/hai-relay/relay/model"
 )
@@ -49,7 +50,7 @@ var clientFormats = map[string]clientFormat{
 			return jsonSnippet(map[string]any{"mcpServers": map[string]any{serverName: map[string]any{"command": c, "args": a}}})
 		}},
 	// OpenCode: a "local" server under mcp, command as one array.
-	"opencode": {where: "opencode.json at the project root or ~/.config/opencode/opencode.json (OpenCode v2 nests servers under mcp.servers)",
+	"opencode": {where: "opencode.json at the project root or ~/.config/opencode/opencode.json (OpenCode 2 reads this shape too; its native form nests servers under mcp.servers)",
 		render: func(c string, a []string) (string, error) {
 			return jsonSnippet(map[string]any{"$schema": "https://opencode.ai/config.json", "mcp": map[string]any{serverName: map[string]any{
 				"type": "local", "command": append([]string{c}, a...), "enabled": true}}})
@@ -78,7 +79,7 @@ func runMCPConfig(_ context.Context, e *env, args []string) error {
 	f := newFlags(e, "mcp-config", "--client NAME [--as AGENT] [--home DIR] [--command PATH]")
 	client := f.String("client", "", "the MCP client: "+strings.Join(clientNames(), ", "))
 	as := f.String("as", "", "the agent identity the facade speaks for (default: the client's own name)")
-	cmdPath := f.String("command", "", "the relay binary the client should run (default: this one, or `relay` on PATH)")
+	cmdPath := f.String("command", "", "the relay binary `PATH` the client should run (default: this binary, or relay from PATH when this one is a temporary build)")
 	if err := f.parse(args, 0); err != nil {
 		return err
 	}
@@ -103,6 +104,14 @@ func runMCPConfig(_ context.Context, e *env, args []string) error {
 	if bin == "" {
 		bin = relayBinary()
 	}
+	// TOML and YAML strings are Unicode: a path that is not UTF-8 cannot
+	// be written into every client's format without changing it.
+	for _, s := range append([]string{bin}, relayArgs...) {
+		if !utf8.ValidString(s) {
+			return model.Errorf(model.CodeInvalidArgs, "%q is not valid UTF-8; MCP client config files cannot hold it", s).
+				WithHint("install relay, and choose the relay home, under a path that is valid UTF-8")
+		}
+	}
 	out, err := cf.render(bin, relayArgs)
 	if err != nil {
 		return err
@@ -123,19 +132,55 @@ func relayBinary() string {
 }
 
 func jsonSnippet(v any) (string, error) {
-	b, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
+	var b strings.Builder
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false) // paths keep their & < > readable
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil {
 		return "", err
 	}
-	return string(b) + "\n", nil
+	return b.String(), nil
 }
 
-func tomlString(s string) string { return strconv.Quote(s) }
+// tomlString is s as a TOML basic string: quotes, backslashes and control
+// characters escaped with the escapes TOML 1.0 defines (\uXXXX for the
+// ones without a short form; Go's \x escapes are not TOML 1.0). s must be
+// valid UTF-8.
+func tomlString(s string) string {
+	var b strings.Builder
+	b.WriteByte('"')
+	for _, r := range s {
+		switch r {
+		case '"':
+			b.WriteString(`\"`)
+		case '\\':
+			b.WriteString(`\\`)
+		case '\b':
+			b.WriteString(`\b`)
+		case '\t':
+			b.WriteString(`\t`)
+		case '\n':
+			b.WriteString(`\n`)
+		case '\f':
+			b.WriteString(`\f`)
+		case '\r':
+			b.WriteString(`\r`)
+		default:
+			if r < 0x20 || r == 0x7f {
+				fmt.Fprintf(&b, `\u%04X`, r)
+			} else {
+				b.WriteRune(r)
+			}
+		}
+	}
+	b.WriteByte('"')
+	return b.String()
+}
 
 func tomlArray(xs []string) string {
 	q := make([]string, len(xs))
 	for i, x := range xs {
-		q[i] = strconv.Quote(x)
+		q[i] = tomlString(x)
 	}
 	return "[" + strings.Join(q, ", ") + "]"
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/hai-relay/relay/model"
 )
@@ -39,8 +38,8 @@ func runMessagesList(ctx context.Context, e *env, args []string) error {
 	if err := t.flush(); err != nil {
 		return err
 	}
-	if len(ms) == *limit && len(ms) > 0 {
-		fmt.Fprintf(e.stderr, "more: relay messages list --before %s\n", ms[len(ms)-1].ID)
+	if len(ms) > 0 {
+		morePages(e, len(ms), *limit, ms[len(ms)-1].ID, "messages list")
 	}
 	return nil
 }

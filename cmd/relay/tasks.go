@@ -41,20 +41,16 @@ func runTasksList(ctx context.Context, e *env, args []string) error {
 	if err := t.flush(); err != nil {
 		return err
 	}
-	if len(tasks) == *limit && len(tasks) > 0 {
-		fmt.Fprintf(e.stderr, "more: relay tasks list --before %s\n", tasks[len(tasks)-1].ID)
+	if len(tasks) > 0 {
+		morePages(e, len(tasks), *limit, tasks[len(tasks)-1].ID, "tasks list")
 	}
 	return nil
 }
 
 func runTasksShow(ctx context.Context, e *env, args []string) error {
 	f := newFlags(e, "tasks show", "TASK_ID [--json]")
-	if err := f.parse(args, 1); err != nil {
+	if err := f.parseN(args, 1); err != nil {
 		return err
-	}
-	if len(f.pos) != 1 {
-		f.Usage()
-		return errUsage
 	}
 	c, err := operator(e, f)
 	if err != nil {
@@ -115,12 +111,8 @@ func verdictText(v model.Verdict) string {
 
 func runTasksCancel(ctx context.Context, e *env, args []string) error {
 	f := newFlags(e, "tasks cancel", "TASK_ID [--json]")
-	if err := f.parse(args, 1); err != nil {
+	if err := f.parseN(args, 1); err != nil {
 		return err
-	}
-	if len(f.pos) != 1 {
-		f.Usage()
-		return errUsage
 	}
 	c, err := operator(e, f)
 	if err != nil {
