@@ -289,15 +289,30 @@ func TestE2EAutostartRaceEndsWithOneDaemon(t *testing.T) {
 	for e := range errs {
 		t.Error(e)
 	}
-	pids := daemonsFor(home)
 	t.Cleanup(func() {
 		for _, p := range daemonsFor(home) {
 			_ = syscall.Kill(p, syscall.SIGTERM)
 		}
 		eventually(t, "autostarted daemon stops", 20*time.Second, func() bool { return len(daemonsFor(home)) == 0 })
 	})
+	// Daemons that lost the lock race exit on their own (they may still be
+	// starting when the facades are served): exactly one remains.
+	var pids []int
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		pids = daemonsFor(home)
+		if len(pids) == 1 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 	if len(pids) != 1 {
 		t.Fatalf("%d daemons running for one home after %d concurrent autostarts: %v", len(pids), n, pids)
+	}
+	// And every facade was served by that one: it holds the home's lock.
+	lock, _ := os.ReadFile(filepath.Join(home, "relay.lock"))
+	if strings.TrimSpace(string(lock)) != fmt.Sprint(pids[0]) {
+		t.Fatalf("lock names pid %q, the running daemon is %d", lock, pids[0])
 	}
 }
 
