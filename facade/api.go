@@ -308,6 +308,12 @@ func (s *Server) apiRoute(pattern string, agent bool, query []string, h apiHandl
 				s.writeError(w, r, apiInvalid("%q is the relay itself; no agent may act as it", caller))
 				return
 			}
+			// An identity is stored with everything the caller does: it
+			// must be an agent name, never arbitrary text.
+			if !spec.ValidAgentName(caller) {
+				s.writeError(w, r, apiInvalid("the %s header %q is not an agent name (1–64 characters of [a-z0-9_-])", AgentHeader, apiClip(caller, 64)))
+				return
+			}
 		}
 		if err := apiCheckQuery(r.URL.Query(), query); err != nil {
 			s.writeError(w, r, err)

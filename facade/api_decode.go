@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/hai-relay/relay/model"
 	"github.com/hai-relay/relay/spec"
@@ -99,6 +100,11 @@ func apiDecodeBytes(data []byte, v any) error {
 	if trimmed[0] != '{' {
 		return apiInvalid("the request body is not a JSON object")
 	}
+	// encoding/json would replace invalid UTF-8 with U+FFFD: refuse it
+	// instead, so nothing is stored other than as it was sent.
+	if !utf8.Valid(data) {
+		return apiInvalid("the request body is not valid UTF-8")
+	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
@@ -131,9 +137,22 @@ func apiJSONError(err error) error {
 	}
 	msg := strings.TrimPrefix(err.Error(), "json: ")
 	if strings.HasPrefix(msg, "unknown field ") {
-		return apiInvalid("%s (unknown arguments are refused)", msg)
+		return apiInvalid("%s (unknown arguments are refused)", apiClip(msg, 160))
 	}
-	return apiInvalid("the request body could not be decoded: %s", msg)
+	return apiInvalid("the request body could not be decoded: %s", apiClip(msg, 160))
+}
+
+// apiClip cuts s to at most n bytes, on a rune boundary, marking the cut,
+// so that an error never echoes a large input back.
+func apiClip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	i := n
+	for i > 0 && !utf8.RuneStart(s[i]) {
+		i--
+	}
+	return s[:i] + "…"
 }
 
 // apiTypeName names a Go type the way a JSON caller thinks of it.

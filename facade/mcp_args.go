@@ -9,6 +9,7 @@ import (
 	"math/big"
 	"slices"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/mark3labs/mcp-go/mcp"
 
@@ -158,7 +159,7 @@ func mcpParseArgs(t mcpTool, req mcp.CallToolRequest) (mcpArgs, error) {
 	}
 	for _, k := range keys {
 		if !slices.ContainsFunc(t.params, func(p mcpParam) bool { return p.name == k }) {
-			err := mcpArgError(t, "unknown argument %q", k)
+			err := mcpArgError(t, "unknown argument %q", apiClip(k, 64))
 			if slices.Contains(mcpIdentityArgs, strings.ToLower(k)) {
 				err.Hint = fmt.Sprintf("no tool takes a sender or caller: this facade's identity is fixed at launch (%q); remove %q", t.agent, k)
 			}
@@ -215,7 +216,7 @@ func (p mcpParam) mcpConvert(raw json.RawMessage) (any, error) {
 		}
 		r, ok := new(big.Rat).SetString(n.String())
 		if !ok || !r.IsInt() || r.Num().Cmp(big.NewInt(1)) < 0 || r.Num().Cmp(big.NewInt(mcpMaxLimit)) > 0 {
-			return nil, fmt.Errorf("argument %q must be an integer from 1 to %d, got %s", p.name, mcpMaxLimit, n)
+			return nil, fmt.Errorf("argument %q must be an integer from 1 to %d, got %s", p.name, mcpMaxLimit, apiClip(n.String(), 32))
 		}
 		return int(r.Num().Int64()), nil
 	case mcpEnum:
@@ -321,6 +322,11 @@ func mcpDecodeObject(raw []byte) ([]string, map[string]json.RawMessage, error) {
 	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
 		return nil, map[string]json.RawMessage{}, nil
 	}
+	// encoding/json would replace invalid UTF-8 with U+FFFD: refuse it, as
+	// nothing is coerced.
+	if !utf8.Valid(raw) {
+		return nil, nil, errors.New("arguments are not valid UTF-8")
+	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
 	tok, err := dec.Token()
@@ -378,7 +384,7 @@ func mcpJSONType(v any) string {
 	case bool:
 		return "a boolean"
 	case json.Number:
-		return "the number " + v.String()
+		return "the number " + apiClip(v.String(), 32)
 	case []any:
 		return "an array"
 	case map[string]any:

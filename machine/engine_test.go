@@ -329,6 +329,9 @@ func TestRecoveryFailsInterruptedAndResumesSubmitted(t *testing.T) {
 		got, _ := eng.Get(ctx, sub.ID)
 		return got.State == model.StateAuthorized
 	})
+	// Dispatch runs on entry to authorized, once that state is committed:
+	// a reader may see the state a moment before the dispatch call.
+	eventually(t, "resumed task dispatched", func() bool { return disp.count(sub.ID) >= 1 })
 	if disp.count(sub.ID) != 1 {
 		t.Fatalf("resumed task dispatched %d times", disp.count(sub.ID))
 	}

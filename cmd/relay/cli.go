@@ -203,8 +203,8 @@ func resolveHome(flagHome string, getenv func(string) string) (string, error) {
 	return abs, nil
 }
 
-// ensureHome creates the home 0700 (and tightens an existing one's mode if
-// it is ours), returning its path.
+// ensureHome creates the home 0700, and takes group and other access away
+// from an existing one.
 func ensureHome(dir string) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return model.Errorf(model.CodeInternal, "create relay home %s: %v", dir, err).
@@ -214,9 +214,12 @@ func ensureHome(dir string) error {
 	if err != nil {
 		return err
 	}
-	if fi.Mode().Perm() != 0o700 {
-		if err := os.Chmod(dir, 0o700); err != nil {
-			return model.Errorf(model.CodeInternal, "relay home %s has mode %v and cannot be made 0700: %v", dir, fi.Mode().Perm(), err)
+	// Take group and other access away; never add any: a home made
+	// read-only on purpose stays read-only (and the daemon refuses it).
+	if perm := fi.Mode().Perm(); perm&0o077 != 0 {
+		if err := os.Chmod(dir, perm&^0o077); err != nil {
+			return model.Errorf(model.CodeInternal, "relay home %s has mode %v and cannot be made private: %v", dir, perm, err).
+				WithHint("chmod 700 " + dir + ", or pass another --home")
 		}
 	}
 	return nil

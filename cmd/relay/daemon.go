@@ -62,7 +62,7 @@ func (d *daemon) run(ctx context.Context) (err error) {
 
 	logFile, err := os.OpenFile(filepath.Join(d.home, "relay.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
-		return fmt.Errorf("open log: %w", err)
+		return homeUnwritable(d.home, "the log", err)
 	}
 	defer logFile.Close()
 	d.log = slog.New(slog.NewMultiHandler(
@@ -79,6 +79,17 @@ func (d *daemon) run(ctx context.Context) (err error) {
 		return openError(dbPath(d.home), err)
 	}
 	defer db.Close()
+	// The database must take writes before anyone is served: a read-only
+	// file, or another process holding it (an open transaction, an
+	// exclusive lock), makes the daemon refuse to start rather than fail
+	// every request later. The row records the start in the audit trail.
+	if err := db.Audit(ctx, model.AuditEvent{At: time.Now().UTC(), Kind: "daemon.started", Actor: model.RelayAgent,
+		Data: map[string]string{"pid": strconv.Itoa(os.Getpid()), "version": Version}}); err != nil {
+		return &model.Error{Code: model.CodeInternal, Err: err,
+			Message: "cannot write to " + dbPath(d.home) + ": " + err.Error(),
+			Hint: "another process may hold the database (an open transaction or an exclusive lock), or it or its directory is read-only; " +
+				"stop that process or fix the permissions (the file is left as it is), or pass another --home"}
+	}
 
 	registry := newRegistry(cfg)
 	if err := loadProbes(ctx, db, registry); err != nil {
@@ -177,7 +188,7 @@ func lockHome(home string) (func(), error) {
 	p := filepath.Join(home, "relay.lock")
 	fd, err := unix.Open(p, unix.O_RDWR|unix.O_CREAT|unix.O_CLOEXEC, 0o600)
 	if err != nil {
-		return nil, fmt.Errorf("open lock %s: %w", p, err)
+		return nil, homeUnwritable(home, "the lock file", &os.PathError{Op: "open", Path: p, Err: err})
 	}
 	if err := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB); err != nil {
 		unix.Close(fd)
@@ -192,4 +203,11 @@ func lockHome(home string) (func(), error) {
 	_ = unix.Ftruncate(fd, 0)
 	_, _ = unix.Pwrite(fd, []byte(strconv.Itoa(os.Getpid())+"\n"), 0)
 	return func() { unix.Close(fd) }, nil
+}
+
+// homeUnwritable is the error of a home the daemon cannot write in.
+func homeUnwritable(home, what string, err error) error {
+	return &model.Error{Code: model.CodeInternal, Err: err,
+		Message: fmt.Sprintf("cannot write %s in the relay home %s: %v", what, home, err),
+		Hint:    "the daemon needs a home it can write: check its owner and mode (chmod 700 " + home + ") and that its filesystem is not read-only, or pass another --home"}
 }

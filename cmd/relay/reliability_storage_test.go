@@ -1,0 +1,388 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/hai-relay/relay/model"
+)
+
+// Storage faults (issue 6, item 6): the daemon refuses to start, with a
+// clear message and a hint and a non-zero exit, on a home it cannot write,
+// a database that is not one, or a database another process holds; and it
+// never deletes or rewrites what it cannot use (every file's bytes are
+// compared before and after). Then paging: the listings walk any number
+// of rows with --limit and --before, with no duplicate and no gap.
+
+// nobody is the uid the read-only cases run the daemon as when the tests
+// run as root (root ignores permission bits).
+const nobody = 65534
+
+// usedHome returns a home whose daemon ran once and stored a message and
+// a task, stopped.
+func usedHome(t *testing.T) string {
+	t.Helper()
+	home := newHome(t, "")
+	d := launchDaemonEnv(t, home, fastExit)
+	c := apiClient(home)
+	if r := apiDo(t, c, "POST", "/v1/messages", "claude", []byte(`{"to":"codex","body":"keep me"}`)); r.status != 200 {
+		t.Fatalf("send: %s", r.body)
+	}
+	if r := apiDo(t, c, "POST", "/v1/tasks", "claude", mustJSON(t, map[string]any{"target": "codex", "prompt": "keep me too", "cwd": home})); r.status != 200 {
+		t.Fatalf("submit: %s", r.body)
+	}
+	d.stop(t, syscall.SIGTERM)
+	return home
+}
+
+// refuseStart runs `relay daemon` on home (as uid when non-zero) and
+// requires it to exit non-zero within 30 s, naming the problem and a hint.
+func refuseStart(t *testing.T, home string, uid int, mention string) (stderr string, took time.Duration) {
+	t.Helper()
+	cmd := exec.Command(relayBin, "daemon", "--home", home)
+	cmd.Env = append(os.Environ(), fastExit...)
+	if uid != 0 {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(uid)}}
+	}
+	var errb bytes.Buffer
+	cmd.Stderr = &errb
+	t0 := time.Now()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		_ = cmd.Process.Kill()
+		<-done
+		t.Fatalf("the daemon did not refuse to start within 30 s:\n%s", errb.String())
+	}
+	took = time.Since(t0)
+	out := errb.String()
+	if cmd.ProcessState.ExitCode() == 0 {
+		t.Fatalf("the daemon exited 0:\n%s", out)
+	}
+	if !strings.Contains(out, mention) || !strings.Contains(out, "\nhint: ") || strings.Contains(out, "internal error") {
+		t.Fatalf("exit %d; want a message naming %q and a hint:\n%s", cmd.ProcessState.ExitCode(), mention, out)
+	}
+	return out, took
+}
+
+// sameFiles fails unless every file under dir is as before, byte for byte;
+// added lists files that may have been added (and nothing else may be).
+// The daemon's own lock file (it writes its pid there) and log are not
+// data and may change.
+func sameFiles(t *testing.T, dir string, before map[string][]byte, added ...string) {
+	t.Helper()
+	after := fileBytes(t, dir)
+	for _, own := range []string{"relay.lock", "relay.log"} {
+		delete(before, own)
+		delete(after, own)
+	}
+	for name, b := range before {
+		a, ok := after[name]
+		if !ok {
+			t.Errorf("%s was deleted", name)
+		} else if !bytes.Equal(a, b) {
+			t.Errorf("%s was rewritten (%d bytes → %d)", name, len(b), len(a))
+		}
+	}
+	for name := range after {
+		if _, ok := before[name]; !ok && !slices.Contains(added, name) {
+			t.Errorf("%s was created", name)
+		}
+	}
+}
+
+// runnableBy lets uid reach path and run the relay binary: every parent
+// directory gets o+x.
+func runnableBy(t *testing.T, paths ...string) {
+	t.Helper()
+	for _, p := range paths {
+		for d := filepath.Dir(p); d != "/" && d != "."; d = filepath.Dir(d) {
+			fi, err := os.Stat(d)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if fi.Mode().Perm()&0o001 == 0 {
+				if err := os.Chmod(d, fi.Mode().Perm()|0o001); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
+}
+
+// chownTree gives dir and everything in it to uid.
+func chownTree(t *testing.T, dir string, uid int) {
+	t.Helper()
+	err := filepath.Walk(dir, func(p string, _ os.FileInfo, err error) error {
+		if err != nil {
+			return err
+		}
+		return os.Lchown(p, uid, uid)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// asOwner prepares home so that the daemon runs as its owner without
+// root's override of permissions: the current user, or nobody under root.
+func asOwner(t *testing.T, home string) int {
+	t.Helper()
+	if os.Getuid() != 0 {
+		return 0
+	}
+	probe := exec.Command("/bin/true")
+	probe.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
+	if err := probe.Run(); err != nil {
+		t.Skipf("running as root, and cannot run a process as uid %d to make permissions apply: %v", nobody, err)
+	}
+	runnableBy(t, home+"/x", relayBin)
+	chownTree(t, home, nobody)
+	t.Cleanup(func() { chownTree(t, home, 0) })
+	return nobody
+}
+
+func TestReliabilityStorageFaults(t *testing.T) {
+	t.Parallel()
+
+	t.Run("read-only home", func(t *testing.T) {
+		t.Parallel()
+		home := usedHome(t)
+		uid := asOwner(t, home)
+		if err := os.Chmod(home, 0o500); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = os.Chmod(home, 0o700) })
+		before := fileBytes(t, home)
+		out, _ := refuseStart(t, home, uid, "readonly database")
+		sameFiles(t, home, before)
+		if fi, _ := os.Stat(home); fi.Mode().Perm() != 0o500 {
+			t.Errorf("the daemon changed the read-only home's mode to %v", fi.Mode().Perm())
+		}
+		t.Logf("read-only home:\n%s", out)
+	})
+
+	t.Run("read-only database", func(t *testing.T) {
+		t.Parallel()
+		home := usedHome(t)
+		uid := asOwner(t, home)
+		if err := os.Chmod(dbPath(home), 0o400); err != nil {
+			t.Fatal(err)
+		}
+		before := fileBytes(t, home)
+		out, _ := refuseStart(t, home, uid, "cannot write to "+dbPath(home))
+		// The lock and log files are the daemon's own; the database is not
+		// touched.
+		sameFiles(t, home, before, "relay.db-wal", "relay.db-shm")
+		for _, f := range []string{"relay.db-wal", "relay.db-shm"} {
+			if b, err := os.ReadFile(filepath.Join(home, f)); err == nil && f == "relay.db-wal" && len(b) > 0 {
+				t.Errorf("%s holds %d bytes written to a read-only database", f, len(b))
+			}
+		}
+		t.Logf("read-only database:\n%s", out)
+	})
+
+	t.Run("garbage database", func(t *testing.T) {
+		t.Parallel()
+		rng := rand.New(rand.NewPCG(6, 6))
+		for name, head := range map[string][]byte{
+			"random bytes":                 nil,
+			"a valid header, then garbage": []byte("SQLite format 3\x00"),
+		} {
+			home := newHome(t, "")
+			garbage := make([]byte, 64<<10)
+			for i := range garbage {
+				garbage[i] = byte(rng.UintN(256))
+			}
+			copy(garbage, head)
+			if err := os.WriteFile(dbPath(home), garbage, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			before := fileBytes(t, home)
+			out, _ := refuseStart(t, home, 0, "not a SQLite database")
+			sameFiles(t, home, before)
+			// The operator's commands that open the file refuse it too.
+			_, errOut, code := rcli(t, home, "audit", "verify")
+			if code == 0 || !strings.Contains(errOut, "not a SQLite database") || !strings.Contains(errOut, "hint:") {
+				t.Errorf("%s: audit verify: exit %d\n%s", name, code, errOut)
+			}
+			sameFiles(t, home, before)
+			t.Logf("%s:\n%s", name, out)
+		}
+	})
+
+	t.Run("database held in an exclusive transaction", func(t *testing.T) {
+		t.Parallel()
+		home := usedHome(t)
+		before := fileBytes(t, home)
+		db, err := sql.Open("sqlite", "file:"+dbPath(home))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		ctx := context.Background()
+		conn, err := db.Conn(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		if _, err := conn.ExecContext(ctx, "BEGIN EXCLUSIVE"); err != nil {
+			t.Fatal(err)
+		}
+		out, took := refuseStart(t, home, 0, "database is locked")
+		if _, err := conn.ExecContext(ctx, "ROLLBACK"); err != nil {
+			t.Fatal(err)
+		}
+		sameFiles(t, home, before, "relay.db-wal", "relay.db-shm")
+		t.Logf("refused after %v:\n%s", took.Round(time.Millisecond), out)
+		// Once the other process lets go, the daemon starts on the same data.
+		launchDaemonEnv(t, home, fastExit)
+		if ms := allMessages(t, home); len(ms) != 2 || ms[len(ms)-1].Body != "keep me" {
+			t.Errorf("messages after the lock was released: %+v", ms)
+		}
+	})
+
+	t.Run("home locked by another daemon", func(t *testing.T) {
+		t.Parallel()
+		home := usedHome(t)
+		fd, err := unix.Open(filepath.Join(home, "relay.lock"), unix.O_RDWR|unix.O_CLOEXEC, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer unix.Close(fd)
+		if err := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB); err != nil {
+			t.Fatal(err)
+		}
+		before := fileBytes(t, home)
+		refuseStart(t, home, 0, "another relay daemon is running")
+		sameFiles(t, home, before)
+	})
+}
+
+// pageAll walks a listing with `relay <kind> list --limit n --before ID`
+// and returns the IDs in the order listed.
+func pageAll(t *testing.T, home, kind string, n int) (ids []string, pages int) {
+	t.Helper()
+	before := ""
+	for {
+		args := []string{kind, "list", "--limit", fmt.Sprint(n)}
+		if before != "" {
+			args = append(args, "--before", before)
+		}
+		var page struct {
+			Tasks    []model.Task
+			Messages []model.Message
+		}
+		rcliJSON(t, home, &page, args...)
+		pages++
+		var got []string
+		for _, x := range page.Tasks {
+			got = append(got, x.ID)
+		}
+		for _, x := range page.Messages {
+			got = append(got, x.ID)
+		}
+		if len(got) > n {
+			t.Fatalf("a page of --limit %d held %d rows", n, len(got))
+		}
+		ids = append(ids, got...)
+		if len(got) < n {
+			return ids, pages
+		}
+		before = got[len(got)-1]
+	}
+}
+
+// dbIDs lists a table's IDs, newest first, straight from the database.
+func dbIDs(t *testing.T, home, table string) []string {
+	t.Helper()
+	db := openRO(t, home)
+	rows, err := db.Query(`SELECT id FROM ` + table + ` ORDER BY seq DESC`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, id)
+	}
+	return out
+}
+
+// Paging over a few thousand rows: every row exactly once, newest first,
+// for page sizes that do and do not divide the total. CI stores 2,500
+// messages and 400 tasks (each task also leaves its submitter a message);
+// RELAY_LONG=1 stores 20,000 and 3,000.
+func TestReliabilityPaging(t *testing.T) {
+	t.Parallel()
+	nMsgs, nTasks := sized(2500, 20_000), sized(400, 3000)
+	home := newHome(t, "")
+	launchDaemonEnv(t, home, fastExit)
+	t0 := time.Now()
+	seedMessages(t, home, nMsgs, 4, "page")
+	// No mission: each task is persisted, audited and rejected at once.
+	pipeline(t, home, nTasks, 4, func(ci, i int) (string, string, string) {
+		return "gemini", "/v1/tasks", fmt.Sprintf(`{"target":"codex","prompt":"page %d-%d","cwd":%q}`, ci, i, home)
+	})
+	t.Logf("%d messages and %d tasks stored in %v", nMsgs, nTasks, time.Since(t0).Round(time.Millisecond))
+	t0 = time.Now()
+	for _, tc := range []struct {
+		kind, table string
+		limits      []int
+	}{
+		{"messages", "messages", []int{1000, 257}},
+		{"tasks", "tasks", []int{1000, 97}},
+	} {
+		want := dbIDs(t, home, tc.table)
+		for _, n := range tc.limits {
+			got, pages := pageAll(t, home, tc.kind, n)
+			if !slices.Equal(got, want) {
+				seen := map[string]int{}
+				for _, id := range got {
+					seen[id]++
+				}
+				dups, gaps := 0, 0
+				for _, id := range want {
+					if seen[id] == 0 {
+						gaps++
+					}
+				}
+				for _, k := range seen {
+					if k > 1 {
+						dups++
+					}
+				}
+				t.Errorf("%s --limit %d: %d rows in %d pages, %d stored: %d duplicates, %d missing", tc.kind, n, len(got), pages, len(want), dups, gaps)
+			}
+		}
+	}
+	t.Logf("paged in %v", time.Since(t0).Round(time.Millisecond))
+	// Out-of-range limits are refused, with the usage exit code.
+	for _, args := range [][]string{{"messages", "list", "--limit", "-1"}, {"tasks", "list", "--limit", "1001"}, {"messages", "list", "--limit", "99999999999999999999"}} {
+		if _, errOut, code := rcli(t, home, args...); code != 2 || !strings.Contains(errOut, "invalid_args") && !strings.Contains(errOut, "invalid value") {
+			t.Errorf("relay %v: exit %d\n%s", args, code, errOut)
+		}
+	}
+}
