@@ -25,11 +25,34 @@ lint:
     go vet ./...
     test -z "$(gofmt -l $(git ls-files '*.go'))"
 
-# Benchmarks: each package's go test -bench, printed as-is.
-bench:
+# The benchmark suite (BENCHMARKS.md): each row a ratio against a floor
+# measured in the same run. Pass flags through, e.g. just bench --messages 10000 --tasks 1000 --json
+bench *ARGS:
+    go run ./cmd/relay bench {{ARGS}}
+
+# Each package's go test benchmarks, printed as-is.
+bench-go:
     go test -run '^$' -bench . -benchmem ./persistence ./gates ./machine ./dispatch ./facade
 
 # Regenerate the golden lifecycle graph and render it to SVG.
 dot:
     go test ./machine -run TestGoldenDOT -update
     go run ./cmd/relay fsm dot | dot -Tsvg -o spec/lifecycle.svg
+
+# The fuzz targets: the socket API's request decoders and the MCP argument
+# decoding (facade), the authority response parser (gates), the config
+# parser (spec), the audit canonical encoding (persistence). A plain
+# `go test` runs only their seeds, as a regression check; a failing input
+# lands in the package's testdata/fuzz/, to be committed with the fix.
+
+# Fuzz every parser for TIME each (default 60s), one after the other.
+fuzz TIME="60s":
+    #!/usr/bin/env bash
+    set -euo pipefail
+    run() { echo "== $1 $2 ({{TIME}})"; go test -run '^$' -fuzz "^$2\$" -fuzztime {{TIME}} "$1"; }
+    for t in FuzzDecodeSendRequest FuzzDecodeSubmitRequest FuzzDecodeAckRequest FuzzDecodeConn FuzzDecodeEmpty FuzzMCPArgs; do
+        run ./facade "$t"
+    done
+    run ./gates FuzzParseResponse
+    run ./spec FuzzParseConfig
+    run ./persistence FuzzCanonicalAuditRoundTrip

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
+	"unicode/utf8"
 
 	"github.com/hai-relay/relay/model"
 )
@@ -80,47 +81,62 @@ func appendNetstring(b []byte, s string) []byte {
 // audit appends ev to the chain: it assigns seq, prev_hash and hash, and
 // inserts the row. At must be set by the caller.
 func (w *writeTx) audit(ctx context.Context, ev model.AuditEvent) error {
-	if !w.headLoaded {
-		err := w.QueryRowContext(ctx, qAuditHead).Scan(&w.headSeq, &w.headHash)
+	if !w.head.loaded {
+		err := w.QueryRowContext(ctx, qAuditHead).Scan(&w.head.seq, &w.head.hash)
 		if err != nil {
 			return fmt.Errorf("audit head: %w", err)
 		}
-		w.headLoaded = true
+		w.head.loaded = true
 	}
 	// Store and hash what a reader will get back: JSON turns invalid
 	// UTF-8 into U+FFFD, so hash the decoded form, not the original map.
+	// For valid UTF-8 (nearly always) the decoded form is the map itself,
+	// and the decoding is skipped.
 	data, err := jsonObject(ev.Data)
 	if err != nil {
 		return fmt.Errorf("audit data: %w", err)
 	}
-	if ev.Data, err = fromJSONObject(data); err != nil {
-		return fmt.Errorf("audit data: %w", err)
+	if !validUTF8Map(ev.Data) {
+		if ev.Data, err = fromJSONObject(data); err != nil {
+			return fmt.Errorf("audit data: %w", err)
+		}
 	}
 	ev.At = normTime(ev.At)
-	ev.Seq = w.headSeq + 1
-	ev.PrevHash = w.headHash
+	ev.Seq = w.head.seq + 1
+	ev.PrevHash = w.head.hash
 	ev.Hash = ChainHash(ev.PrevHash, ev)
 	_, err = w.ExecContext(ctx, qAuditInsert, ev.Seq, formatTime(ev.At), ev.Kind, ev.Actor, ev.TaskID, ev.MessageID, data, ev.PrevHash, ev.Hash)
 	if err != nil {
 		return fmt.Errorf("audit append: %w", err)
 	}
-	w.headSeq, w.headHash, w.headDirty = ev.Seq, ev.Hash, true
+	w.head.seq, w.head.hash, w.head.dirty = ev.Seq, ev.Hash, true
 	return nil
+}
+
+// validUTF8Map reports whether every key and value of m is valid UTF-8,
+// so that m survives a JSON round trip unchanged.
+func validUTF8Map(m map[string]string) bool {
+	for k, v := range m {
+		if !utf8.ValidString(k) || !utf8.ValidString(v) {
+			return false
+		}
+	}
+	return true
 }
 
 // flushAudit moves audit_head to the last appended row.
 func (w *writeTx) flushAudit(ctx context.Context) error {
-	if !w.headDirty {
+	if !w.head.dirty {
 		return nil
 	}
-	res, err := w.ExecContext(ctx, qAuditHeadUpdate, w.headSeq, w.headHash)
+	res, err := w.ExecContext(ctx, qAuditHeadUpdate, w.head.seq, w.head.hash)
 	if err != nil {
 		return fmt.Errorf("audit head: %w", err)
 	}
 	if n, err := res.RowsAffected(); err != nil || n != 1 {
 		return fmt.Errorf("audit head: updated %d rows (%v)", n, err)
 	}
-	w.headDirty = false
+	w.head.dirty = false
 	return nil
 }
 

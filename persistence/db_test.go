@@ -21,7 +21,7 @@ func TestOpenAppliesPragmasOnEveryConnection(t *testing.T) {
 	for _, tc := range []struct {
 		sync string
 		want int // PRAGMA synchronous reads back as a number
-	}{{"", 1}, {"NORMAL", 1}, {"full", 2}} {
+	}{{"", 2}, {"NORMAL", 1}, {"full", 2}} {
 		t.Run("sync="+tc.sync, func(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()

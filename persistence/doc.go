@@ -13,8 +13,54 @@
 //     read method. In WAL mode they are never blocked by the writer.
 //
 // Every pragma (journal_mode, synchronous, foreign_keys, busy_timeout,
-// query_only) is passed as a DSN _pragma parameter so that the driver applies
-// it to each new pooled connection, not only to the first one.
+// query_only, wal_autocheckpoint) is passed as a DSN _pragma parameter so
+// that the driver applies it to each new pooled connection, not only to the
+// first one.
+//
+// # Durability and group commit
+//
+// The default is synchronous=FULL: a write is acknowledged only after the
+// WAL holding it was fsynced, so it survives power loss, not only a crash
+// of the relay. Options.Synchronous may choose NORMAL, which survives a
+// crash of the relay but may lose the last acknowledged writes on an OS
+// crash or power loss (see spec.StorageConfig for what that risks).
+//
+// To pay one fsync for many writes, every write method (CreateTask,
+// Transition, CreateMessage, Inbox when it marks messages read, Ack,
+// RecordDenial, Audit, RecordProbe, Seed) hands its transaction body to one
+// writer goroutine, started by Open and stopped by Close. The writer takes
+// every request queued at that moment (at most Options.MaxBatch, default
+// DefaultMaxBatch; it never waits for more), runs them in that order in one
+// IMMEDIATE transaction, commits, and only then answers each caller:
+//
+//   - Each request runs inside its own SAVEPOINT. One that fails (a
+//     compare-and-set miss, a constraint, any error, even a panic) is
+//     rolled back to its savepoint and reported to its caller alone; the
+//     others of the batch go on and commit.
+//   - A failure of the transaction itself (BEGIN, a savepoint statement,
+//     the audit head update, COMMIT) fails every request of the batch that
+//     had not failed alone: nothing of the batch is durable, and each caller
+//     is told so. The writer then goes on with the next batch.
+//   - The audit chain stays one total order: the requests of a batch append
+//     their rows in batch order, from one in-memory head that a rolled-back
+//     request restores, and audit_head is written once, before the commit.
+//   - Context: a request whose context ends while it is still queued is
+//     dropped, never applied, and its caller gets the context's error at
+//     once. Once the writer has taken it, its caller waits for the batch's
+//     outcome whatever its context does, and gets that outcome: a write is
+//     never half-applied, nor reported failed after it committed. The
+//     request's body runs with its context's values but without its
+//     cancellation, which would interrupt (and roll back) the whole batch.
+//   - Close lets the writer finish every request already queued, then
+//     stops it; later writes fail with ErrClosed. WriterStats reports how
+//     many requests the batches carried.
+//
+// The writer never checkpoints on commit (wal_autocheckpoint=0). A
+// checkpointer goroutine, kicked every few dozen commits, copies the WAL
+// into the main file on a reader connection while the writer goes on; when
+// the WAL has outgrown walCatchUpFrames because the copy never catches up
+// with a steady stream of writes, the writer copies the short tail itself
+// between two batches, so the WAL starts over instead of growing.
 //
 // The schema lives in numbered SQL files embedded from migrations/. Open
 // applies the missing ones, each in its own transaction together with its
@@ -43,9 +89,17 @@
 // plus whatever other packages append with (*DB).Audit. Bodies and prompts
 // are kept in their own tables; the audit log holds their SHA-256.
 //
+// Statements are prepared once per pool: the hot ones at Open, the others
+// (each listing's filter combination) on first use, outside the caller's
+// transaction.
+//
+// For benchmarks only, InsertFloor measures plain one-insert-per-transaction
+// SQLite on the same driver (the floor group commit is compared with) and
+// (*DB).Seed appends months of synthetic history fast.
+//
 // Values are always bound as driver parameters, never interpolated into the
 // SQL text: bun's client-side formatting rejects NUL bytes and rewrites
 // invalid UTF-8, and what an agent sent must be stored byte for byte. bun
-// provides the pools, the transactions (RunInTx) and the row mapping
-// (ScanRows); the hot statements are prepared once at Open.
+// provides the pools, the read transactions (RunInTx) and the row mapping
+// (ScanRows).
 package persistence

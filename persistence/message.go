@@ -132,25 +132,43 @@ func (db *DB) CreateMessage(ctx context.Context, m model.Message) (model.Message
 // they are returned in their new state. unread is the number of to's stored
 // messages left after the call. limit defaults to DefaultLimit and is
 // capped at MaxLimit.
+//
+// A call that would mark nothing (nothing unread among the page: the
+// common poll) is answered from one read snapshot on the reader pool and
+// never waits for the writer; it is exactly what a write transaction at
+// that snapshot would have returned.
 func (db *DB) Inbox(ctx context.Context, to string, unreadOnly bool, limit int) ([]model.Message, int, error) {
 	if to == "" {
 		return nil, 0, invalidArgs("inbox without a recipient")
 	}
-	// qInbox takes two states: stored twice selects only unread ones.
-	second := model.MessageRead
+	states := []model.MessageState{model.MessageStored, model.MessageRead}
 	if unreadOnly {
-		second = model.MessageStored
+		states = states[:1]
 	}
-	now := db.now()
-	nowText := formatTime(now)
+	query, qargs := messagePage([]string{`to_agent = ?`}, []any{to}, states, "ASC", pageSize(limit))
 	var out []model.Message
 	var unread int
-	err := db.write(ctx, func(ctx context.Context, w *writeTx) error {
+	read := func(ctx context.Context, q querier) error {
 		var err error
-		out, err = db.queryMessages(ctx, w, qInbox, to, string(model.MessageStored), string(second), pageSize(limit))
-		if err != nil {
+		if out, err = db.queryMessages(ctx, q, query, qargs...); err != nil {
 			return err
 		}
+		return q.QueryRowContext(ctx, qUnreadCount, to, string(model.MessageStored)).Scan(&unread)
+	}
+	if err := db.readTx(ctx, read); err != nil {
+		return nil, 0, wrap("inbox", err)
+	}
+	if !slices.ContainsFunc(out, func(m model.Message) bool { return m.State == model.MessageStored }) {
+		return out, unread, nil
+	}
+
+	now := db.now()
+	nowText := formatTime(now)
+	err := db.write(ctx, func(ctx context.Context, w *writeTx) error {
+		if err := read(ctx, w); err != nil {
+			return err
+		}
+		marked := 0
 		for i := range out {
 			m := &out[i]
 			if m.State != model.MessageStored {
@@ -162,12 +180,14 @@ func (db *DB) Inbox(ctx context.Context, to string, unreadOnly bool, limit int) 
 			}
 			readAt := now
 			m.State, m.ReadAt = model.MessageRead, &readAt
+			marked++
 			if err := w.audit(ctx, model.AuditEvent{At: now, Kind: "message.read", Actor: to, MessageID: m.ID,
 				Data: auditData{"from": m.From, "to": m.To}}); err != nil {
 				return err
 			}
 		}
-		return w.QueryRowContext(ctx, qUnreadCount, to, string(model.MessageStored)).Scan(&unread)
+		unread -= marked
+		return nil
 	})
 	if err != nil {
 		return nil, 0, wrap("inbox", err)
@@ -260,6 +280,11 @@ func (db *DB) Ack(ctx context.Context, to string, ids []string) (int, error) {
 // operators. UnreadOnly selects stored messages; f.Limit defaults to
 // DefaultLimit and is capped at MaxLimit; f.Before is a message id, and
 // only older messages are returned.
+//
+// A recipient's messages of every state are read as one newest-first walk
+// of messages_inbox (to_agent, state, seq) per state, each stopping at the
+// page size, merged: the cost is the page size, not the recipient's
+// history.
 func (db *DB) ListMessages(ctx context.Context, f model.MessageFilter) ([]model.Message, error) {
 	var where []string
 	var args []any
@@ -273,29 +298,57 @@ func (db *DB) ListMessages(ctx context.Context, f model.MessageFilter) ([]model.
 	if f.From != "" {
 		add(`from_agent = ?`, f.From)
 	}
-	if f.UnreadOnly {
-		add(`state = ?`, string(model.MessageStored))
+	var states []model.MessageState
+	switch {
+	case f.UnreadOnly:
+		states = []model.MessageState{model.MessageStored}
+	case f.To != "":
+		states = model.AllMessageStates()
 	}
+	n := pageSize(f.Limit)
 	var out []model.Message
 	err := db.readTx(ctx, func(ctx context.Context, tx querier) error {
+		where, args := slices.Clip(where), slices.Clip(args)
 		if f.Before != "" {
 			seq, err := seqOf(ctx, tx, "messages", f.Before)
 			if err != nil {
 				return err
 			}
-			add(`seq < ?`, seq)
+			where, args = append(where, `seq < ?`), append(args, seq)
 		}
-		query := `SELECT ` + messageColumns + ` FROM messages`
-		if len(where) > 0 {
-			query += ` WHERE ` + strings.Join(where, ` AND `)
-		}
-		query += ` ORDER BY seq DESC LIMIT ?`
+		query, qargs := messagePage(where, args, states, "DESC", n)
 		var err error
-		out, err = db.queryMessages(ctx, tx, query, append(args, pageSize(f.Limit))...)
+		out, err = db.queryMessages(ctx, tx, query, qargs...)
 		return err
 	})
 	if err != nil {
 		return nil, wrap("list messages", err)
 	}
 	return out, nil
+}
+
+// messagePage builds a page of messages matching where, ordered by seq
+// (order "ASC" or "DESC"), limited to n. With more than one state it is a
+// UNION ALL of one walk per state (disjoint), merged by seq.
+func messagePage(where []string, args []any, states []model.MessageState, order string, n int) (string, []any) {
+	arm := func(w []string) string {
+		q := `SELECT ` + messageColumns + ` FROM messages`
+		if len(w) > 0 {
+			q += ` WHERE ` + strings.Join(w, ` AND `)
+		}
+		return q + ` ORDER BY seq ` + order + ` LIMIT ?`
+	}
+	switch len(states) {
+	case 0:
+		return arm(where), append(slices.Clip(args), n)
+	case 1:
+		return arm(append(slices.Clip(where), `state = ?`)), append(slices.Clip(args), string(states[0]), n)
+	}
+	var arms []string
+	var qargs []any
+	for _, st := range states {
+		arms = append(arms, `SELECT * FROM (`+arm(append(slices.Clip(where), `state = ?`))+`)`)
+		qargs = append(append(qargs, args...), string(st), n)
+	}
+	return strings.Join(arms, ` UNION ALL `) + ` ORDER BY seq ` + order + ` LIMIT ?`, append(qargs, n)
 }

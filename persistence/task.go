@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -344,6 +345,12 @@ func casMiss(ctx context.Context, q querier, id string, from model.State) error 
 // ListTasks returns the tasks matching f, newest first. f.Limit defaults to
 // DefaultLimit and is capped at MaxLimit; f.Before is the id of a task, and
 // only older tasks are returned (not_found if there is no such task).
+//
+// A caller-or-target filter (Visible, Agent) is run as two index walks
+// newest first, one on tasks_caller_seq and one on tasks_target_seq, each
+// stopping at the page size, and merged: its cost is the page size, not
+// the agent's history (an OR in one WHERE would sort every task the agent
+// ever touched).
 func (db *DB) ListTasks(ctx context.Context, f model.TaskFilter) ([]model.Task, error) {
 	if f.State != "" && !f.State.Valid() {
 		return nil, invalidArgs("unknown state %q", f.State)
@@ -357,40 +364,74 @@ func (db *DB) ListTasks(ctx context.Context, f model.TaskFilter) ([]model.Task, 
 	if f.State != "" {
 		add(`state = ?`, string(f.State))
 	}
-	if f.Agent != "" {
-		add(`(caller = ? OR target = ?)`, f.Agent, f.Agent)
-	}
-	if f.Visible != "" {
-		add(`(caller = ? OR target = ?)`, f.Visible, f.Visible)
-	}
 	if f.Caller != "" {
 		add(`caller = ?`, f.Caller)
 	}
 	if f.Target != "" {
 		add(`target = ?`, f.Target)
 	}
+	// Caller-or-target filters: the first one splits the query in two
+	// arms, any other stays an OR clause in both.
+	var either []string
+	for _, a := range []string{f.Visible, f.Agent} {
+		if a != "" && !slices.Contains(either, a) {
+			either = append(either, a)
+		}
+	}
+	for _, a := range either[min(1, len(either)):] {
+		add(`(caller = ? OR target = ?)`, a, a)
+	}
+	n := pageSize(f.Limit)
 	var out []model.Task
 	err := db.readTx(ctx, func(ctx context.Context, tx querier) error {
+		where, args := where, args
 		if f.Before != "" {
 			seq, err := seqOf(ctx, tx, "tasks", f.Before)
 			if err != nil {
 				return err
 			}
-			add(`seq < ?`, seq)
+			where, args = append(where, `seq < ?`), append(args, seq)
 		}
-		query := `SELECT ` + taskColumns + ` FROM tasks`
-		if len(where) > 0 {
-			query += ` WHERE ` + strings.Join(where, ` AND `)
+		var query string
+		var qargs []any
+		if len(either) == 0 {
+			query, qargs = taskPage(where), append(args, n)
+		} else {
+			// Both arms are newest-first walks of their own index; UNION
+			// drops a task that is in both (caller == target).
+			// Each arm yields only seqs (from its index alone when no
+			// other filter needs the row); the page's rows are read once.
+			where = slices.Clip(where)
+			query = `SELECT ` + taskColumns + ` FROM tasks WHERE seq IN (` +
+				`SELECT seq FROM (` + seqPage(append(where, `caller = ?`)) + `) UNION ` +
+				`SELECT seq FROM (` + seqPage(append(where, `target = ?`)) + `)) ORDER BY seq DESC LIMIT ?`
+			qargs = append(append(append(slices.Clip(args), either[0], n), args...), either[0], n, n)
 		}
-		query += ` ORDER BY seq DESC LIMIT ?`
 		var err error
-		out, err = db.queryTasks(ctx, tx, query, append(args, pageSize(f.Limit))...)
+		out, err = db.queryTasks(ctx, tx, query, qargs...)
 		return err
 	})
 	if err != nil {
 		return nil, wrap("list tasks", err)
 	}
 	return out, nil
+}
+
+// taskPage is a newest-first page of tasks matching the conditions; the
+// page size is its last parameter.
+func taskPage(where []string) string {
+	return pageOf(taskColumns, where)
+}
+
+// seqPage is taskPage's seqs only.
+func seqPage(where []string) string { return pageOf(`seq`, where) }
+
+func pageOf(cols string, where []string) string {
+	q := `SELECT ` + cols + ` FROM tasks`
+	if len(where) > 0 {
+		q += ` WHERE ` + strings.Join(where, ` AND `)
+	}
+	return q + ` ORDER BY seq DESC LIMIT ?`
 }
 
 // seqOf returns the seq of a cursor row in table ("tasks" or "messages").

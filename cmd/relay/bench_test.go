@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -14,7 +15,12 @@ import (
 	"time"
 
 	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/hai-relay/relay/facade"
+	"github.com/hai-relay/relay/model"
+	"github.com/hai-relay/relay/persistence"
 )
 
 // Benchmarks of the facade, each reported against a floor measured in the
@@ -208,4 +214,184 @@ func BenchmarkSendMessage8Facades(b *testing.B) {
 	b.ReportMetric(r, "relay-msg/s")
 	b.ReportMetric(f, "floor-msg/s")
 	b.ReportMetric(r/f, "ratio")
+}
+
+// In-process versions of relay bench's send row, for pprof: the daemon and
+// the 8 facades run in the test binary (the facades over pipes), so
+//
+//	go test -run '^$' -bench InProcess -benchtime 2000x -cpuprofile cpu.out ./cmd/relay
+//
+// profiles the whole path: MCP client → facade → socket → daemon → SQLite.
+
+// inProcessDaemon runs a daemon on a fresh home in this process.
+func inProcessDaemon(b *testing.B) string {
+	b.Helper()
+	return inProcessDaemonAt(b, filepath.Join(b.TempDir(), "h"))
+}
+
+// inProcessDaemonAt runs a daemon on home in this process.
+func inProcessDaemonAt(b *testing.B, home string) string {
+	b.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- (&daemon{home: home, stderr: io.Discard}).run(ctx) }()
+	b.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			b.Errorf("daemon: %v", err)
+		}
+	})
+	c := facade.NewClient(sockPath(home), facade.ClientOptions{})
+	defer c.Close()
+	for i := 0; ; i++ {
+		if _, err := c.Version(context.Background()); err == nil {
+			return home
+		}
+		if i > 500 {
+			b.Fatal("daemon did not start")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// inProcessFacade serves an MCP facade for agent over pipes and returns
+// an initialized client of it.
+func inProcessFacade(b *testing.B, home, agent string) *client.Client {
+	b.Helper()
+	cIn, sOut := io.Pipe() // server → client
+	sIn, cOut := io.Pipe() // client → server
+	svc := dial(home, agent, false)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = facade.ServeMCP(ctx, svc, facade.MCPOptions{Agent: agent, Cwd: os.TempDir(), Version: "bench"}, sIn, sOut)
+	}()
+	c := client.NewClient(transport.NewIO(cIn, cOut, io.NopCloser(nil)))
+	if err := c.Start(ctx); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		cancel()
+		cOut.Close()
+		sOut.Close()
+		<-done
+		svc.Close()
+	})
+	var ir mcp.InitializeRequest
+	ir.Params.ProtocolVersion = mcp.LATEST_PROTOCOL_VERSION
+	ir.Params.ClientInfo = mcp.Implementation{Name: "bench", Version: "0"}
+	if _, err := c.Initialize(ctx, ir); err != nil {
+		b.Fatal(err)
+	}
+	return c
+}
+
+func BenchmarkInProcessSend8(b *testing.B) {
+	home := inProcessDaemon(b)
+	agents := model.CoreAgents()
+	var cs []*client.Client
+	for k := range 8 {
+		cs = append(cs, inProcessFacade(b, home, agents[k%6]))
+	}
+	per := b.N/8 + 1
+	b.ResetTimer()
+	var wg sync.WaitGroup
+	for k, c := range cs {
+		wg.Go(func() {
+			for range per {
+				if err := suiteCall(context.Background(), c, "send_message", map[string]any{"to": agents[(k+1)%6], "body": suiteBody}, nil); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	b.ReportMetric(float64(per*8)/b.Elapsed().Seconds(), "msgs/s")
+}
+
+// inProcessSeededDaemon is inProcessDaemon on a home seeded first.
+func inProcessSeededDaemon(b *testing.B, messages, tasks int) string {
+	b.Helper()
+	dir := b.TempDir()
+	home := filepath.Join(dir, "h")
+	if err := os.MkdirAll(home, 0o700); err != nil {
+		b.Fatal(err)
+	}
+	db, err := persistence.Open(context.Background(), dbPath(home), persistence.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := db.Seed(context.Background(), persistence.SeedOptions{Messages: messages, Tasks: tasks}); err != nil {
+		b.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		b.Fatal(err)
+	}
+	return inProcessDaemonAt(b, home)
+}
+
+func benchInProcessTool(b *testing.B, tool string) {
+	home := inProcessSeededDaemon(b, 100_000, 10_000)
+	agents := model.CoreAgents()
+	var cs []*client.Client
+	for _, a := range agents {
+		cs = append(cs, inProcessFacade(b, home, a))
+	}
+	var lat []time.Duration
+	b.ResetTimer()
+	for i := range b.N {
+		t0 := time.Now()
+		if err := suiteCall(context.Background(), cs[i%len(cs)], tool, map[string]any{}, nil); err != nil {
+			b.Fatal(err)
+		}
+		lat = append(lat, time.Since(t0))
+	}
+	b.ReportMetric(ms(pctl(lat, 0.5)), "p50-ms")
+	b.ReportMetric(ms(pctl(lat, 0.99)), "p99-ms")
+}
+
+func BenchmarkInProcessListTasks(b *testing.B)  { benchInProcessTool(b, "list_tasks") }
+func BenchmarkInProcessCheckInbox(b *testing.B) { benchInProcessTool(b, "check_inbox") }
+
+// TestBenchSuiteSmoke runs `relay bench` on its cheap rows at a tiny size
+// and checks the JSON: every row measured (or skipped with a reason), with
+// a floor and a ratio.
+func TestBenchSuiteSmoke(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts daemons and seeds stores")
+	}
+	t.Parallel()
+	cmd := exec.Command(relayBin, "bench", "--rows", "store,scale", "--messages", "3000", "--tasks", "300",
+		"--sends", "5", "--iterations", "2", "--json")
+	var stderr syncBuffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("relay bench: %v\n%s", err, stderr.String())
+	}
+	var res suiteResult
+	if err := json.Unmarshal(out, &res); err != nil {
+		t.Fatalf("bench --json: %v\n%s", err, out)
+	}
+	want := []string{"store_create_message_8", "scale_check_inbox", "scale_list_tasks", "scale_tasks_show", "scale_daemon_rss"}
+	if len(res.Rows) != len(want) {
+		t.Fatalf("rows = %+v, want %v", res.Rows, want)
+	}
+	for i, r := range res.Rows {
+		if r.Name != want[i] {
+			t.Errorf("row %d = %s, want %s", i, r.Name, want[i])
+		}
+		if r.Skipped != "" {
+			t.Errorf("%s skipped: %s", r.Name, r.Skipped)
+			continue
+		}
+		if r.Relay <= 0 || r.Floor <= 0 || r.Ratio <= 0 || r.FloorIs == "" {
+			t.Errorf("%s: relay %v floor %v ratio %v floor_is %q", r.Name, r.Relay, r.Floor, r.Ratio, r.FloorIs)
+		}
+	}
+	if res.Machine["cpus"] == "" {
+		t.Errorf("machine = %v", res.Machine)
+	}
 }

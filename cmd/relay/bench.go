@@ -1,0 +1,1236 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/hai-relay/relay/facade"
+	"github.com/hai-relay/relay/model"
+	"github.com/hai-relay/relay/persistence"
+)
+
+func init() {
+	register(command{name: "bench", summary: "run the benchmark suite: each row a ratio against a floor measured in the same run", run: runBench})
+}
+
+// The suite of issue 7. Every row measures the relay and a floor in the same
+// run, on the same machine, and reports their ratio: on a small, noisy
+// machine absolute times mean little. What each floor is, and why, is in
+// BENCHMARKS.md. A row whose floor cannot be measured here (no go tool to
+// build it, say) is skipped with the reason, never given a made-up number.
+
+// benchModule is this module's path: helpers are built from it.
+const benchModule = "github.com/hai-relay/relay"
+
+// suiteRowNames are the row groups, in run order, for --rows.
+var suiteRowNames = []string{"store", "cold_start", "send", "submit", "scale"}
+
+type suiteOptions struct {
+	json       bool
+	rows       map[string]bool
+	messages   int
+	tasks      int
+	sends      int
+	iterations int
+	keep       bool
+	src        string
+}
+
+// suiteRow is one line of the result.
+type suiteRow struct {
+	Name string `json:"name"`
+	What string `json:"what"`
+	// Relay and Floor are the two measurements, in Unit; Ratio is
+	// Relay/Floor.
+	Relay   float64 `json:"relay"`
+	Floor   float64 `json:"floor"`
+	Unit    string  `json:"unit"`
+	FloorIs string  `json:"floor_is"`
+	Ratio   float64 `json:"ratio"`
+	// Aim is the target, on the ratio or on a latency; Met says whether
+	// this run reached it (absent without an aim or when skipped).
+	Aim string `json:"aim,omitempty"`
+	Met *bool  `json:"met,omitempty"`
+	// P50Ms and P99Ms are the relay's latency percentiles, where the row
+	// has latencies.
+	P50Ms   float64 `json:"p50_ms,omitempty"`
+	P99Ms   float64 `json:"p99_ms,omitempty"`
+	Samples int     `json:"samples,omitempty"`
+	Note    string  `json:"note,omitempty"`
+	Skipped string  `json:"skipped,omitempty"`
+}
+
+// suiteAim is a target: ratio or p99_ms compared with a bound.
+type suiteAim struct {
+	on    string // "ratio" or "p99_ms"
+	le    bool   // true: at most; false: at least
+	bound float64
+}
+
+func (a suiteAim) String() string {
+	op := ">="
+	if a.le {
+		op = "<="
+	}
+	if a.on == "p99_ms" {
+		return fmt.Sprintf("p99 %s %g ms", op, a.bound)
+	}
+	return fmt.Sprintf("%s %gx", op, a.bound)
+}
+
+func (r *suiteRow) setAim(a suiteAim) {
+	r.Aim = a.String()
+	v := r.Ratio
+	if a.on == "p99_ms" {
+		v = r.P99Ms
+	}
+	met := v >= a.bound
+	if a.le {
+		met = v <= a.bound
+	}
+	r.Met = &met
+}
+
+type suiteResult struct {
+	Machine map[string]string `json:"machine"`
+	Command string            `json:"command"`
+	Started time.Time         `json:"started"`
+	Elapsed string            `json:"elapsed"`
+	Rows    []suiteRow        `json:"rows"`
+}
+
+func runBench(ctx context.Context, e *env, args []string) error {
+	f := newFlags(e, "bench", "[--rows LIST] [--messages N] [--tasks N] [--sends N] [--iterations N] [--keep] [--src DIR] [--json]")
+	rows := f.String("rows", strings.Join(suiteRowNames, ","), "row `GROUPS` to run, comma-separated: "+strings.Join(suiteRowNames, ", "))
+	o := suiteOptions{}
+	f.IntVar(&o.messages, "messages", 1_000_000, "scale row: `N` messages stored")
+	f.IntVar(&o.tasks, "tasks", 100_000, "scale row: `N` tasks stored")
+	f.IntVar(&o.sends, "sends", 250, "send row: `N` send_message calls per client (8 clients)")
+	f.IntVar(&o.iterations, "iterations", 20, "`N` samples for cold starts, submits and the floors of those rows; 10x that for the scale row's calls")
+	f.BoolVar(&o.keep, "keep", false, "keep the work directory (homes, logs, databases) and print its path")
+	f.StringVar(&o.src, "src", "", "the relay's source `DIR` (go.mod), to build the floors' helpers; default: found from the working directory up")
+	if err := f.parse(args, 0); err != nil {
+		return err
+	}
+	o.json = f.json
+	o.rows = map[string]bool{}
+	for _, r := range strings.Split(*rows, ",") {
+		r = strings.TrimSpace(r)
+		if r == "" {
+			continue
+		}
+		if !slices.Contains(suiteRowNames, r) {
+			return model.Errorf(model.CodeInvalidArgs, "--rows: unknown row group %q", r).
+				WithHint("one or more of: " + strings.Join(suiteRowNames, ", "))
+		}
+		o.rows[r] = true
+	}
+	if o.messages < 0 || o.tasks < 0 || o.sends < 1 || o.iterations < 1 {
+		return model.Errorf(model.CodeInvalidArgs, "--messages and --tasks must be >= 0, --sends and --iterations >= 1")
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("bench: find the relay binary: %w", err)
+	}
+	dir, err := os.MkdirTemp("", "relay-bench-")
+	if err != nil {
+		return err
+	}
+	s := &suite{e: e, o: o, exe: exe, dir: dir, bins: map[string]suiteBin{}}
+	defer s.cleanup()
+	res := suiteResult{Machine: suiteMachine(), Command: "relay bench " + strings.Join(args, " "), Started: time.Now().UTC()}
+	start := time.Now()
+	for _, g := range suiteRowNames {
+		if !o.rows[g] {
+			continue
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		s.progress("--- %s", g)
+		switch g {
+		case "store":
+			s.rowStore(ctx)
+		case "cold_start":
+			s.rowColdStart(ctx)
+		case "send":
+			s.rowSend(ctx)
+		case "submit":
+			s.rowSubmit(ctx)
+		case "scale":
+			s.rowScale(ctx)
+		}
+		s.stopProcs() // each group starts from a quiet machine
+	}
+	res.Elapsed = time.Since(start).Round(time.Second).String()
+	res.Rows = s.rows
+	if o.keep {
+		s.progress("work directory kept: %s", dir)
+	}
+	if o.json {
+		return printJSON(e.stdout, res)
+	}
+	return printSuite(e.stdout, res)
+}
+
+// printSuite prints the table, then the machine and each row's notes.
+func printSuite(w io.Writer, res suiteResult) error {
+	t := newTable(w, "ROW", "RELAY", "FLOOR", "RATIO", "AIM", "MET", "P50", "P99")
+	for _, r := range res.Rows {
+		if r.Skipped != "" {
+			t.row(r.Name, "-", "-", "-", r.Aim, "skipped", "-", "-")
+			continue
+		}
+		met := "-"
+		if r.Met != nil {
+			met = yesNo(*r.Met)
+		}
+		lat := func(ms float64) string {
+			if ms == 0 {
+				return "-"
+			}
+			return fmtNum(ms) + " ms"
+		}
+		t.row(r.Name, fmtNum(r.Relay)+" "+r.Unit, fmtNum(r.Floor)+" "+r.Unit, fmtNum(r.Ratio)+"x", r.Aim, met, lat(r.P50Ms), lat(r.P99Ms))
+	}
+	if err := t.flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "\nmachine: %s; %s\n", res.Machine["cpu"], res.Machine["summary"])
+	fmt.Fprintf(w, "command: %s (%s)\n\n", res.Command, res.Elapsed)
+	for _, r := range res.Rows {
+		fmt.Fprintf(w, "%s: %s\n  floor: %s\n", r.Name, r.What, r.FloorIs)
+		if r.Skipped != "" {
+			fmt.Fprintf(w, "  skipped: %s\n", r.Skipped)
+		}
+		if r.Note != "" {
+			fmt.Fprintf(w, "  note: %s\n", r.Note)
+		}
+	}
+	return nil
+}
+
+func fmtNum(v float64) string {
+	switch a := math.Abs(v); {
+	case a >= 1000:
+		return strconv.FormatFloat(v, 'f', 0, 64)
+	case a >= 10:
+		return strconv.FormatFloat(v, 'f', 1, 64)
+	default:
+		return strconv.FormatFloat(v, 'f', 2, 64)
+	}
+}
+
+// suiteMachine describes where the suite ran.
+func suiteMachine() map[string]string {
+	m := map[string]string{
+		"goos": runtime.GOOS, "goarch": runtime.GOARCH, "go": runtime.Version(),
+		"cpus": strconv.Itoa(runtime.NumCPU()), "version": Version,
+	}
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+				m["cpu"] = strings.TrimSpace(v)
+				break
+			}
+		}
+	}
+	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
+		line, _, _ := strings.Cut(string(b), "\n")
+		m["memory"] = strings.Join(strings.Fields(strings.TrimPrefix(line, "MemTotal:")), " ")
+	}
+	var u syscall.Utsname
+	if err := syscall.Uname(&u); err == nil {
+		m["kernel"] = utsString(u.Release[:])
+	}
+	m["summary"] = fmt.Sprintf("%s CPUs, %s memory, %s/%s, kernel %s, %s", m["cpus"], m["memory"], m["goos"], m["goarch"], m["kernel"], m["go"])
+	return m
+}
+
+func utsString[T int8 | uint8](cs []T) string {
+	var b strings.Builder
+	for _, c := range cs {
+		if c == 0 {
+			break
+		}
+		b.WriteByte(byte(c))
+	}
+	return b.String()
+}
+
+// suite is one run of the suite: its work directory, built helpers,
+// started processes and rows.
+type suite struct {
+	e    *env
+	o    suiteOptions
+	exe  string
+	dir  string
+	bins map[string]suiteBin
+	rows []suiteRow
+
+	mu      sync.Mutex
+	daemons []*suiteDaemon
+	clients []*client.Client
+}
+
+type suiteBin struct {
+	path string
+	err  error
+}
+
+// progress reports on stderr, so that --json output stays clean.
+func (s *suite) progress(format string, args ...any) {
+	fmt.Fprintf(s.e.stderr, "bench: "+format+"\n", args...)
+}
+
+func (s *suite) add(r suiteRow) {
+	if r.Skipped != "" {
+		s.progress("%s: skipped: %s", r.Name, r.Skipped)
+	} else {
+		s.progress("%s: relay %s %s, floor %s %s, ratio %sx %s", r.Name, fmtNum(r.Relay), r.Unit, fmtNum(r.Floor), r.Unit, fmtNum(r.Ratio), r.Aim)
+	}
+	s.rows = append(s.rows, r)
+}
+
+// skip records every named row as skipped for why.
+func (s *suite) skip(why error, rows ...suiteRow) {
+	for _, r := range rows {
+		r.Skipped = why.Error()
+		r.Met = nil
+		s.add(r)
+	}
+}
+
+// cleanup stops every process started, then removes the work directory
+// unless --keep.
+func (s *suite) cleanup() {
+	s.stopProcs()
+	if !s.o.keep {
+		_ = os.RemoveAll(s.dir)
+	}
+}
+
+// stopProcs closes every MCP client (their servers exit) and stops every
+// daemon started so far.
+func (s *suite) stopProcs() {
+	s.mu.Lock()
+	cs, ds := s.clients, s.daemons
+	s.clients, s.daemons = nil, nil
+	s.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, c := range cs {
+		wg.Go(func() { _ = c.Close() })
+	}
+	wg.Wait()
+	for _, d := range ds {
+		d.stop()
+	}
+}
+
+// moduleRoot finds the relay's source: --src, else the nearest directory
+// from the working directory up whose go.mod declares the module.
+func (s *suite) moduleRoot() (string, error) {
+	isRoot := func(d string) bool {
+		b, err := os.ReadFile(filepath.Join(d, "go.mod"))
+		if err != nil {
+			return false
+		}
+		line, _, _ := strings.Cut(string(b), "\n")
+		return strings.TrimSpace(line) == "module "+benchModule
+	}
+	if s.o.src != "" {
+		if !isRoot(s.o.src) {
+			return "", fmt.Errorf("--src %s has no go.mod for %s", s.o.src, benchModule)
+		}
+		return s.o.src, nil
+	}
+	d, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if isRoot(d) {
+			return d, nil
+		}
+		up := filepath.Dir(d)
+		if up == d {
+			return "", fmt.Errorf("the relay's source (go.mod of %s) is not in the working directory or above it; run relay bench from the repository or pass --src DIR", benchModule)
+		}
+		d = up
+	}
+}
+
+// bin builds one of the module's helper programs (facade/mcpfloor,
+// gates/fakeauthority, dispatch/fakeagent) with the go tool, once.
+func (s *suite) bin(pkg string) (string, error) {
+	if b, ok := s.bins[pkg]; ok {
+		return b.path, b.err
+	}
+	path, err := s.build(pkg)
+	s.bins[pkg] = suiteBin{path, err}
+	return path, err
+}
+
+func (s *suite) build(pkg string) (string, error) {
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		return "", fmt.Errorf("cannot build %s for this row's floor: the go tool is not on PATH", pkg)
+	}
+	root, err := s.moduleRoot()
+	if err != nil {
+		return "", fmt.Errorf("cannot build %s for this row's floor: %w", pkg, err)
+	}
+	out := filepath.Join(s.dir, "bin", filepath.Base(pkg))
+	s.progress("building %s", pkg)
+	cmd := exec.Command(goTool, "build", "-o", out, benchModule+"/"+pkg)
+	cmd.Dir = root
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build %s: %v: %s", pkg, err, strings.TrimSpace(string(b)))
+	}
+	return out, nil
+}
+
+// --- processes ---
+
+// suiteDaemon is a relay daemon the suite started on a home of its own.
+type suiteDaemon struct {
+	home string
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+// startDaemon runs `relay daemon --home home` and waits until its socket
+// answers.
+func (s *suite) startDaemon(ctx context.Context, home string) (*suiteDaemon, error) {
+	if err := os.MkdirAll(home, 0o700); err != nil {
+		return nil, err
+	}
+	logf, err := os.Create(filepath.Join(s.dir, filepath.Base(home)+"-daemon.log"))
+	if err != nil {
+		return nil, err
+	}
+	defer logf.Close()
+	d := &suiteDaemon{home: home, done: make(chan struct{})}
+	d.cmd = exec.Command(s.exe, "daemon", "--home", home)
+	d.cmd.Stdout, d.cmd.Stderr = logf, logf
+	if err := d.cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start daemon: %w", err)
+	}
+	go func() { _ = d.cmd.Wait(); close(d.done) }()
+	s.mu.Lock()
+	s.daemons = append(s.daemons, d)
+	s.mu.Unlock()
+	c := facade.NewClient(sockPath(home), facade.ClientOptions{Timeout: time.Second})
+	defer c.Close()
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		if _, err := c.Version(ctx); err == nil {
+			return d, nil
+		}
+		select {
+		case <-d.done:
+			return nil, fmt.Errorf("the daemon on %s exited at start; see %s", home, logf.Name())
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("the daemon on %s did not answer within 2 minutes", home)
+		}
+	}
+}
+
+// stop sends SIGTERM and waits (then kills).
+func (d *suiteDaemon) stop() {
+	_ = d.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-d.done:
+	case <-time.After(20 * time.Second):
+		_ = d.cmd.Process.Kill()
+		<-d.done
+	}
+}
+
+// rss returns the process's resident set size and its peak, in MiB, from
+// /proc/PID/status.
+func (d *suiteDaemon) rss() (cur, peak float64, err error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", d.cmd.Process.Pid))
+	if err != nil {
+		return 0, 0, fmt.Errorf("read daemon RSS: %w", err)
+	}
+	kib := func(key string) float64 {
+		for _, line := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(line, key+":"); ok {
+				f := strings.Fields(v)
+				if len(f) > 0 {
+					n, _ := strconv.ParseFloat(f[0], 64)
+					return n / 1024
+				}
+			}
+		}
+		return 0
+	}
+	return kib("VmRSS"), kib("VmHWM"), nil
+}
+
+// mcpClient starts argv as an MCP stdio server and initializes it.
+func (s *suite) mcpClient(ctx context.Context, argv []string) (*client.Client, error) {
+	c, err := client.NewStdioMCPClient(argv[0], os.Environ(), argv[1:]...)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	s.clients = append(s.clients, c)
+	s.mu.Unlock()
+	var ir mcp.InitializeRequest
+	ir.Params.ProtocolVersion = mcp.LATEST_PROTOCOL_VERSION
+	ir.Params.ClientInfo = mcp.Implementation{Name: "relay-bench", Version: Version}
+	if _, err := c.Initialize(ctx, ir); err != nil {
+		return nil, fmt.Errorf("initialize %s: %w", argv[0], err)
+	}
+	return c, nil
+}
+
+func (s *suite) facadeArgv(home, agent string) []string {
+	return []string{s.exe, "mcp", "--as", agent, "--home", home, "--no-autostart"}
+}
+
+// suiteCall calls a tool and decodes its structured result into out.
+func suiteCall(ctx context.Context, c *client.Client, name string, args map[string]any, out any) error {
+	var req mcp.CallToolRequest
+	req.Params.Name = name
+	req.Params.Arguments = args
+	res, err := c.CallTool(ctx, req)
+	if err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	text := ""
+	for _, ct := range res.Content {
+		if tc, ok := ct.(mcp.TextContent); ok {
+			text += tc.Text
+		}
+	}
+	if res.IsError {
+		return fmt.Errorf("%s: tool error: %s", name, text)
+	}
+	if out == nil {
+		return nil
+	}
+	if res.StructuredContent != nil {
+		b, err := json.Marshal(res.StructuredContent)
+		if err != nil {
+			return err
+		}
+		return json.Unmarshal(b, out)
+	}
+	return json.Unmarshal([]byte(text), out)
+}
+
+// --- statistics ---
+
+// pctl returns the q-quantile (nearest rank) of ds.
+func pctl(ds []time.Duration, q float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	i := int(math.Ceil(q*float64(len(s)))) - 1
+	return s[min(max(i, 0), len(s)-1)]
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+func ratio(a, b float64) float64 {
+	if b == 0 {
+		return 0
+	}
+	return a / b
+}
+
+// --- rows ---
+
+const suiteBody = "a short passive message of about sixty-four bytes, give or take."
+
+// rowStore: the store alone, in this process: CreateMessage from 8
+// goroutines (group commit, FULL) vs one-insert-per-transaction FULL.
+func (s *suite) rowStore(ctx context.Context) {
+	row := suiteRow{Name: "store_create_message_8", Unit: "msg/s",
+		What:    "persistence.CreateMessage (row + audit row) from 8 goroutines in this process, synchronous=FULL, group commit",
+		FloorIs: "plain SQLite inserts of a message-shaped row, one transaction (one WAL fsync) each, synchronous=FULL (persistence.InsertFloor)"}
+	aim := suiteAim{on: "ratio", bound: 3}
+	row.Aim = aim.String()
+	n := 8 * s.o.sends
+	db, err := persistence.Open(ctx, filepath.Join(s.dir, "store.db"), persistence.Options{Synchronous: persistence.SyncFull})
+	if err != nil {
+		s.skip(err, row)
+		return
+	}
+	defer db.Close()
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	var firstErr atomic.Value
+	lat := make([]time.Duration, n)
+	start := time.Now()
+	for range 8 {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= n {
+					return
+				}
+				t0 := time.Now()
+				_, err := db.CreateMessage(ctx, model.Message{ID: "MSG-store-" + strconv.Itoa(i), From: "codex", To: "claude", Body: suiteBody})
+				lat[i] = time.Since(t0)
+				if err != nil {
+					firstErr.CompareAndSwap(nil, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	if err, _ := firstErr.Load().(error); err != nil {
+		s.skip(err, row)
+		return
+	}
+	floor, err := persistence.InsertFloor(ctx, filepath.Join(s.dir, "store-floor.db"), persistence.SyncFull, n, suiteBody)
+	if err != nil {
+		s.skip(err, row)
+		return
+	}
+	st := db.WriterStats()
+	row.Relay, row.Floor = float64(n)/elapsed.Seconds(), floor.PerSecond()
+	row.Ratio = ratio(row.Relay, row.Floor)
+	row.P50Ms, row.P99Ms, row.Samples = ms(pctl(lat, 0.5)), ms(pctl(lat, 0.99)), n
+	row.Note = fmt.Sprintf("%.1f requests per commit on average (largest %d); floor p50 %.2f ms per insert",
+		ratio(float64(st.Requests), float64(st.Batches)), st.MaxBatch, ms(pctl(floor.Latencies, 0.5)))
+	row.setAim(aim)
+	s.add(row)
+}
+
+// mcpInitializeLine is an MCP initialize request on one line.
+const mcpInitializeLine = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"relay-bench","version":"0"}}}` + "\n"
+
+// timeToFirstLine execs argv, writes line to its stdin and returns the time
+// from exec to the first line of its stdout; the process is then killed.
+func timeToFirstLine(argv []string, dir, line string) (time.Duration, string, error) {
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Dir = dir
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		return 0, "", err
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return 0, "", err
+	}
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		return 0, "", err
+	}
+	defer func() {
+		in.Close()
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	}()
+	if _, err := io.WriteString(in, line); err != nil {
+		return 0, "", err
+	}
+	got, err := bufio.NewReader(out).ReadString('\n')
+	d := time.Since(start)
+	if err != nil {
+		return 0, "", fmt.Errorf("%s: no answer: %w", argv[0], err)
+	}
+	return d, got, nil
+}
+
+// rowColdStart: exec → initialize answered, the facade (with a daemon
+// running, so it also reaches it) vs a minimal mcp-go stdio server.
+func (s *suite) rowColdStart(ctx context.Context) {
+	row := suiteRow{Name: "facade_cold_start", Unit: "ms",
+		What:    "relay mcp --as claude: exec until the initialize answer's line arrives (p50), daemon already running",
+		FloorIs: "facade/mcpfloor, a minimal mcp-go stdio server with one tool: exec until its initialize answer (p50)"}
+	aim := suiteAim{on: "ratio", le: true, bound: 1.3}
+	row.Aim = aim.String()
+	floorBin, err := s.bin("facade/mcpfloor")
+	if err != nil {
+		s.skip(err, row)
+		return
+	}
+	home := filepath.Join(s.dir, "cold")
+	if _, err := s.startDaemon(ctx, home); err != nil {
+		s.skip(err, row)
+		return
+	}
+	var relay, floor []time.Duration
+	// Alternate, so drift in the machine's load hits both alike; one
+	// unmeasured round first warms the page cache for both binaries.
+	for i := -1; i < s.o.iterations; i++ {
+		f, _, err := timeToFirstLine([]string{floorBin}, s.dir, mcpInitializeLine)
+		if err != nil {
+			s.skip(err, row)
+			return
+		}
+		r, _, err := timeToFirstLine(s.facadeArgv(home, "claude"), s.dir, mcpInitializeLine)
+		if err != nil {
+			s.skip(err, row)
+			return
+		}
+		if i >= 0 {
+			floor, relay = append(floor, f), append(relay, r)
+		}
+	}
+	row.Relay, row.Floor = ms(pctl(relay, 0.5)), ms(pctl(floor, 0.5))
+	row.Ratio = ratio(row.Relay, row.Floor)
+	row.P50Ms, row.P99Ms, row.Samples = ms(pctl(relay, 0.5)), ms(pctl(relay, 0.99)), len(relay)
+	row.Note = fmt.Sprintf("floor p99 %.2f ms", ms(pctl(floor, 0.99)))
+	row.setAim(aim)
+	s.add(row)
+}
+
+// sendRound sends per messages from each client concurrently and returns
+// the rate and every call's latency.
+func sendRound(ctx context.Context, clients []*client.Client, to func(k int) string, per int) (float64, []time.Duration, error) {
+	lat := make([]time.Duration, len(clients)*per)
+	var wg sync.WaitGroup
+	var firstErr atomic.Value
+	start := time.Now()
+	for k, c := range clients {
+		wg.Go(func() {
+			for i := range per {
+				t0 := time.Now()
+				err := suiteCall(ctx, c, "send_message", map[string]any{"to": to(k), "body": suiteBody}, nil)
+				lat[k*per+i] = time.Since(t0)
+				if err != nil {
+					firstErr.CompareAndSwap(nil, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if err, _ := firstErr.Load().(error); err != nil {
+		return 0, nil, err
+	}
+	return float64(len(lat)) / time.Since(start).Seconds(), lat, nil
+}
+
+// rowSend: send_message through 8 concurrent facades, against 8 clients of
+// the mcp-go floor and against one-insert-per-transaction FULL inserts.
+func (s *suite) rowSend(ctx context.Context) {
+	vsMCP := suiteRow{Name: "send_message_8_facades", Unit: "msg/s",
+		What:    "send_message through 8 concurrent relay mcp facades (MCP stdio → socket → daemon → SQLite FULL, group commit)",
+		FloorIs: "the same 8 mcp-go clients against 8 facade/mcpfloor servers, whose send_message stores nothing"}
+	vsMCPAim := suiteAim{on: "ratio", bound: 0.6}
+	vsMCP.Aim = vsMCPAim.String()
+	vsSQL := suiteRow{Name: "send_message_8_vs_inserts", Unit: "msg/s",
+		What:    "the same send_message rate",
+		FloorIs: "plain SQLite inserts of a message-shaped row, one transaction (one WAL fsync) each, synchronous=FULL (persistence.InsertFloor)"}
+	vsSQLAim := suiteAim{on: "ratio", bound: 3}
+	vsSQL.Aim = vsSQLAim.String()
+	latRow := suiteRow{Name: "send_message_latency", Unit: "ms",
+		What:    "send_message round trip seen by each of the 8 MCP clients (p99; p50 beside it)",
+		FloorIs: "the floor's p99 round trip with 8 clients of facade/mcpfloor"}
+	latAim := suiteAim{on: "p99_ms", le: true, bound: 10}
+	latRow.Aim = latAim.String()
+
+	home := filepath.Join(s.dir, "send")
+	if _, err := s.startDaemon(ctx, home); err != nil {
+		s.skip(err, vsMCP, vsSQL, latRow)
+		return
+	}
+	agents := model.CoreAgents()
+	var relays []*client.Client
+	for k := range 8 {
+		c, err := s.mcpClient(ctx, s.facadeArgv(home, agents[k%len(agents)]))
+		if err != nil {
+			s.skip(err, vsMCP, vsSQL, latRow)
+			return
+		}
+		relays = append(relays, c)
+	}
+	relayTo := func(k int) string { return agents[(k+1)%len(agents)] }
+	floorBin, floorErr := s.bin("facade/mcpfloor")
+	var floors []*client.Client
+	if floorErr == nil {
+		for range 8 {
+			c, err := s.mcpClient(ctx, []string{floorBin})
+			if err != nil {
+				floorErr = err
+				break
+			}
+			floors = append(floors, c)
+		}
+	}
+	floorTo := func(int) string { return "codex" }
+	// Warm up both (connections, page cache), unmeasured.
+	if _, _, err := sendRound(ctx, relays, relayTo, 10); err != nil {
+		s.skip(err, vsMCP, vsSQL, latRow)
+		return
+	}
+	if floorErr == nil {
+		_, _, floorErr = sendRound(ctx, floors, floorTo, 10)
+	}
+	// Two rounds each, interleaved, so a change in the machine's load
+	// hits both alike.
+	var relayLat, floorLat []time.Duration
+	var relayTime, floorTime float64
+	half := max(s.o.sends/2, 1)
+	for range 2 {
+		r, lat, err := sendRound(ctx, relays, relayTo, half)
+		if err != nil {
+			s.skip(err, vsMCP, vsSQL, latRow)
+			return
+		}
+		relayLat, relayTime = append(relayLat, lat...), relayTime+float64(len(lat))/r
+		if floorErr == nil {
+			r, lat, err := sendRound(ctx, floors, floorTo, half)
+			if err != nil {
+				floorErr = err
+			} else {
+				floorLat, floorTime = append(floorLat, lat...), floorTime+float64(len(lat))/r
+			}
+		}
+	}
+	relayRate := float64(len(relayLat)) / relayTime
+	p50, p99 := ms(pctl(relayLat, 0.5)), ms(pctl(relayLat, 0.99))
+
+	if floorErr != nil {
+		s.skip(floorErr, vsMCP)
+	} else {
+		vsMCP.Relay, vsMCP.Floor = relayRate, float64(len(floorLat))/floorTime
+		vsMCP.Ratio = ratio(vsMCP.Relay, vsMCP.Floor)
+		vsMCP.P50Ms, vsMCP.P99Ms, vsMCP.Samples = p50, p99, len(relayLat)
+		vsMCP.setAim(vsMCPAim)
+		s.add(vsMCP)
+	}
+
+	floor, err := persistence.InsertFloor(ctx, filepath.Join(s.dir, "send-floor.db"), persistence.SyncFull, len(relayLat), suiteBody)
+	if err != nil {
+		s.skip(err, vsSQL)
+	} else {
+		vsSQL.Relay, vsSQL.Floor = relayRate, floor.PerSecond()
+		vsSQL.Ratio = ratio(vsSQL.Relay, vsSQL.Floor)
+		vsSQL.P50Ms, vsSQL.P99Ms, vsSQL.Samples = p50, p99, len(relayLat)
+		vsSQL.Note = fmt.Sprintf("floor p50 %.2f ms, p99 %.2f ms per insert", ms(pctl(floor.Latencies, 0.5)), ms(pctl(floor.Latencies, 0.99)))
+		vsSQL.setAim(vsSQLAim)
+		s.add(vsSQL)
+	}
+
+	latRow.Relay, latRow.P50Ms, latRow.P99Ms, latRow.Samples = p99, p50, p99, len(relayLat)
+	if floorErr == nil {
+		latRow.Floor = ms(pctl(floorLat, 0.99))
+		latRow.Ratio = ratio(latRow.Relay, latRow.Floor)
+		latRow.Note = fmt.Sprintf("floor p50 %.2f ms", ms(pctl(floorLat, 0.5)))
+	} else {
+		latRow.Note = "no floor: " + floorErr.Error()
+	}
+	latRow.setAim(latAim)
+	s.add(latRow)
+}
+
+// rowSubmit: submit_task → authorized with the fake authority adapter, and
+// the dispatch of the fake agent, each against its direct spawn.
+func (s *suite) rowSubmit(ctx context.Context) {
+	subRow := suiteRow{Name: "submit_to_authorized", Unit: "ms",
+		What: "submit_task through a facade until its answer (the task authorized and its agent spawned; p50), " +
+			"the fake authority adapter consulted once",
+		FloorIs: "the fake authority adapter alone: exec, request on stdin, answer read, exit (p50)"}
+	dispRow := suiteRow{Name: "dispatch_overhead", Unit: "ms",
+		What:    "authorized → working in the task's timeline: spawn of the fake ACP agent, initialize, session/new, the working transition (p50)",
+		FloorIs: "a direct spawn of the fake agent, initialize and session/new over its stdio (p50)"}
+	dispAim := suiteAim{on: "ratio", le: true, bound: 1.2}
+	dispRow.Aim = dispAim.String()
+
+	auth, err := s.bin("gates/fakeauthority")
+	if err != nil {
+		s.skip(err, subRow, dispRow)
+		return
+	}
+	agent, err := s.bin("dispatch/fakeagent")
+	if err != nil {
+		s.skip(err, subRow, dispRow)
+		return
+	}
+	home := filepath.Join(s.dir, "submit")
+	if err := os.MkdirAll(home, 0o700); err != nil {
+		s.skip(err, subRow, dispRow)
+		return
+	}
+	var cfg strings.Builder
+	fmt.Fprintf(&cfg, "[authority]\ncommand = [%q, \"allow-guarded\"]\n\n", auth)
+	fmt.Fprintf(&cfg, "[agents.claude]\ncommand = [%q]\n", agent)
+	if err := os.WriteFile(filepath.Join(home, "config.toml"), []byte(cfg.String()), 0o600); err != nil {
+		s.skip(err, subRow, dispRow)
+		return
+	}
+	if _, err := s.startDaemon(ctx, home); err != nil {
+		s.skip(err, subRow, dispRow)
+		return
+	}
+	c, err := s.mcpClient(ctx, s.facadeArgv(home, "codex"))
+	if err != nil {
+		s.skip(err, subRow, dispRow)
+		return
+	}
+	op := facade.NewClient(sockPath(home), facade.ClientOptions{})
+	defer op.Close()
+
+	var submit, adapter, dispatch []time.Duration
+	for i := -1; i < s.o.iterations; i++ { // one unmeasured warm-up
+		var t struct {
+			TaskID string `json:"task_id"`
+			State  string `json:"state"`
+			Code   string `json:"code"`
+		}
+		t0 := time.Now()
+		err := suiteCall(ctx, c, "submit_task", map[string]any{"target": "claude", "prompt": "echo bench",
+			"mission_id": "M-bench", "lease_id": "S-bench"}, &t)
+		d := time.Since(t0)
+		if err == nil && t.State != string(model.StateAuthorized) && t.State != string(model.StateWorking) && t.State != string(model.StateCompleted) {
+			err = fmt.Errorf("submit_task answered %s (%s), not authorized", t.State, t.Code)
+		}
+		if err != nil {
+			s.skip(err, subRow, dispRow)
+			return
+		}
+		detail, err := suiteWaitDone(ctx, op, t.TaskID)
+		if err != nil {
+			s.skip(err, subRow, dispRow)
+			return
+		}
+		var authAt, workAt time.Time
+		for _, ev := range detail.Events {
+			switch ev.To {
+			case model.StateAuthorized:
+				authAt = ev.At
+			case model.StateWorking:
+				workAt = ev.At
+			}
+		}
+		var el time.Duration
+		for _, v := range detail.Verdicts {
+			if v.Gate == model.GateAuthority {
+				el, _ = time.ParseDuration(v.Detail["elapsed"])
+			}
+		}
+		if authAt.IsZero() || workAt.IsZero() || el == 0 {
+			s.skip(fmt.Errorf("task %s: no authorized/working events or authority elapsed in its timeline (state %s)", t.TaskID, detail.State), subRow, dispRow)
+			return
+		}
+		if i >= 0 {
+			submit, adapter, dispatch = append(submit, d), append(adapter, el), append(dispatch, workAt.Sub(authAt))
+		}
+	}
+
+	req := `{"version":1,"request_id":"bench","task_id":"T-bench","mission_id":"M-bench","lease_id":"S-bench","caller":"codex","target":"claude","mode":"read_only","requested_at":"` +
+		time.Now().UTC().Format(time.RFC3339) + `"}` + "\n"
+	var authFloor, acpFloor []time.Duration
+	for i := -1; i < s.o.iterations; i++ {
+		d, err := suiteRunAdapter(auth, req)
+		if err != nil {
+			s.skip(err, subRow, dispRow)
+			return
+		}
+		a, err := suiteACPSetup(agent, s.dir)
+		if err != nil {
+			s.skip(err, subRow, dispRow)
+			return
+		}
+		if i >= 0 {
+			authFloor, acpFloor = append(authFloor, d), append(acpFloor, a)
+		}
+	}
+
+	subRow.Relay, subRow.Floor = ms(pctl(submit, 0.5)), ms(pctl(authFloor, 0.5))
+	subRow.Ratio = ratio(subRow.Relay, subRow.Floor)
+	subRow.P50Ms, subRow.P99Ms, subRow.Samples = ms(pctl(submit, 0.5)), ms(pctl(submit, 0.99)), len(submit)
+	share := make([]time.Duration, len(submit))
+	for i := range submit {
+		share[i] = submit[i] - adapter[i]
+	}
+	subRow.Note = fmt.Sprintf("the relay's own share (round trip minus the adapter's run as the relay timed it): p50 %.2f ms (%.0f%%); adapter p50 %.2f ms inside the relay",
+		ms(pctl(share, 0.5)), 100*ratio(ms(pctl(share, 0.5)), subRow.Relay), ms(pctl(adapter, 0.5)))
+	s.add(subRow)
+
+	dispRow.Relay, dispRow.Floor = ms(pctl(dispatch, 0.5)), ms(pctl(acpFloor, 0.5))
+	dispRow.Ratio = ratio(dispRow.Relay, dispRow.Floor)
+	dispRow.P50Ms, dispRow.P99Ms, dispRow.Samples = ms(pctl(dispatch, 0.5)), ms(pctl(dispatch, 0.99)), len(dispatch)
+	dispRow.Note = fmt.Sprintf("floor p99 %.2f ms; timeline times are the daemon's clock", ms(pctl(acpFloor, 0.99)))
+	dispRow.setAim(dispAim)
+	s.add(dispRow)
+}
+
+// suiteWaitDone polls a task until it is terminal and returns its detail.
+func suiteWaitDone(ctx context.Context, op *facade.Client, id string) (model.TaskDetail, error) {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		d, err := op.ShowTask(ctx, id)
+		if err != nil {
+			return d, err
+		}
+		if d.State.Terminal() {
+			if d.State != model.StateCompleted {
+				return d, fmt.Errorf("task %s ended %s (%s): %s", id, d.State, d.Code, d.Message)
+			}
+			return d, nil
+		}
+		if time.Now().After(deadline) {
+			return d, fmt.Errorf("task %s still %s after 30 s", id, d.State)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// suiteRunAdapter runs the authority adapter once, as the relay does:
+// request on stdin, stdin closed, answer read, exit waited for.
+func suiteRunAdapter(bin, req string) (time.Duration, error) {
+	cmd := exec.Command(bin, "allow-guarded")
+	cmd.Stdin = strings.NewReader(req)
+	start := time.Now()
+	out, err := cmd.Output()
+	d := time.Since(start)
+	if err != nil || !strings.Contains(string(out), `"allow"`) {
+		return 0, fmt.Errorf("fake authority: %v: %q", err, out)
+	}
+	return d, nil
+}
+
+// suiteACPSetup spawns the fake agent and runs initialize and session/new
+// on its stdio, the dispatcher's setup without the relay around it.
+func suiteACPSetup(bin, cwd string) (time.Duration, error) {
+	cmd := exec.Command(bin)
+	cmd.Dir = cwd
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		return 0, err
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return 0, err
+	}
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		return 0, err
+	}
+	defer func() {
+		in.Close()
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	}()
+	r := bufio.NewReader(out)
+	call := func(id int, method, params string) error {
+		if _, err := fmt.Fprintf(in, `{"jsonrpc":"2.0","id":%d,"method":%q,"params":%s}`+"\n", id, method, params); err != nil {
+			return err
+		}
+		for {
+			line, err := r.ReadBytes('\n')
+			if err != nil {
+				return fmt.Errorf("fake agent %s: %w", method, err)
+			}
+			var m struct {
+				ID    *int            `json:"id"`
+				Error json.RawMessage `json:"error"`
+			}
+			if json.Unmarshal(line, &m) == nil && m.ID != nil && *m.ID == id {
+				if len(m.Error) > 0 && string(m.Error) != "null" {
+					return fmt.Errorf("fake agent %s: %s", method, m.Error)
+				}
+				return nil
+			}
+		}
+	}
+	if err := call(1, "initialize", `{"protocolVersion":1,"clientCapabilities":{"fs":{"readTextFile":false,"writeTextFile":false},"terminal":false}}`); err != nil {
+		return 0, err
+	}
+	cwdJSON, _ := json.Marshal(cwd)
+	if err := call(2, "session/new", `{"cwd":`+string(cwdJSON)+`,"mcpServers":[]}`); err != nil {
+		return 0, err
+	}
+	return time.Since(start), nil
+}
+
+// rowScale: the agent and operator reads on a store with months of history
+// (--messages, --tasks), against the same reads on a store 1000 times
+// smaller, and the daemon's RSS.
+func (s *suite) rowScale(ctx context.Context) {
+	size := fmt.Sprintf("%d messages, %d tasks", s.o.messages, s.o.tasks)
+	// The floor's store has the same inboxes (as many unread messages)
+	// and a thousandth of the history: the ratio is what history costs.
+	unread := persistence.SeedUnread(s.o.messages)
+	bigSize := suiteSize{messages: s.o.messages, tasks: s.o.tasks, unread: unread}
+	small := suiteSize{messages: s.o.messages/1000 + unread, tasks: max(s.o.tasks/1000, 10), unread: unread}
+	smallSize := fmt.Sprintf("%d messages of which %d unread as in the big one, %d tasks", small.messages, small.unread, small.tasks)
+	aim := suiteAim{on: "p99_ms", le: true, bound: 5}
+	rows := []suiteRow{
+		{Name: "scale_check_inbox", Unit: "ms", What: "check_inbox (defaults: unread_only, limit 50) through a facade, p99 with " + size},
+		{Name: "scale_list_tasks", Unit: "ms", What: "list_tasks (defaults: limit 50) through a facade, p99 with " + size},
+		{Name: "scale_tasks_show", Unit: "ms", What: "relay tasks show's daemon call (task, events, verdicts over the socket), p99 with " + size},
+		{Name: "scale_daemon_rss", Unit: "MiB", What: "the daemon's VmRSS after those calls, with " + size},
+	}
+	for i := range rows[:3] {
+		rows[i].FloorIs = "the same call, p99, on a store with the same inboxes and a thousandth of the history (" + smallSize + ")"
+		rows[i].Aim = aim.String()
+	}
+	rows[3].FloorIs = "the daemon's VmRSS after the same calls on that small store"
+
+	big, err := s.scaleMeasure(ctx, "scale-big", bigSize)
+	if err != nil {
+		s.skip(err, rows...)
+		return
+	}
+	little, err := s.scaleMeasure(ctx, "scale-small", small)
+	if err != nil {
+		s.skip(err, rows...)
+		return
+	}
+	for i, lat := range [][2][]time.Duration{{big.inbox, little.inbox}, {big.list, little.list}, {big.show, little.show}} {
+		r := &rows[i]
+		r.Relay, r.Floor = ms(pctl(lat[0], 0.99)), ms(pctl(lat[1], 0.99))
+		r.Ratio = ratio(r.Relay, r.Floor)
+		r.P50Ms, r.P99Ms, r.Samples = ms(pctl(lat[0], 0.5)), r.Relay, len(lat[0])
+		r.Note = fmt.Sprintf("floor p50 %.2f ms", ms(pctl(lat[1], 0.5)))
+		r.setAim(aim)
+	}
+	rows[0].Note += fmt.Sprintf("; %d of the calls marked messages read (a write, FULL), the others only read", big.inboxMarked)
+	rows[3].Relay, rows[3].Floor = big.rss, little.rss
+	rows[3].Ratio = ratio(big.rss, little.rss)
+	rows[3].Note = fmt.Sprintf("peak (VmHWM) %.1f MiB; database %s; seeded in %s", big.hwm, suiteBytes(big.dbBytes), big.seed.Round(time.Second))
+	for _, r := range rows {
+		s.add(r)
+	}
+}
+
+type suiteSize struct{ messages, tasks, unread int }
+
+type scaleResult struct {
+	inbox, list, show []time.Duration
+	inboxMarked       int
+	rss, hwm          float64
+	dbBytes           int64
+	seed              time.Duration
+}
+
+func suiteBytes(n int64) string {
+	if n >= 1<<30 {
+		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
+	}
+	return fmt.Sprintf("%.0f MiB", float64(n)/(1<<20))
+}
+
+// scaleMeasure seeds a home of the given size, starts its daemon and times
+// the three reads.
+func (s *suite) scaleMeasure(ctx context.Context, name string, sz suiteSize) (scaleResult, error) {
+	var res scaleResult
+	home := filepath.Join(s.dir, name)
+	if err := os.MkdirAll(home, 0o700); err != nil {
+		return res, err
+	}
+	s.progress("%s: seeding %d messages (%d unread) and %d tasks", name, sz.messages, sz.unread, sz.tasks)
+	start := time.Now()
+	db, err := persistence.Open(ctx, dbPath(home), persistence.Options{})
+	if err != nil {
+		return res, err
+	}
+	err = db.Seed(ctx, persistence.SeedOptions{Messages: sz.messages, Tasks: sz.tasks, Unread: sz.unread})
+	if cerr := db.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return res, err
+	}
+	res.seed = time.Since(start)
+	if fi, err := os.Stat(dbPath(home)); err == nil {
+		res.dbBytes = fi.Size()
+	}
+	d, err := s.startDaemon(ctx, home)
+	if err != nil {
+		return res, err
+	}
+	agents := model.CoreAgents()
+	var cs []*client.Client
+	for _, a := range agents {
+		c, err := s.mcpClient(ctx, s.facadeArgv(home, a))
+		if err != nil {
+			return res, err
+		}
+		cs = append(cs, c)
+	}
+	op := facade.NewClient(sockPath(home), facade.ClientOptions{})
+	defer op.Close()
+	n := 10 * s.o.iterations
+	var ids []string
+	for _, a := range agents {
+		ts, err := op.Tasks(ctx, model.TaskFilter{Agent: a, Limit: 20})
+		if err != nil {
+			return res, err
+		}
+		for _, t := range ts {
+			ids = append(ids, t.ID)
+		}
+	}
+	if len(ids) == 0 {
+		return res, fmt.Errorf("%s: no tasks to show", name)
+	}
+	timeIt := func(f func(i int) error) ([]time.Duration, error) {
+		var out []time.Duration
+		for i := -len(agents); i < n; i++ { // one warm-up call per agent
+			t0 := time.Now()
+			if err := f(i + len(agents)); err != nil {
+				return nil, err
+			}
+			if i >= 0 {
+				out = append(out, time.Since(t0))
+			}
+		}
+		return out, nil
+	}
+	res.inbox, err = timeIt(func(i int) error {
+		var in struct {
+			Messages []struct {
+				State string `json:"state"`
+			} `json:"messages"`
+		}
+		err := suiteCall(ctx, cs[i%len(cs)], "check_inbox", map[string]any{}, &in)
+		if len(in.Messages) > 0 {
+			res.inboxMarked++
+		}
+		return err
+	})
+	if err != nil {
+		return res, err
+	}
+	res.list, err = timeIt(func(i int) error { return suiteCall(ctx, cs[i%len(cs)], "list_tasks", map[string]any{}, nil) })
+	if err != nil {
+		return res, err
+	}
+	res.show, err = timeIt(func(i int) error {
+		_, err := op.ShowTask(ctx, ids[(i*7)%len(ids)])
+		return err
+	})
+	if err != nil {
+		return res, err
+	}
+	res.rss, res.hwm, err = d.rss()
+	return res, err
+}
