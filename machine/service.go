@@ -126,26 +126,17 @@ func (s *Service) SendMessage(ctx context.Context, caller string, r model.SendRe
 	})
 }
 
-// visibleMessage finds a message the caller sent or received.
+// visibleMessage finds a message the caller sent or received; any other
+// is not_found, so its existence is not disclosed.
 func (s *Service) visibleMessage(ctx context.Context, caller, id string) (model.Message, error) {
-	for _, f := range []model.MessageFilter{{To: caller, Limit: MaxLimit}, {From: caller, Limit: MaxLimit}} {
-		for {
-			ms, err := s.o.Messages.ListMessages(ctx, f)
-			if err != nil {
-				return model.Message{}, err
-			}
-			for _, m := range ms {
-				if m.ID == id {
-					return m, nil
-				}
-			}
-			if len(ms) < f.Limit {
-				break
-			}
-			f.Before = ms[len(ms)-1].ID
-		}
+	m, err := s.o.Messages.GetMessage(ctx, id)
+	if err != nil {
+		return model.Message{}, err
 	}
-	return model.Message{}, notFound("message", id)
+	if m.From != caller && m.To != caller {
+		return model.Message{}, notFound("message", id)
+	}
+	return m, nil
 }
 
 // CheckInbox returns the caller's messages and the unread count left.

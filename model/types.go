@@ -207,6 +207,8 @@ type MessageStore interface {
 	// Ack marks the recipient's messages acked (audited) and returns how
 	// many changed. Ids that are not the recipient's are CodeNotFound.
 	Ack(ctx context.Context, to string, ids []string) (int, error)
+	// GetMessage returns one message, or an *Error with CodeNotFound.
+	GetMessage(ctx context.Context, id string) (Message, error)
 	// ListMessages returns messages newest first for operators.
 	ListMessages(ctx context.Context, f MessageFilter) ([]Message, error)
 }

@@ -276,6 +276,18 @@ func (db *DB) Ack(ctx context.Context, to string, ids []string) (int, error) {
 	return changed, nil
 }
 
+// GetMessage returns one message by id, or an error with CodeNotFound.
+func (db *DB) GetMessage(ctx context.Context, id string) (model.Message, error) {
+	ms, err := db.queryMessages(ctx, db.reader.DB, `SELECT `+messageColumns+` FROM messages WHERE id = ?`, id)
+	if err != nil {
+		return model.Message{}, wrap("get message", err)
+	}
+	if len(ms) == 0 {
+		return model.Message{}, model.Errorf(model.CodeNotFound, "no message %q", id)
+	}
+	return ms[0], nil
+}
+
 // ListMessages returns the messages matching f, newest first, for
 // operators. UnreadOnly selects stored messages; f.Limit defaults to
 // DefaultLimit and is capped at MaxLimit; f.Before is a message id, and

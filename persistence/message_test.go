@@ -268,3 +268,20 @@ func TestConcurrentInboxReadsEachMessageOnce(t *testing.T) {
 		t.Errorf("message.read rows = %d, want %d", n, total)
 	}
 }
+
+func TestGetMessage(t *testing.T) {
+	t.Parallel()
+	db := MustOpenTemp(t)
+	ctx := context.Background()
+	m, err := db.CreateMessage(ctx, model.Message{ID: "MSG-get", From: "claude", To: "codex", Body: "hello", ContextID: "C-1", State: model.MessageStored})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := db.GetMessage(ctx, m.ID)
+	if err != nil || got.ID != m.ID || got.Body != "hello" || got.ContextID != "C-1" || got.From != "claude" {
+		t.Fatalf("GetMessage = %+v, %v", got, err)
+	}
+	if _, err := db.GetMessage(ctx, "MSG-nope"); model.ErrorCode(err) != model.CodeNotFound {
+		t.Fatalf("missing message: %v, want not_found", err)
+	}
+}

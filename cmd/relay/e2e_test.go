@@ -68,6 +68,15 @@ func TestE2EMessages(t *testing.T) {
 	// claude cannot ack codex's message.
 	mustCode(t, claude, "ack_messages", map[string]any{"message_ids": []any{sent.str("message_id")}}, "not_found")
 
+	// A reply joins the thread of the message it answers; only the sender
+	// or recipient of that message may answer it.
+	reply := mustOK(t, codex, "send_message", map[string]any{"to": "claude", "body": "got it", "reply_to": sent.str("message_id")})
+	if reply.str("context_id") != "thread-1" {
+		t.Fatalf("reply context %q, want thread-1", reply.str("context_id"))
+	}
+	gemini := startFacade(t, home, "gemini", "--no-autostart")
+	mustCode(t, gemini, "send_message", map[string]any{"to": "claude", "body": "me too", "reply_to": sent.str("message_id")}, "not_found")
+
 	mustCode(t, claude, "send_message", map[string]any{"to": "*", "body": "all"}, "broadcast_not_supported")
 	mustCode(t, claude, "send_message", map[string]any{"to": "claude", "body": "me"}, "invalid_recipient")
 	mustCode(t, claude, "send_message", map[string]any{"to": "clippy", "body": "?"}, "unknown_agent")
