@@ -115,7 +115,7 @@ func launchDaemonEnv(t *testing.T, home string, env []string) *daemonProc {
 	t.Helper()
 	d := &daemonProc{stderr: &syncBuffer{}, done: make(chan struct{})}
 	d.cmd = exec.Command(relayBin, "daemon", "--home", home)
-	d.cmd.Env = append(os.Environ(), env...)
+	d.cmd.Env = append(append(os.Environ(), fastExit...), env...)
 	d.cmd.Stderr = d.stderr
 	if err := d.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -168,7 +168,7 @@ func startFacade(t *testing.T, home, agent string, extra ...string) *client.Clie
 func facadeWithProtocol(t *testing.T, home, agent, protocol string, extra ...string) *client.Client {
 	t.Helper()
 	args := append([]string{"mcp", "--as", agent, "--home", home}, extra...)
-	c, err := client.NewStdioMCPClient(relayBin, os.Environ(), args...)
+	c, err := client.NewStdioMCPClient(relayBin, append(os.Environ(), fastExit...), args...)
 	if err != nil {
 		t.Fatalf("start facade: %v", err)
 	}
@@ -254,9 +254,11 @@ func mustCode(t *testing.T, c *client.Client, name string, args map[string]any, 
 }
 
 // cli runs the relay binary and returns stdout, stderr and the exit code.
+// Under -race it exits without the race runtime's one-second pause.
 func cli(t *testing.T, home string, args ...string) (string, string, int) {
 	t.Helper()
 	cmd := exec.Command(relayBin, append(args, "--home", home)...)
+	cmd.Env = append(os.Environ(), fastExit...)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()

@@ -44,7 +44,7 @@ func submitAndWait(t *testing.T, home, target, prompt, cwd string) (model.Task, 
 func authorityVerdict(t *testing.T, home, id string) model.Verdict {
 	t.Helper()
 	var show model.TaskDetail
-	rcliJSON(t, home, &show, "tasks", "show", id)
+	cliJSON(t, home, &show, "tasks", "show", id)
 	for _, v := range show.Verdicts {
 		if v.Gate == model.GateAuthority {
 			return v

@@ -10,7 +10,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -43,35 +42,6 @@ func sized(short, long int) int {
 // each daemon stop a second longer. Race reports are still printed and
 // still fail the process.
 var fastExit = []string{"GORACE=" + strings.TrimSpace(os.Getenv("GORACE")+" atexit_sleep_ms=0")}
-
-// rcli is cli with fastExit.
-func rcli(t *testing.T, home string, args ...string) (string, string, int) {
-	t.Helper()
-	cmd := exec.Command(relayBin, append(args, "--home", home)...)
-	cmd.Env = append(os.Environ(), fastExit...)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatal(err)
-	}
-	return out.String(), errb.String(), code
-}
-
-// rcliJSON is cliJSON with fastExit.
-func rcliJSON(t *testing.T, home string, v any, args ...string) {
-	t.Helper()
-	out, errOut, code := rcli(t, home, append(args, "--json")...)
-	if code != 0 {
-		t.Fatalf("relay %v: exit %d\n%s", args, code, errOut)
-	}
-	if err := json.Unmarshal([]byte(out), v); err != nil {
-		t.Fatalf("relay %v --json: %v\n%s", args, err, out)
-	}
-}
 
 // apiClient is an HTTP client of the daemon's Unix socket, speaking the
 // socket API directly (no facade in between).
@@ -172,7 +142,7 @@ func allMessages(t *testing.T, home string) []model.Message {
 		if before != "" {
 			args = append(args, "--before", before)
 		}
-		rcliJSON(t, home, &page, args...)
+		cliJSON(t, home, &page, args...)
 		out = append(out, page.Messages...)
 		if len(page.Messages) < 1000 {
 			return out
@@ -192,7 +162,7 @@ func allTasks(t *testing.T, home string) []model.Task {
 		if before != "" {
 			args = append(args, "--before", before)
 		}
-		rcliJSON(t, home, &page, args...)
+		cliJSON(t, home, &page, args...)
 		out = append(out, page.Tasks...)
 		if len(page.Tasks) < 1000 {
 			return out
@@ -204,7 +174,7 @@ func allTasks(t *testing.T, home string) []model.Task {
 // auditVerify fails the test unless `relay audit verify` passes.
 func auditVerify(t *testing.T, home string) {
 	t.Helper()
-	if out, errOut, code := rcli(t, home, "audit", "verify"); code != 0 || !strings.Contains(out, "audit chain OK") {
+	if out, errOut, code := cli(t, home, "audit", "verify"); code != 0 || !strings.Contains(out, "audit chain OK") {
 		t.Fatalf("relay audit verify: exit %d\n%s%s", code, out, errOut)
 	}
 }

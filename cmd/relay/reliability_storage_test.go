@@ -220,7 +220,7 @@ func TestReliabilityStorageFaults(t *testing.T) {
 			out, _ := refuseStart(t, home, 0, "not a SQLite database")
 			sameFiles(t, home, before)
 			// The operator's commands that open the file refuse it too.
-			_, errOut, code := rcli(t, home, "audit", "verify")
+			_, errOut, code := cli(t, home, "audit", "verify")
 			if code == 0 || !strings.Contains(errOut, "not a SQLite database") || !strings.Contains(errOut, "hint:") {
 				t.Errorf("%s: audit verify: exit %d\n%s", name, code, errOut)
 			}
@@ -291,7 +291,7 @@ func pageAll(t *testing.T, home, kind string, n int) (ids []string, pages int) {
 			Tasks    []model.Task
 			Messages []model.Message
 		}
-		rcliJSON(t, home, &page, args...)
+		cliJSON(t, home, &page, args...)
 		pages++
 		var got []string
 		for _, x := range page.Tasks {
@@ -381,7 +381,7 @@ func TestReliabilityPaging(t *testing.T) {
 	t.Logf("paged in %v", time.Since(t0).Round(time.Millisecond))
 	// Out-of-range limits are refused, with the usage exit code.
 	for _, args := range [][]string{{"messages", "list", "--limit", "-1"}, {"tasks", "list", "--limit", "1001"}, {"messages", "list", "--limit", "99999999999999999999"}} {
-		if _, errOut, code := rcli(t, home, args...); code != 2 || !strings.Contains(errOut, "invalid_args") && !strings.Contains(errOut, "invalid value") {
+		if _, errOut, code := cli(t, home, args...); code != 2 || !strings.Contains(errOut, "invalid_args") && !strings.Contains(errOut, "invalid value") {
 			t.Errorf("relay %v: exit %d\n%s", args, code, errOut)
 		}
 	}
