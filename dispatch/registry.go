@@ -70,6 +70,12 @@ func (r *Registry) Spec(name string) (AgentSpec, bool) {
 	return s, ok
 }
 
+// Known implements model.Registry: a name lookup, no PATH search.
+func (r *Registry) Known(name string) bool {
+	_, ok := r.specs[name]
+	return ok
+}
+
 // Agent implements model.Registry.
 func (r *Registry) Agent(_ context.Context, name string) (model.AgentInfo, bool) {
 	s, ok := r.specs[name]

@@ -75,3 +75,16 @@ func TestRegistrySignals(t *testing.T) {
 		t.Fatalf("agents = %v", names)
 	}
 }
+
+func TestRegistryKnownNeedsNoPathSearch(t *testing.T) {
+	t.Parallel()
+	searched := 0
+	r := dispatch.NewRegistry([]dispatch.AgentSpec{{Name: "claude", Command: []string{"claude-agent-acp"}, Enabled: true}},
+		func(string) (string, error) { searched++; return "/bin/true", nil }, nil)
+	if !r.Known("claude") || r.Known("clippy") {
+		t.Fatal("Known: want claude known and clippy unknown")
+	}
+	if searched != 0 {
+		t.Fatalf("Known searched PATH %d times; it must be a name lookup", searched)
+	}
+}

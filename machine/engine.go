@@ -220,7 +220,7 @@ func (e *Engine) validate(ctx context.Context, caller string, r *model.SubmitReq
 	if r.Target == "" {
 		return invalidArgs("target is required")
 	}
-	if _, ok := e.registry.Agent(ctx, r.Target); !ok {
+	if !e.registry.Known(r.Target) {
 		return model.Errorf(model.CodeUnknownAgent, "no agent named %q", r.Target).WithHint(spec.Hint(model.CodeUnknownAgent))
 	}
 	if r.Mode == "" {

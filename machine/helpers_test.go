@@ -87,6 +87,11 @@ func (d *fakeDispatcher) total() int {
 // fakeRegistry is a fixed registry.
 type fakeRegistry map[string]model.AgentInfo
 
+func (r fakeRegistry) Known(name string) bool {
+	_, ok := r[name]
+	return ok
+}
+
 func (r fakeRegistry) Agent(_ context.Context, name string) (model.AgentInfo, bool) {
 	a, ok := r[name]
 	return a, ok

@@ -84,7 +84,7 @@ func (s *Service) checkRecipient(ctx context.Context, caller, to string) error {
 		return model.Errorf(model.CodeInvalidRecipient, "%q is the relay itself, not an agent", to).
 			WithHint(spec.Hint(model.CodeInvalidRecipient))
 	}
-	if _, ok := s.o.Registry.Agent(ctx, to); !ok {
+	if !s.o.Registry.Known(to) {
 		return model.Errorf(model.CodeUnknownAgent, "no agent named %q", to).WithHint(spec.Hint(model.CodeUnknownAgent))
 	}
 	return nil
@@ -297,7 +297,7 @@ func (s *Service) Agents(ctx context.Context) ([]model.AgentInfo, error) {
 
 // ProbeAgent runs a live probe of an agent.
 func (s *Service) ProbeAgent(ctx context.Context, name string, timeout time.Duration) (model.AgentInfo, error) {
-	if _, ok := s.o.Registry.Agent(ctx, name); !ok {
+	if !s.o.Registry.Known(name) {
 		return model.AgentInfo{}, model.Errorf(model.CodeUnknownAgent, "no agent named %q", name).WithHint(spec.Hint(model.CodeUnknownAgent))
 	}
 	if s.o.Probe == nil {

@@ -259,6 +259,9 @@ type Dispatcher interface {
 
 // Registry resolves agent names to their entries and health.
 type Registry interface {
+	// Known reports whether an agent of that name exists. It is cheap: no
+	// health signal is computed (message recipients are checked with it).
+	Known(name string) bool
 	// Agent returns the named agent's entry; ok is false for unknown names.
 	Agent(ctx context.Context, name string) (AgentInfo, bool)
 	// Agents lists every known agent.
