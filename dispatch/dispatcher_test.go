@@ -352,16 +352,7 @@ func TestGrandchildIsKilled(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.waitStarted(t)
-	var pid int
-	deadline := time.Now().Add(10 * time.Second)
-	for pid == 0 {
-		b, _ := os.ReadFile(e.pidFile)
-		pid, _ = strconv.Atoi(string(b))
-		if time.Now().After(deadline) {
-			t.Fatal("no grandchild pid")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	pid := e.grandchild(t)
 	if !alive(pid) {
 		t.Fatalf("grandchild %d not running", pid)
 	}

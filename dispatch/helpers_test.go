@@ -257,3 +257,20 @@ func wantOutcome(tb testing.TB, out model.Outcome, state model.State, code model
 		tb.Fatalf("outcome = %s/%s (%q), want %s/%s", out.State, out.Code, out.Message, state, code)
 	}
 }
+
+// grandchild waits for the fake agent's `grandchild` behaviour to write its
+// child's pid and returns it.
+func (e *env) grandchild(t *testing.T) int {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		b, _ := os.ReadFile(e.pidFile)
+		if pid, _ := strconv.Atoi(string(b)); pid != 0 {
+			return pid
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no grandchild pid")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

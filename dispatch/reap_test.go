@@ -154,16 +154,7 @@ func TestReapKillsAbandonedRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.waitStarted(t)
-	var grand int
-	deadline := time.Now().Add(10 * time.Second)
-	for grand == 0 {
-		b, _ := os.ReadFile(e.pidFile)
-		grand, _ = strconv.Atoi(string(b))
-		if time.Now().After(deadline) {
-			t.Fatal("no grandchild pid")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	grand := e.grandchild(t)
 	starts := e.events(t, "start")
 	if len(starts) != 1 {
 		t.Fatalf("start events %v", starts)

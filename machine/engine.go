@@ -190,7 +190,7 @@ func (e *Engine) evaluateLater(id string) {
 // errors: the task is persisted and audited, then rejected by missionLease.
 // existed reports an idempotent repeat, which returns the first task.
 func (e *Engine) Submit(ctx context.Context, caller string, r model.SubmitRequest) (t model.Task, existed bool, err error) {
-	if err := e.validate(ctx, caller, &r); err != nil {
+	if err := e.validate(caller, &r); err != nil {
 		return model.Task{}, false, err
 	}
 	now := e.now()
@@ -213,7 +213,7 @@ func (e *Engine) Submit(ctx context.Context, caller string, r model.SubmitReques
 	return t, false, err
 }
 
-func (e *Engine) validate(ctx context.Context, caller string, r *model.SubmitRequest) error {
+func (e *Engine) validate(caller string, r *model.SubmitRequest) error {
 	if caller == "" {
 		return invalidArgs("caller is required")
 	}

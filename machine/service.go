@@ -70,7 +70,7 @@ func notFound(what, id string) *model.Error {
 }
 
 // checkRecipient validates a message's recipient for sender caller.
-func (s *Service) checkRecipient(ctx context.Context, caller, to string) error {
+func (s *Service) checkRecipient(caller, to string) error {
 	switch {
 	case to == "":
 		return invalidArgs("to is required")
@@ -92,7 +92,7 @@ func (s *Service) checkRecipient(ctx context.Context, caller, to string) error {
 
 // SendMessage stores a passive message. It never starts any process.
 func (s *Service) SendMessage(ctx context.Context, caller string, r model.SendRequest) (model.Message, error) {
-	if err := s.checkRecipient(ctx, caller, r.To); err != nil {
+	if err := s.checkRecipient(caller, r.To); err != nil {
 		return model.Message{}, err
 	}
 	if r.Body == "" {

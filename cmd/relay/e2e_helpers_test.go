@@ -113,9 +113,17 @@ func launchDaemon(t *testing.T, home string) *daemonProc {
 // (and so for the agents it starts).
 func launchDaemonEnv(t *testing.T, home string, env []string) *daemonProc {
 	t.Helper()
-	d := &daemonProc{stderr: &syncBuffer{}, done: make(chan struct{})}
-	d.cmd = exec.Command(relayBin, "daemon", "--home", home)
-	d.cmd.Env = append(append(os.Environ(), fastExit...), env...)
+	cmd := exec.Command(relayBin, "daemon", "--home", home)
+	cmd.Env = append(append(os.Environ(), fastExit...), env...)
+	return runDaemonCmd(t, home, cmd)
+}
+
+// runDaemonCmd starts cmd (a relay daemon for home, possibly behind a
+// wrapper) and waits until its socket answers. Cleanup stops it with
+// SIGTERM.
+func runDaemonCmd(t *testing.T, home string, cmd *exec.Cmd) *daemonProc {
+	t.Helper()
+	d := &daemonProc{cmd: cmd, stderr: &syncBuffer{}, done: make(chan struct{})}
 	d.cmd.Stderr = d.stderr
 	if err := d.cmd.Start(); err != nil {
 		t.Fatal(err)

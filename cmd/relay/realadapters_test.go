@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -273,32 +272,9 @@ probe_timeout = "60s"
 // unshare in front of the relay) and a whole environment.
 func launchDaemonArgv(t *testing.T, home string, argv, env []string) *daemonProc {
 	t.Helper()
-	d := &daemonProc{stderr: &syncBuffer{}, done: make(chan struct{})}
-	d.cmd = exec.Command(argv[0], argv[1:]...)
-	d.cmd.Env = env
-	d.cmd.Stderr = d.stderr
-	if err := d.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { d.err = d.cmd.Wait(); close(d.done) }()
-	t.Cleanup(func() { d.stop(t, syscall.SIGTERM) })
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		c, err := net.Dial("unix", filepath.Join(home, "relay.sock"))
-		if err == nil {
-			c.Close()
-			return d
-		}
-		select {
-		case <-d.done:
-			t.Fatalf("daemon exited before listening: %v\n%s", d.err, d.stderr.String())
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("daemon did not listen within 60s\n%s", d.stderr.String())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Env = env
+	return runDaemonCmd(t, home, cmd)
 }
 
 // procWatch samples /proc for processes whose command line contains a
