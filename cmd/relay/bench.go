@@ -795,19 +795,24 @@ func (s *suite) rowSend(ctx context.Context) {
 	// hits both alike.
 	var relayLat, floorLat []time.Duration
 	var relayTime, floorTime float64
+	relayCPU, floorCPU := cpuSample{}, cpuSample{}
 	half := max(s.o.sends/2, 1)
 	for range 2 {
+		before := sampleCPU()
 		r, lat, err := sendRound(ctx, relays, relayTo, half)
 		if err != nil {
 			s.skip(err, vsMCP, vsSQL, latRow)
 			return
 		}
+		relayCPU.add(before, sampleCPU())
 		relayLat, relayTime = append(relayLat, lat...), relayTime+float64(len(lat))/r
 		if floorErr == nil {
+			before := sampleCPU()
 			r, lat, err := sendRound(ctx, floors, floorTo, half)
 			if err != nil {
 				floorErr = err
 			} else {
+				floorCPU.add(before, sampleCPU())
 				floorLat, floorTime = append(floorLat, lat...), floorTime+float64(len(lat))/r
 			}
 		}
@@ -821,6 +826,8 @@ func (s *suite) rowSend(ctx context.Context) {
 		vsMCP.Relay, vsMCP.Floor = relayRate, float64(len(floorLat))/floorTime
 		vsMCP.Ratio = ratio(vsMCP.Relay, vsMCP.Floor)
 		vsMCP.P50Ms, vsMCP.P99Ms, vsMCP.Samples = p50, p99, len(relayLat)
+		vsMCP.Note = "CPU per call: relay: " + relayCPU.perCall(len(relayLat), "clients", "facades", "daemon") +
+			"; floor: " + floorCPU.perCall(len(floorLat), "clients", "mcpfloor")
 		vsMCP.setAim(vsMCPAim)
 		s.add(vsMCP)
 	}

@@ -5,14 +5,45 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/signal"
+	"path/filepath"
+	"runtime/pprof"
 	"syscall"
 )
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	stopProfile := startProfile(os.Getenv("RELAY_CPUPROFILE"), os.Args[1:])
 	code := run(ctx, os.Args[1:], &env{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr, getenv: os.Getenv})
+	stopProfile()
 	stop()
 	os.Exit(code)
+}
+
+// startProfile writes a CPU profile of this process to
+// DIR/relay-COMMAND-PID.pprof when RELAY_CPUPROFILE=DIR is set, for
+// profiling the daemon and the facades under `relay bench` (see
+// BENCHMARKS.md). The profile is complete when the command returns
+// normally (a facade at the end of its stdin, a daemon on SIGTERM).
+func startProfile(dir string, args []string) func() {
+	if dir == "" {
+		return func() {}
+	}
+	name := "relay"
+	if len(args) > 0 {
+		name = args[0]
+	}
+	f, err := os.Create(filepath.Join(dir, fmt.Sprintf("relay-%s-%d.pprof", filepath.Base(name), os.Getpid())))
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "relay: RELAY_CPUPROFILE: %v\n", err)
+		return func() {}
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		fmt.Fprintf(os.Stderr, "relay: RELAY_CPUPROFILE: %v\n", err)
+		f.Close()
+		return func() {}
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }
 }

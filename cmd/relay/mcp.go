@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"runtime"
 
 	"github.com/hai-relay/relay/facade"
 	"github.com/hai-relay/relay/model"
@@ -36,6 +37,9 @@ func runMCP(ctx context.Context, e *env, args []string) error {
 	if _, ok := cfg.Agent(*as); !ok {
 		return model.Errorf(model.CodeUnknownAgent, "no agent named %q", *as).
 			WithHint("one of: " + joinNames(cfg.AgentNames()) + " (or define [agents." + *as + "] in config.toml)")
+	}
+	if e.getenv("GOMAXPROCS") == "" {
+		runtime.GOMAXPROCS(1)
 	}
 	cwd, err := os.Getwd()
 	if err != nil {
