@@ -82,7 +82,8 @@
 //	permission.denied  the caller's keys, target, denied_permissions
 //	message.stored     from, to, body_sha256, body_bytes, artifacts,
 //	                   context_id, reply_to
-//	message.read       from, to
+//	message.read       to, message_ids (comma-separated), count: one row
+//	                   per inbox call that marked messages read
 //	message.acked      from, to, previous_state
 //	agent.probe        agent, worked_live, probed_at, reason
 //

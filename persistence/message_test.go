@@ -77,8 +77,13 @@ func TestInboxReadsAndCounts(t *testing.T) {
 			t.Errorf("returned message not read: %+v", m)
 		}
 	}
-	if n := count(t, db, "audit_log", "kind = 'message.read' AND actor = 'claude'"); n != 2 {
-		t.Errorf("message.read rows = %d, want 2", n)
+	// One audit row for the call, naming both messages.
+	if n := count(t, db, "audit_log", "kind = 'message.read' AND actor = 'claude'"); n != 1 {
+		t.Errorf("message.read rows = %d, want 1", n)
+	}
+	if n := count(t, db, "audit_log", `kind = 'message.read' AND json_extract(data, '$.message_ids') = 'm-0000,m-0001'
+		AND json_extract(data, '$.count') = '2' AND message_id = ''`); n != 1 {
+		t.Errorf("the message.read row does not name m-0000 and m-0001")
 	}
 
 	// unread_only skips what was read.
@@ -264,8 +269,13 @@ func TestConcurrentInboxReadsEachMessageOnce(t *testing.T) {
 			t.Errorf("%s handed out %d times", id, n)
 		}
 	}
-	if n := count(t, db, "audit_log", "kind = 'message.read'"); n != total {
-		t.Errorf("message.read rows = %d, want %d", n, total)
+	var audited int
+	if err := db.reader.DB.QueryRowContext(ctx, `SELECT COALESCE(SUM(CAST(json_extract(data, '$.count') AS INTEGER)), 0)
+		FROM audit_log WHERE kind = 'message.read'`).Scan(&audited); err != nil {
+		t.Fatal(err)
+	}
+	if audited != total {
+		t.Errorf("message.read rows count %d messages, want %d", audited, total)
 	}
 }
 

@@ -44,16 +44,17 @@ const (
 
 	qMessageInsert = `INSERT INTO messages (seq, id, from_agent, to_agent, body, context_id, reply_to, artifacts, state, created_at)
 		VALUES ((SELECT IFNULL(MAX(seq), 0) + 1 FROM messages), ?, ?, ?, ?, ?, ?, ?, ?, ?)`
-	qMarkRead    = `UPDATE messages SET state = ?, read_at = ? WHERE id = ? AND state = ?`
-	qUnreadCount = `SELECT COUNT(*) FROM messages WHERE to_agent = ? AND state = ?`
-	qAckOne      = `UPDATE messages SET state = ?, acked_at = ?, read_at = IFNULL(read_at, ?) WHERE id = ?`
+	qMarkReadUpTo = `UPDATE messages SET state = ?, read_at = ? WHERE to_agent = ? AND state = ? AND seq <= ?`
+	qStoredUpTo   = `SELECT COUNT(*) FROM messages WHERE to_agent = ? AND state = ? AND seq <= ?`
+	qUnreadCount  = `SELECT COUNT(*) FROM messages WHERE to_agent = ? AND state = ?`
+	qAckOne       = `UPDATE messages SET state = ?, acked_at = ?, read_at = IFNULL(read_at, ?) WHERE id = ?`
 )
 
 // writerQueries and readerQueries are prepared at Open on each pool.
 var (
 	writerQueries = []string{qAuditHead, qAuditHeadUpdate, qAuditInsert, qTaskByIdem, qTaskState,
 		insertTask, qTransition, qTransitionResult, qEventInsert, qVerdictInsert, qDenial,
-		qMessageInsert, qMarkRead, qUnreadCount, qAckOne, qSavepoint, qRollbackTo, qRelease}
+		qMessageInsert, qMarkReadUpTo, qStoredUpTo, qUnreadCount, qAckOne, qSavepoint, qRollbackTo, qRelease}
 	readerQueries = []string{qAuditHead, qTaskByID, qTaskExists, qTaskEvents, qTaskVerdicts}
 )
 
