@@ -19,9 +19,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/mark3labs/mcp-go/client"
-	"github.com/mark3labs/mcp-go/mcp"
-
 	"github.com/hai-relay/relay/facade"
 	"github.com/hai-relay/relay/model"
 	"github.com/hai-relay/relay/persistence"
@@ -288,7 +285,7 @@ type suite struct {
 
 	mu      sync.Mutex
 	daemons []*suiteDaemon
-	clients []*client.Client
+	clients []*suiteClient
 }
 
 type suiteBin struct {
@@ -492,20 +489,14 @@ func (d *suiteDaemon) rss() (cur, peak float64, err error) {
 }
 
 // mcpClient starts argv as an MCP stdio server and initializes it.
-func (s *suite) mcpClient(ctx context.Context, argv []string) (*client.Client, error) {
-	c, err := client.NewStdioMCPClient(argv[0], os.Environ(), argv[1:]...)
+func (s *suite) mcpClient(ctx context.Context, argv []string) (*suiteClient, error) {
+	c, err := startSuiteClient(ctx, argv)
 	if err != nil {
 		return nil, err
 	}
 	s.mu.Lock()
 	s.clients = append(s.clients, c)
 	s.mu.Unlock()
-	var ir mcp.InitializeRequest
-	ir.Params.ProtocolVersion = mcp.LATEST_PROTOCOL_VERSION
-	ir.Params.ClientInfo = mcp.Implementation{Name: "relay-bench", Version: Version}
-	if _, err := c.Initialize(ctx, ir); err != nil {
-		return nil, fmt.Errorf("initialize %s: %w", argv[0], err)
-	}
 	return c, nil
 }
 
@@ -514,34 +505,8 @@ func (s *suite) facadeArgv(home, agent string) []string {
 }
 
 // suiteCall calls a tool and decodes its structured result into out.
-func suiteCall(ctx context.Context, c *client.Client, name string, args map[string]any, out any) error {
-	var req mcp.CallToolRequest
-	req.Params.Name = name
-	req.Params.Arguments = args
-	res, err := c.CallTool(ctx, req)
-	if err != nil {
-		return fmt.Errorf("%s: %w", name, err)
-	}
-	text := ""
-	for _, ct := range res.Content {
-		if tc, ok := ct.(mcp.TextContent); ok {
-			text += tc.Text
-		}
-	}
-	if res.IsError {
-		return fmt.Errorf("%s: tool error: %s", name, text)
-	}
-	if out == nil {
-		return nil
-	}
-	if res.StructuredContent != nil {
-		b, err := json.Marshal(res.StructuredContent)
-		if err != nil {
-			return err
-		}
-		return json.Unmarshal(b, out)
-	}
-	return json.Unmarshal([]byte(text), out)
+func suiteCall(ctx context.Context, c *suiteClient, name string, args map[string]any, out any) error {
+	return c.call(ctx, name, args, out)
 }
 
 // --- statistics ---
@@ -710,7 +675,7 @@ func (s *suite) rowColdStart(ctx context.Context) {
 
 // sendRound sends per messages from each client concurrently and returns
 // the rate and every call's latency.
-func sendRound(ctx context.Context, clients []*client.Client, to func(k int) string, per int) (float64, []time.Duration, error) {
+func sendRound(ctx context.Context, clients []*suiteClient, to func(k int) string, per int) (float64, []time.Duration, error) {
 	lat := make([]time.Duration, len(clients)*per)
 	var wg sync.WaitGroup
 	var firstErr atomic.Value
@@ -760,7 +725,7 @@ func (s *suite) rowSend(ctx context.Context) {
 		return
 	}
 	agents := model.CoreAgents()
-	var relays []*client.Client
+	var relays []*suiteClient
 	for k := range 8 {
 		c, err := s.mcpClient(ctx, s.facadeArgv(home, agents[k%len(agents)]))
 		if err != nil {
@@ -771,7 +736,7 @@ func (s *suite) rowSend(ctx context.Context) {
 	}
 	relayTo := func(k int) string { return agents[(k+1)%len(agents)] }
 	floorBin, floorErr := s.bin("facade/mcpfloor")
-	var floors []*client.Client
+	var floors []*suiteClient
 	if floorErr == nil {
 		for range 8 {
 			c, err := s.mcpClient(ctx, []string{floorBin})
@@ -1175,7 +1140,7 @@ func (s *suite) scaleMeasure(ctx context.Context, name string, sz suiteSize) (sc
 		return res, err
 	}
 	agents := model.CoreAgents()
-	var cs []*client.Client
+	var cs []*suiteClient
 	for _, a := range agents {
 		c, err := s.mcpClient(ctx, s.facadeArgv(home, a))
 		if err != nil {

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -300,7 +301,7 @@ func BenchmarkInProcessSend8(b *testing.B) {
 	for k, c := range cs {
 		wg.Go(func() {
 			for range per {
-				if err := suiteCall(context.Background(), c, "send_message", map[string]any{"to": agents[(k+1)%6], "body": suiteBody}, nil); err != nil {
+				if err := mcpgoCall(context.Background(), c, "send_message", map[string]any{"to": agents[(k+1)%6], "body": suiteBody}); err != nil {
 					b.Error(err)
 					return
 				}
@@ -343,7 +344,7 @@ func benchInProcessTool(b *testing.B, tool string) {
 	b.ResetTimer()
 	for i := range b.N {
 		t0 := time.Now()
-		if err := suiteCall(context.Background(), cs[i%len(cs)], tool, map[string]any{}, nil); err != nil {
+		if err := mcpgoCall(context.Background(), cs[i%len(cs)], tool, map[string]any{}); err != nil {
 			b.Fatal(err)
 		}
 		lat = append(lat, time.Since(t0))
@@ -363,8 +364,8 @@ func TestBenchSuiteSmoke(t *testing.T) {
 		t.Skip("starts daemons and seeds stores")
 	}
 	t.Parallel()
-	cmd := exec.Command(relayBin, "bench", "--rows", "store,scale", "--messages", "3000", "--tasks", "300",
-		"--sends", "5", "--iterations", "2", "--json")
+	cmd := exec.Command(relayBin, "bench", "--rows", "store,send,scale", "--messages", "3000", "--tasks", "300",
+		"--sends", "20", "--iterations", "2", "--json")
 	var stderr syncBuffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
@@ -375,7 +376,7 @@ func TestBenchSuiteSmoke(t *testing.T) {
 	if err := json.Unmarshal(out, &res); err != nil {
 		t.Fatalf("bench --json: %v\n%s", err, out)
 	}
-	want := []string{"store_create_message_8", "scale_check_inbox", "scale_list_tasks", "scale_tasks_show", "scale_daemon_rss"}
+	want := []string{"store_create_message_8", "send_message_8_facades", "send_message_8_vs_inserts", "send_message_latency", "scale_check_inbox", "scale_list_tasks", "scale_tasks_show", "scale_daemon_rss"}
 	if len(res.Rows) != len(want) {
 		t.Fatalf("rows = %+v, want %v", res.Rows, want)
 	}
@@ -391,7 +392,26 @@ func TestBenchSuiteSmoke(t *testing.T) {
 			t.Errorf("%s: relay %v floor %v ratio %v floor_is %q", r.Name, r.Relay, r.Floor, r.Ratio, r.FloorIs)
 		}
 	}
+	// The send row splits its CPU time by process, read from /proc.
+	if n := res.Rows[1].Note; !strings.Contains(n, "relay: clients ") || !strings.Contains(n, "floor: clients ") {
+		t.Errorf("send row note = %q, want the CPU split", n)
+	}
 	if res.Machine["cpus"] == "" {
 		t.Errorf("machine = %v", res.Machine)
 	}
+}
+
+// mcpgoCall calls a tool through an mcp-go client and fails on a tool error.
+func mcpgoCall(ctx context.Context, c *client.Client, name string, args map[string]any) error {
+	var req mcp.CallToolRequest
+	req.Params.Name = name
+	req.Params.Arguments = args
+	res, err := c.CallTool(ctx, req)
+	if err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	if res.IsError {
+		return fmt.Errorf("%s: tool error: %+v", name, res.Content)
+	}
+	return nil
 }
