@@ -2,9 +2,11 @@ package main
 
 import (
 	"context"
+	"io"
 	"os"
 	"path/filepath"
 	"runtime"
+	"syscall"
 
 	"github.com/hai-relay/relay/facade"
 	"github.com/hai-relay/relay/model"
@@ -47,7 +49,9 @@ func runMCP(ctx context.Context, e *env, args []string) error {
 	}
 	c := dial(home, *as, !*noAuto)
 	defer c.Close()
-	return facade.ServeMCP(ctx, c, facade.MCPOptions{Agent: *as, Cwd: cwd, Version: Version, PID: os.Getpid()}, e.stdin, e.stdout)
+	in, restore := pollableStdin(e.stdin)
+	defer restore()
+	return facade.ServeMCP(ctx, c, facade.MCPOptions{Agent: *as, Cwd: cwd, Version: Version, PID: os.Getpid()}, in, e.stdout)
 }
 
 func joinNames(ns []string) string {
@@ -59,4 +63,39 @@ func joinNames(ns []string) string {
 		out += n
 	}
 	return out
+}
+
+// pollableStdin returns in switched to non-blocking mode when it is a pipe
+// or a socket, so that reads wait in the runtime's poller instead of in a
+// blocking read(2). A facade waits for its client's next line most of the
+// time; a blocking read holds an OS thread in the kernel, which the
+// runtime's monitor notices every 20 µs and answers by handing the
+// processor to another thread, so each message cost several extra futex
+// and nanosleep calls. A terminal is left alone (its mode is shared with the
+// shell); restore puts the blocking mode back.
+func pollableStdin(in io.Reader) (io.Reader, func()) {
+	f, ok := in.(*os.File)
+	if !ok {
+		return in, func() {}
+	}
+	var st syscall.Stat_t
+	if err := syscall.Fstat(int(f.Fd()), &st); err != nil {
+		return in, func() {}
+	}
+	if mode := st.Mode & syscall.S_IFMT; mode != syscall.S_IFIFO && mode != syscall.S_IFSOCK {
+		return in, func() {}
+	}
+	fd, err := syscall.Dup(int(f.Fd()))
+	if err != nil {
+		return in, func() {}
+	}
+	if err := syscall.SetNonblock(fd, true); err != nil {
+		syscall.Close(fd)
+		return in, func() {}
+	}
+	nf := os.NewFile(uintptr(fd), f.Name())
+	return nf, func() {
+		_ = syscall.SetNonblock(fd, false)
+		nf.Close()
+	}
 }
