@@ -355,7 +355,9 @@ func (s *Server) routes() {
 		if err != nil {
 			return nil, err
 		}
-		return s.svc.CheckInbox(r.Context(), caller, unread, limit)
+		in, err := s.svc.CheckInbox(r.Context(), caller, unread, limit)
+		in.Messages = apiNonNil(in.Messages)
+		return in, err
 	})
 	s.apiRoute("POST /v1/inbox/ack", true, nil, func(w http.ResponseWriter, r *http.Request, caller string) (any, error) {
 		ids, err := DecodeAckRequest(r.Body, s.o.MaxBody)

@@ -29,6 +29,8 @@ type apiFakeService struct {
 	err error
 	// hook, when set, runs inside every method (after recording).
 	hook func(ctx context.Context, method string) error
+	// empty makes CheckInbox and ListTasks answer with nil slices.
+	empty bool
 }
 
 var _ model.Service = (*apiFakeService)(nil)
@@ -104,6 +106,9 @@ func (f *apiFakeService) CheckInbox(ctx context.Context, caller string, unreadOn
 	if err := f.record(ctx, "CheckInbox", caller, unreadOnly, limit); err != nil {
 		return model.Inbox{}, err
 	}
+	if f.empty {
+		return model.Inbox{}, nil
+	}
 	return model.Inbox{Messages: []model.Message{apiMessage("MSG-1", "codex", caller), apiMessage("MSG-2", "relay", caller)}, Unread: 3}, nil
 }
 
@@ -133,6 +138,9 @@ func (f *apiFakeService) GetTask(ctx context.Context, caller, id string) (model.
 func (f *apiFakeService) ListTasks(ctx context.Context, caller string, state model.State, limit int) ([]model.Task, error) {
 	if err := f.record(ctx, "ListTasks", caller, state, limit); err != nil {
 		return nil, err
+	}
+	if f.empty {
+		return nil, nil
 	}
 	return []model.Task{apiTask("T-2", caller), apiTask("T-1", caller)}, nil
 }

@@ -284,6 +284,10 @@ func (c *Client) roundTrip(ctx context.Context, method, path string, q url.Value
 	if resp.StatusCode != http.StatusOK {
 		return clientDecodeError(resp.StatusCode, data)
 	}
+	if raw, ok := out.(*json.RawMessage); ok {
+		*raw = bytes.TrimRight(data, "\n")
+		return nil
+	}
 	if out != nil {
 		if err := json.Unmarshal(data, out); err != nil {
 			return &model.Error{Code: model.CodeInternal, Message: "the daemon's answer could not be decoded",
@@ -333,17 +337,29 @@ func clientSetLimit(q url.Values, n int) {
 // Agent; the daemon takes the identity from the client.
 func (c *Client) SendMessage(ctx context.Context, caller string, r model.SendRequest) (model.Message, error) {
 	var m model.Message
-	err := c.agentCall(ctx, caller, http.MethodPost, "/v1/messages", nil, r, &m)
+	err := c.sendMessage(ctx, caller, r, &m)
 	return m, err
+}
+
+// The agent calls below decode the daemon's answer into out: a typed value,
+// or a *json.RawMessage, which gets the answer's bytes as they came (the
+// facade passes them on as the tool result; see mcpFacade.passThrough).
+
+func (c *Client) sendMessage(ctx context.Context, caller string, r model.SendRequest, out any) error {
+	return c.agentCall(ctx, caller, http.MethodPost, "/v1/messages", nil, r, out)
 }
 
 // CheckInbox implements model.AgentService.
 func (c *Client) CheckInbox(ctx context.Context, caller string, unreadOnly bool, limit int) (model.Inbox, error) {
+	var in model.Inbox
+	err := c.checkInbox(ctx, caller, unreadOnly, limit, &in)
+	return in, err
+}
+
+func (c *Client) checkInbox(ctx context.Context, caller string, unreadOnly bool, limit int, out any) error {
 	q := url.Values{"unread_only": {strconv.FormatBool(unreadOnly)}}
 	clientSetLimit(q, limit)
-	var in model.Inbox
-	err := c.agentCall(ctx, caller, http.MethodPost, "/v1/inbox", q, nil, &in)
-	return in, err
+	return c.agentCall(ctx, caller, http.MethodPost, "/v1/inbox", q, nil, out)
 }
 
 // AckMessages implements model.AgentService.
@@ -362,23 +378,31 @@ func (c *Client) SubmitTask(ctx context.Context, caller string, r model.SubmitRe
 
 // GetTask implements model.AgentService.
 func (c *Client) GetTask(ctx context.Context, caller, id string) (model.Task, error) {
+	var t model.Task
+	err := c.getTask(ctx, caller, id, &t)
+	return t, err
+}
+
+func (c *Client) getTask(ctx context.Context, caller, id string, out any) error {
 	p, err := clientPathArg("task_id", id)
 	if err != nil {
-		return model.Task{}, err
+		return err
 	}
-	var t model.Task
-	err = c.agentCall(ctx, caller, http.MethodGet, "/v1/tasks/"+p, nil, nil, &t)
-	return t, err
+	return c.agentCall(ctx, caller, http.MethodGet, "/v1/tasks/"+p, nil, nil, out)
 }
 
 // ListTasks implements model.AgentService.
 func (c *Client) ListTasks(ctx context.Context, caller string, state model.State, limit int) ([]model.Task, error) {
+	var l TaskList
+	err := c.listTasks(ctx, caller, state, limit, &l)
+	return l.Tasks, err
+}
+
+func (c *Client) listTasks(ctx context.Context, caller string, state model.State, limit int, out any) error {
 	q := url.Values{}
 	clientSet(q, "state", string(state))
 	clientSetLimit(q, limit)
-	var l TaskList
-	err := c.agentCall(ctx, caller, http.MethodGet, "/v1/tasks", q, nil, &l)
-	return l.Tasks, err
+	return c.agentCall(ctx, caller, http.MethodGet, "/v1/tasks", q, nil, out)
 }
 
 // CancelTask implements model.AgentService.

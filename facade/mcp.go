@@ -227,12 +227,38 @@ func (f *mcpFacade) handler(t mcpTool) server.ToolHandlerFunc {
 }
 
 // toolResult returns out as structured content and as the same JSON text.
+// A json.RawMessage is the daemon's answer, passed on as it came.
 func (f *mcpFacade) toolResult(tool string, out any) *mcp.CallToolResult {
-	b, err := json.Marshal(out)
-	if err != nil {
-		return f.toolError(tool, fmt.Errorf("marshal %s result: %w", tool, err))
+	b, ok := out.(json.RawMessage)
+	if !ok {
+		var err error
+		if b, err = json.Marshal(out); err != nil {
+			return f.toolError(tool, fmt.Errorf("marshal %s result: %w", tool, err))
+		}
 	}
-	return mcp.NewToolResultStructured(json.RawMessage(b), string(b))
+	return mcp.NewToolResultStructured(b, string(b))
+}
+
+// passThrough returns the socket client when the facade talks to a
+// daemon. Its answers to the tools whose results are large or frequent
+// (send_message, check_inbox, get_task, list_tasks) are the JSON the tool
+// returns, byte for byte (the daemon's API and the tools share their
+// shapes; facade/api.go keeps them so), so the facade passes them on
+// instead of decoding and encoding them again: a 50-task list_tasks answer
+// cost the facade 0.3 ms of decoding and 0.15 ms of encoding. With an
+// in-process service (tests) it returns nil and the typed path runs.
+func (f *mcpFacade) passThrough() *Client {
+	c, _ := f.svc.(*Client)
+	return c
+}
+
+// passRaw runs call with a json.RawMessage to fill and returns it.
+func passRaw(call func(out any) error) (any, error) {
+	var raw json.RawMessage
+	if err := call(&raw); err != nil {
+		return nil, err
+	}
+	return raw, nil
 }
 
 // toolError returns err as an MCP tool error: isError with {code, message,

@@ -799,3 +799,37 @@ func TestNewMCPServerOptions(t *testing.T) {
 		t.Errorf("defaults = %+v, %v", o, err)
 	}
 }
+
+// TestMCPPassThroughMatchesTyped: the tools whose daemon answers the facade
+// passes on as they came (send_message, check_inbox, get_task, list_tasks)
+// return exactly what the typed path returns for the same service: the
+// same structured content and the same text, empty listings included.
+func TestMCPPassThroughMatchesTyped(t *testing.T) {
+	t.Parallel()
+	for _, empty := range []bool{false, true} {
+		svc := &apiFakeService{empty: empty}
+		srv := apiServe(t, svc, ServerOptions{})
+		viaSocket := mcpMustClient(t, apiNewClient(t, srv.sock, ClientOptions{Agent: mcpTestAgent}), mcp.LATEST_PROTOCOL_VERSION)
+		inProcess := mcpMustClient(t, svc, mcp.LATEST_PROTOCOL_VERSION)
+		calls := []struct {
+			tool string
+			args map[string]any
+		}{
+			{"send_message", map[string]any{"to": "codex", "body": "hello", "reply_to": "MSG-0"}},
+			{"check_inbox", map[string]any{"limit": 7}},
+			{"get_task", map[string]any{"task_id": "T-7"}},
+			{"list_tasks", map[string]any{"state": "working"}},
+		}
+		for _, c := range calls {
+			a := mcpMustCall(t, viaSocket, c.tool, c.args)
+			b := mcpMustCall(t, inProcess, c.tool, c.args)
+			if a.IsError || b.IsError {
+				t.Fatalf("%s: errors %v / %v: %+v %+v", c.tool, a.IsError, b.IsError, a.Content, b.Content)
+			}
+			if !reflect.DeepEqual(a.StructuredContent, b.StructuredContent) || !reflect.DeepEqual(a.Content, b.Content) {
+				t.Errorf("%s (empty %v): passed through %+v / %+v\ntyped %+v / %+v", c.tool, empty,
+					a.StructuredContent, a.Content, b.StructuredContent, b.Content)
+			}
+		}
+	}
+}

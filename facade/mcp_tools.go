@@ -116,13 +116,17 @@ func mcpTools(o MCPOptions) []mcpTool {
 				mcpArtifactsParam(),
 			},
 			call: func(ctx context.Context, f *mcpFacade, a mcpArgs) (any, error) {
-				return f.svc.SendMessage(ctx, f.o.Agent, model.SendRequest{
+				r := model.SendRequest{
 					To:        a.str("to"),
 					Body:      a.str("body"),
 					ContextID: a.str("context_id"),
 					ReplyTo:   a.str("reply_to"),
 					Artifacts: a.artifacts("artifacts"),
-				})
+				}
+				if c := f.passThrough(); c != nil {
+					return passRaw(func(out any) error { return c.sendMessage(ctx, f.o.Agent, r, out) })
+				}
+				return f.svc.SendMessage(ctx, f.o.Agent, r)
 			},
 		},
 		{
@@ -143,6 +147,11 @@ func mcpTools(o MCPOptions) []mcpTool {
 				{name: "limit", kind: mcpLimit, def: 50, desc: fmt.Sprintf("Maximum number of messages to return, 1 to %d (default 50).", mcpMaxLimit)},
 			},
 			call: func(ctx context.Context, f *mcpFacade, a mcpArgs) (any, error) {
+				if c := f.passThrough(); c != nil {
+					return passRaw(func(out any) error {
+						return c.checkInbox(ctx, f.o.Agent, a.boolOr("unread_only", true), a.intOr("limit", 50), out)
+					})
+				}
 				in, err := f.svc.CheckInbox(ctx, f.o.Agent, a.boolOr("unread_only", true), a.intOr("limit", 50))
 				if in.Messages == nil {
 					in.Messages = []model.Message{}
@@ -224,6 +233,9 @@ func mcpTools(o MCPOptions) []mcpTool {
 			},
 			readOnly: true, idempotent: true,
 			call: func(ctx context.Context, f *mcpFacade, a mcpArgs) (any, error) {
+				if c := f.passThrough(); c != nil {
+					return passRaw(func(out any) error { return c.getTask(ctx, f.o.Agent, a.str("task_id"), out) })
+				}
 				return f.svc.GetTask(ctx, f.o.Agent, a.str("task_id"))
 			},
 		},
@@ -253,6 +265,11 @@ func mcpTools(o MCPOptions) []mcpTool {
 			},
 			readOnly: true, idempotent: true,
 			call: func(ctx context.Context, f *mcpFacade, a mcpArgs) (any, error) {
+				if c := f.passThrough(); c != nil {
+					return passRaw(func(out any) error {
+						return c.listTasks(ctx, f.o.Agent, model.State(a.str("state")), a.intOr("limit", 50), out)
+					})
+				}
 				ts, err := f.svc.ListTasks(ctx, f.o.Agent, model.State(a.str("state")), a.intOr("limit", 50))
 				if ts == nil {
 					ts = []model.Task{}
