@@ -65,13 +65,15 @@ func (db *DB) queryMessagesSeq(ctx context.Context, q querier, query string, arg
 	if err != nil {
 		return nil, 0, err
 	}
-	var mrs []messageRow
-	if err := db.reader.ScanRows(ctx, rows, &mrs); err != nil {
-		return nil, 0, err
-	}
-	out := make([]model.Message, 0, len(mrs))
+	defer rows.Close()
+	out := []model.Message{}
 	var last int64
-	for _, r := range mrs {
+	for rows.Next() {
+		var r messageRow
+		if err := rows.Scan(&r.ID, &r.Seq, &r.From, &r.To, &r.Body, &r.ContextID, &r.ReplyTo, &r.Artifacts,
+			&r.State, &r.CreatedAt, &r.ReadAt, &r.AckedAt); err != nil { // messageColumns order
+			return nil, 0, err
+		}
 		m, err := r.message()
 		if err != nil {
 			return nil, 0, err
@@ -79,7 +81,7 @@ func (db *DB) queryMessagesSeq(ctx context.Context, q querier, query string, arg
 		out = append(out, m)
 		last = max(last, r.Seq)
 	}
-	return out, last, nil
+	return out, last, rows.Err()
 }
 
 // CreateMessage persists m as a stored message and audits it

@@ -118,19 +118,29 @@ func (db *DB) queryTasks(ctx context.Context, q querier, query string, args ...a
 	if err != nil {
 		return nil, err
 	}
-	var trs []taskRow
-	if err := db.reader.ScanRows(ctx, rows, &trs); err != nil {
-		return nil, err
-	}
-	out := make([]model.Task, 0, len(trs))
-	for _, r := range trs {
+	defer rows.Close()
+	out := []model.Task{}
+	for rows.Next() {
+		var r taskRow
+		if err := rows.Scan(r.fields()...); err != nil {
+			return nil, err
+		}
 		t, err := r.task()
 		if err != nil {
 			return nil, err
 		}
 		out = append(out, t)
 	}
-	return out, nil
+	return out, rows.Err()
+}
+
+// fields returns pointers to r's fields in taskColumns order, for
+// rows.Scan: bun's reflective ScanRows cost 7 µs a row, most of a 50-task
+// listing's time in the store.
+func (r *taskRow) fields() []any {
+	return []any{&r.ID, &r.Seq, &r.State, &r.Code, &r.Message, &r.Caller, &r.Target, &r.Mode, &r.MissionID,
+		&r.LeaseID, &r.ContextID, &r.Prompt, &r.Cwd, &r.Artifacts, &r.ReferenceTaskIDs, &r.IdempotencyKey,
+		&r.Result, &r.StopReason, &r.SessionMode, &r.ToolCalls, &r.DeniedPermissions, &r.CreatedAt, &r.UpdatedAt}
 }
 
 // CreateTask persists t as a new submitted task and audits it
