@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"net/url"
@@ -54,8 +53,7 @@ type ClientOptions struct {
 type Client struct {
 	sock string
 	o    ClientOptions
-	tr   *http.Transport
-	hc   *http.Client
+	pool clientPool
 
 	verMu sync.Mutex
 	verOK atomic.Bool
@@ -83,27 +81,11 @@ func NewClient(sockPath string, o ClientOptions) *Client {
 	if o.Timeout == 0 {
 		o.Timeout = DefaultClientTimeout
 	}
-	c := &Client{sock: sockPath, o: o}
-	c.tr = &http.Transport{
-		DialContext:         c.dial,
-		MaxIdleConns:        64,
-		MaxIdleConnsPerHost: 64,
-		// Shorter than the server's idle timeout, so the client drops an
-		// idle connection before the daemon does.
-		IdleConnTimeout:    DefaultIdleTimeout / 2,
-		DisableCompression: true,
-	}
-	c.hc = &http.Client{
-		Transport: c.tr,
-		CheckRedirect: func(*http.Request, []*http.Request) error {
-			return http.ErrUseLastResponse
-		},
-	}
-	return c
+	return &Client{sock: sockPath, o: o}
 }
 
 // Close closes the client's idle connections. The client stays usable.
-func (c *Client) Close() { c.tr.CloseIdleConnections() }
+func (c *Client) Close() { c.pool.closeAll() }
 
 // Version returns the daemon's version, and checks its API version.
 func (c *Client) Version(ctx context.Context) (string, error) {
@@ -243,29 +225,18 @@ func (c *Client) roundTrip(ctx context.Context, method, path string, q url.Value
 		ctx, cancel = context.WithTimeout(ctx, c.o.Timeout+extra)
 		defer cancel()
 	}
-	var body io.Reader
+	req := clientReq{method: method, target: path, agent: agent}
 	if in != nil {
 		b, err := json.Marshal(in)
 		if err != nil {
 			return &model.Error{Code: model.CodeInvalidArgs, Message: "the request could not be encoded", Err: err}
 		}
-		body = bytes.NewReader(b)
+		req.body = b
 	}
-	u := "http://relay" + path
 	if len(q) > 0 {
-		u += "?" + q.Encode()
+		req.target += "?" + q.Encode()
 	}
-	req, err := http.NewRequestWithContext(ctx, method, u, body)
-	if err != nil {
-		return &model.Error{Code: model.CodeInternal, Message: "the request could not be built", Err: err}
-	}
-	if in != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	if agent != "" {
-		req.Header.Set(AgentHeader, agent)
-	}
-	resp, err := c.hc.Do(req)
+	status, data, err := c.do(ctx, req, clientMaxResponse)
 	if err != nil {
 		var me *model.Error
 		if errors.As(err, &me) {
@@ -276,13 +247,8 @@ func (c *Client) roundTrip(ctx context.Context, method, path string, q url.Value
 		}
 		return c.unavailable(fmt.Sprintf("lost the connection to the relay daemon on %s", c.sock), err)
 	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, clientMaxResponse))
-	if err != nil {
-		return c.unavailable(fmt.Sprintf("lost the connection to the relay daemon on %s while reading its answer", c.sock), err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		return clientDecodeError(resp.StatusCode, data)
+	if status != http.StatusOK {
+		return clientDecodeError(status, data)
 	}
 	if raw, ok := out.(*json.RawMessage); ok {
 		*raw = bytes.TrimRight(data, "\n")
