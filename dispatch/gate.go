@@ -40,10 +40,11 @@ const (
 )
 
 type lineGate struct {
-	br        *bufio.Reader
+	br *bufio.Reader
+	// onGarbage must not keep line: it may point into br's buffer.
 	onGarbage func(why string, line []byte)
 
-	cur      []byte
+	cur      []byte // what is left of the current line for the SDK, in br's buffer
 	err      error
 	skipping bool   // inside a line longer than the read buffer
 	pending  []byte // that line so far, for inspection when it ends
@@ -103,9 +104,11 @@ func (g *lineGate) Read(p []byte) (int, error) {
 		if g.err != nil {
 			return 0, g.err
 		}
+		// No copy: ReadSlice's bytes stay valid until the next read from
+		// br, and the loop reads again only once g.cur is used up. What
+		// outlives that (a long line's fragments) is copied to pending.
 		line, err := g.br.ReadSlice('\n')
-		// ReadSlice's buffer is reused by the next call: copy.
-		g.cur = append(g.cur[:0:0], line...)
+		g.cur = line
 		switch {
 		case err == bufio.ErrBufferFull:
 			// A fragment of a long line: pass it through, inspect the

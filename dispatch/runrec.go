@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -186,6 +187,12 @@ func (d *Dispatcher) dropRecord(h *runRecordHandle) {
 
 // writeRecord writes rec to path atomically (temporary file + rename), the
 // directory 0700 and the file 0600.
+//
+// Neither the file nor the directory is fsynced, on purpose: a record only
+// has to outlive the daemon *process* (the page cache does), since an OS
+// crash or power loss kills every agent with it, and Reap removes records
+// from an earlier boot without killing anything. An fsync would add a disk
+// flush to every dispatch for nothing.
 func writeRecord(path string, rec runRecord) error {
 	b, err := json.Marshal(rec)
 	if err != nil {
@@ -502,11 +509,13 @@ func hasEnv(pid int, kv string) bool {
 	return false
 }
 
-// bootID is the kernel's boot id, or "" when it cannot be read.
-func bootID() string {
+// bootID is the kernel's boot id, or "" when it cannot be read. It is read
+// once: it cannot change while this process lives, and every dispatch
+// needs it while the agent starts up.
+var bootID = sync.OnceValue(func() string {
 	b, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
 	if err != nil {
 		return ""
 	}
 	return strings.TrimSpace(string(b))
-}
+})

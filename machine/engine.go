@@ -456,9 +456,18 @@ func (e *Engine) terminal(ctx context.Context, t model.Task) {
 }
 
 // Started implements model.RunReporter: authorized → working.
+//
+// Unlike Fire it does not read the task first: a run exists only for a
+// task that was authorized, and the transition's compare-and-set from
+// authorized is the check that it still is (a task canceled or failed
+// meanwhile gets CodeStaleState from it). The read would sit between the
+// agent's answer to session/new and the working stamp.
 func (e *Engine) Started(ctx context.Context, taskID string) error {
-	_, err := e.Fire(ctx, taskID, model.StateAuthorized, model.TriggerStart, FireOptions{Actor: model.RelayAgent})
-	return err
+	unlock := e.lock(taskID)
+	defer unlock()
+	o := &op{e: e, task: model.Task{ID: taskID, State: model.StateAuthorized},
+		trigger: model.TriggerStart, actor: model.RelayAgent}
+	return o.fire(ctx)
 }
 
 // Denied implements model.RunReporter: count and audit a refused

@@ -250,6 +250,33 @@ func TestCancelWorkingStopsTheRun(t *testing.T) {
 	}
 }
 
+// Started relies on the transition's compare-and-set alone: a run that
+// reports after its task moved on changes nothing.
+func TestStartedOnlyFromAuthorized(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, machine.Options{Authority: &allowAuthority{}})
+	ctx := context.Background()
+
+	task := r.submit(t, model.SubmitRequest{})
+	if err := r.eng.Started(ctx, task.ID); err != nil {
+		t.Fatalf("started: %v", err)
+	}
+	wantCode(t, r.eng.Started(ctx, task.ID), model.CodeStaleState) // working already
+
+	task = r.submit(t, model.SubmitRequest{})
+	if _, err := r.eng.Cancel(ctx, task.ID, model.CodeCanceledBySubmitter, "codex"); err != nil {
+		t.Fatal(err)
+	}
+	before, _ := r.db.TaskEvents(ctx, task.ID)
+	wantCode(t, r.eng.Started(ctx, task.ID), model.CodeStaleState)
+	after, _ := r.db.TaskEvents(ctx, task.ID)
+	got, _ := r.eng.Get(ctx, task.ID)
+	if got.State != model.StateCanceled || len(after) != len(before) {
+		t.Fatalf("late start changed the task: %s, %d→%d events", got.State, len(before), len(after))
+	}
+	wantCode(t, r.eng.Started(ctx, "T-missing"), model.CodeNotFound)
+}
+
 func TestDispatchLimitHoldsTasksInSubmitted(t *testing.T) {
 	t.Parallel()
 	r := newRig(t, machine.Options{Authority: &allowAuthority{}, MaxDispatch: 2})
