@@ -92,6 +92,18 @@ func connTestClient(t *testing.T, d *connDaemon, timeout time.Duration) *Client 
 	return apiNewClient(t, d.sock, ClientOptions{Agent: "claude", Timeout: timeout})
 }
 
+// connWarm starts a stand-in daemon and a client that has made one send,
+// so that the client holds an idle connection.
+func connWarm(t *testing.T) (*connDaemon, *Client) {
+	t.Helper()
+	d := startConnDaemon(t)
+	c := connTestClient(t, d, 0)
+	if _, err := c.SendMessage(context.Background(), "claude", model.SendRequest{To: "codex", Body: "warm"}); err != nil {
+		t.Fatal(err)
+	}
+	return d, c
+}
+
 // TestClientReusesOneConnection: sequential calls share one connection.
 func TestClientReusesOneConnection(t *testing.T) {
 	t.Parallel()
@@ -112,12 +124,8 @@ func TestClientReusesOneConnection(t *testing.T) {
 // daemon exactly once.
 func TestClientRetriesAConnectionTheDaemonClosed(t *testing.T) {
 	t.Parallel()
-	d := startConnDaemon(t)
-	c := connTestClient(t, d, 0)
+	d, c := connWarm(t)
 	ctx := context.Background()
-	if _, err := c.SendMessage(ctx, "claude", model.SendRequest{To: "codex", Body: "1"}); err != nil {
-		t.Fatal(err)
-	}
 	for i := range 3 {
 		d.dropAll()
 		time.Sleep(20 * time.Millisecond) // the close reaches the client's end
@@ -138,12 +146,8 @@ func TestClientRetriesAConnectionTheDaemonClosed(t *testing.T) {
 // daemon may have acted on it).
 func TestClientNeverReplaysAPost(t *testing.T) {
 	t.Parallel()
-	d := startConnDaemon(t)
-	c := connTestClient(t, d, 0)
+	d, c := connWarm(t)
 	ctx := context.Background()
-	if _, err := c.SendMessage(ctx, "claude", model.SendRequest{To: "codex", Body: "warm"}); err != nil {
-		t.Fatal(err)
-	}
 	d.hangUp.Store(true)
 	_, err := c.SendMessage(ctx, "claude", model.SendRequest{To: "codex", Body: "once"})
 	if model.ErrorCode(err) != model.CodeDaemonUnavailable {
