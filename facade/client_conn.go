@@ -160,9 +160,16 @@ func (cc *clientConn) roundTrip(ctx context.Context, req clientReq, limit int64)
 	if err := cc.nc.SetDeadline(dl); err != nil {
 		return 0, nil, false, err
 	}
-	// Cancellation interrupts blocked I/O by moving the deadline to the past.
+	// Cancellation interrupts blocked I/O by moving the deadline to the
+	// past. If that may still happen after the call (the context ended as
+	// it finished), the connection is not reused: the late deadline would
+	// cut the next call short.
 	stop := context.AfterFunc(ctx, func() { _ = cc.nc.SetDeadline(time.Unix(1, 0)) })
-	defer stop()
+	defer func() {
+		if !stop() {
+			keep = false
+		}
+	}()
 
 	werr := req.write(cc.bw)
 	if werr != nil && !peerClosed(werr) {
