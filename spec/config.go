@@ -6,7 +6,6 @@ import (
 	"io/fs"
 	"maps"
 	"os"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -298,8 +297,25 @@ func ParseConfig(data []byte, name string) (Config, error) {
 	return cfg, nil
 }
 
-// agentNameRE is the shape of an agent name.
-var agentNameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,63}$`)
+// agentNameShape reports whether name matches [a-z0-9][a-z0-9_-]{0,63}.
+// A loop, not a regexp: compiling that one (the {0,63} unrolled) was a
+// third of a millisecond of every relay process's start, the facade's
+// included.
+func agentNameShape(name string) bool {
+	if len(name) == 0 || len(name) > 64 {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		switch {
+		case 'a' <= c && c <= 'z', '0' <= c && c <= '9':
+		case (c == '_' || c == '-') && i > 0:
+		default:
+			return false
+		}
+	}
+	return true
+}
 
 // ValidAgentName reports whether name is a well-formed agent name:
 // [a-z0-9][a-z0-9_-]{0,63}, and not the reserved model.RelayAgent.
@@ -311,7 +327,7 @@ func checkAgentName(name string) error {
 	if name == model.RelayAgent {
 		return fmt.Errorf("%q is reserved for the relay's own messages", name)
 	}
-	if !agentNameRE.MatchString(name) {
+	if !agentNameShape(name) {
 		return fmt.Errorf("agent name %s does not match [a-z0-9][a-z0-9_-]{0,63}", quote(name))
 	}
 	return nil
