@@ -28,8 +28,12 @@ type Options struct {
 	MaxDispatch int
 	// MaxPromptBytes bounds a task's prompt (default 262144).
 	MaxPromptBytes int
-	// OnTerminal, if set, is called once after a task enters a terminal
-	// state (the daemon uses it to message the submitter).
+	// NotifySubmitter makes every transition to a terminal state leave the
+	// task's submitter a passive message from the relay (model.EndNotice),
+	// in the transition's own transaction, so a task never ends without it.
+	NotifySubmitter bool
+	// OnTerminal, if set, is called once after a task entered a terminal
+	// state (its transaction committed).
 	OnTerminal func(ctx context.Context, t model.Task)
 	Clock      func() time.Time
 	Logger     *slog.Logger
@@ -43,6 +47,7 @@ type Engine struct {
 	authority  model.Authority
 	maxPrompt  int
 	onTerminal func(context.Context, model.Task)
+	notify     bool
 	now        func() time.Time
 	log        *slog.Logger
 
@@ -77,7 +82,7 @@ func New(o Options) *Engine {
 	}
 	e := &Engine{
 		store: o.Store, dispatcher: o.Dispatcher, registry: o.Registry,
-		authority: o.Authority, maxPrompt: o.MaxPromptBytes, onTerminal: o.OnTerminal,
+		authority: o.Authority, maxPrompt: o.MaxPromptBytes, onTerminal: o.OnTerminal, notify: o.NotifySubmitter,
 		now: func() time.Time { return o.Clock().UTC() }, log: o.Logger,
 		slots: newSlots(o.MaxDispatch), locks: map[string]*taskLock{},
 		stopped: make(chan struct{}),

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/hai-relay/relay/machine"
 	"github.com/hai-relay/relay/model"
@@ -446,5 +447,51 @@ func TestIdempotentSubmitReturnsFirstTask(t *testing.T) {
 	}
 	if auth.n != 2 || r.disp.total() != 2 {
 		t.Fatalf("authority ran %d times, %d dispatches; want 2 and 2", auth.n, r.disp.total())
+	}
+}
+
+// TestNotifySubmitterAtEveryEnd: with NotifySubmitter, each way a task
+// ends (rejected by a gate, blocked, canceled, completed) leaves its
+// submitter exactly one message from the relay, stamped with the engine's
+// clock; a task that has not ended has none.
+func TestNotifySubmitterAtEveryEnd(t *testing.T) {
+	t.Parallel()
+	at := time.Date(2026, 5, 6, 7, 8, 9, 0, time.UTC)
+	clock := func() time.Time { return at }
+	ctx := context.Background()
+	notices := func(t *testing.T, r *rig, caller string) []model.Message {
+		t.Helper()
+		ms, err := r.db.ListMessages(ctx, model.MessageFilter{To: caller, From: model.RelayAgent})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ms
+	}
+
+	r := newRig(t, machine.Options{Authority: &allowAuthority{}, NotifySubmitter: true, Clock: clock})
+	rejected := r.submit(t, model.SubmitRequest{MissionID: "M-1", LeaseID: "bad lease!"})
+	if rejected.State != model.StateRejected {
+		t.Fatalf("task = %+v", rejected)
+	}
+	running := r.submitAs(t, "gemini", model.SubmitRequest{})
+	if got := notices(t, r, "gemini"); len(got) != 0 {
+		t.Fatalf("notice before the end: %+v", got)
+	}
+	if _, err := r.eng.Cancel(ctx, running.ID, model.CodeCanceledBySubmitter, "gemini"); err != nil {
+		t.Fatal(err)
+	}
+	for caller, task := range map[string]model.Task{"codex": rejected, "gemini": running} {
+		got := notices(t, r, caller)
+		if len(got) != 1 || !strings.HasPrefix(got[0].Body, "task "+task.ID+" ") || !got[0].CreatedAt.Equal(at) {
+			t.Errorf("%s's notices = %+v", caller, got)
+		}
+	}
+
+	blocked := newRig(t, machine.Options{NotifySubmitter: true, Clock: clock}) // no authority
+	task := blocked.submit(t, model.SubmitRequest{})
+	got := notices(t, blocked, "codex")
+	if task.State != model.StateBlocked || len(got) != 1 ||
+		got[0].Body != "task "+task.ID+" blocked (authority_not_configured): "+task.Message {
+		t.Errorf("blocked task %+v, notices %+v", task, got)
 	}
 }

@@ -47,11 +47,15 @@ func (o *op) mutate(ctx context.Context, s stateless.State) error {
 	if o.eval != nil && to == model.StateAuthorized {
 		verdicts = o.eval.verdicts
 	}
-	t, err := o.e.store.Transition(ctx, model.Transition{
+	tr := model.Transition{
 		TaskID: o.task.ID, From: o.task.State, To: to, Trigger: o.trigger,
 		Code: o.code, Message: o.message, Actor: o.actor,
 		Verdicts: verdicts, Result: o.result, At: o.e.now(),
-	})
+	}
+	if o.e.notify && to.Terminal() {
+		tr.NoticeID = newID("MSG")
+	}
+	t, err := o.e.store.Transition(ctx, tr)
 	if err != nil {
 		return err
 	}

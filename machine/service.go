@@ -316,25 +316,3 @@ func (s *Service) ProbeAgent(ctx context.Context, name string, timeout time.Dura
 func (s *Service) VerifyAudit(ctx context.Context) (model.AuditReport, error) {
 	return s.o.Store.VerifyAudit(ctx)
 }
-
-// NotifySubmitter returns an Engine OnTerminal hook that leaves the task's
-// submitter a passive message from the relay naming the task, its final
-// state and its code or result.
-func NotifySubmitter(msgs model.MessageStore, log *slog.Logger) func(context.Context, model.Task) {
-	return func(ctx context.Context, t model.Task) {
-		body := fmt.Sprintf("task %s %s", t.ID, t.State)
-		switch {
-		case t.State == model.StateCompleted:
-			body += ": " + t.Result
-		case t.Code != "":
-			body += fmt.Sprintf(" (%s): %s", t.Code, t.Message)
-		}
-		_, err := msgs.CreateMessage(ctx, model.Message{
-			ID: newID("MSG"), From: model.RelayAgent, To: t.Caller, Body: body, ContextID: t.ContextID,
-			State: model.MessageStored, CreatedAt: time.Now().UTC(),
-		})
-		if err != nil && log != nil {
-			log.Error("notify submitter", "task_id", t.ID, "err", err)
-		}
-	}
-}

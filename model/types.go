@@ -92,6 +92,24 @@ type Transition struct {
 	// Result, when set, is stored on the task with the transition.
 	Result *TaskResult
 	At     time.Time
+	// NoticeID, when set on a transition to a terminal state, is the id of
+	// the passive message from the relay to the task's submitter (body:
+	// EndNotice of the task as it ends), stored and audited in the
+	// transition's own transaction: the task never ends without it.
+	NoticeID string
+}
+
+// EndNotice is the body of the relay's message to a task's submitter when
+// the task ends: its id, its final state and its result or code.
+func EndNotice(t Task) string {
+	body := "task " + t.ID + " " + string(t.State)
+	switch {
+	case t.State == StateCompleted:
+		body += ": " + t.Result
+	case t.Code != "":
+		body += " (" + string(t.Code) + "): " + t.Message
+	}
+	return body
 }
 
 // Message is a passive message between two agents.

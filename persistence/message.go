@@ -103,37 +103,41 @@ func (db *DB) CreateMessage(ctx context.Context, m model.Message) (model.Message
 		return model.Message{}, err
 	}
 	m.ReadAt, m.AckedAt = nil, nil
-	arts, err := jsonArray(m.Artifacts)
-	if err != nil {
-		return model.Message{}, wrap("create message", err)
-	}
 	if m.Artifacts == nil {
 		m.Artifacts = []model.Artifact{}
 	}
-	err = db.write(ctx, func(ctx context.Context, w *writeTx) error {
-		_, err := w.ExecContext(ctx, qMessageInsert, m.ID, m.From, m.To, m.Body, m.ContextID, m.ReplyTo,
-			arts, string(m.State), formatTime(m.CreatedAt))
-		if err != nil {
-			if isUniqueViolation(err) {
-				return invalidArgs("message id %q already exists", m.ID)
-			}
-			return err
-		}
-		return w.audit(ctx, model.AuditEvent{
-			At: m.CreatedAt, Kind: "message.stored", Actor: m.From, MessageID: m.ID,
-			Data: auditData{
-				"from":        m.From,
-				"to":          m.To,
-				"body_sha256": sha256Hex(m.Body),
-				"body_bytes":  strconv.Itoa(len(m.Body)),
-				"artifacts":   strconv.Itoa(len(m.Artifacts)),
-			}.set("context_id", m.ContextID).set("reply_to", m.ReplyTo),
-		})
-	})
+	err = db.write(ctx, func(ctx context.Context, w *writeTx) error { return insertMessage(ctx, w, m) })
 	if err != nil {
 		return model.Message{}, wrap("create message", err)
 	}
 	return m, nil
+}
+
+// insertMessage stores m (stored, CreatedAt set) and audits it
+// ("message.stored", actor m.From).
+func insertMessage(ctx context.Context, w *writeTx, m model.Message) error {
+	arts, err := jsonArray(m.Artifacts)
+	if err != nil {
+		return err
+	}
+	_, err = w.ExecContext(ctx, qMessageInsert, m.ID, m.From, m.To, m.Body, m.ContextID, m.ReplyTo,
+		arts, string(model.MessageStored), formatTime(m.CreatedAt))
+	if err != nil {
+		if isUniqueViolation(err) {
+			return invalidArgs("message id %q already exists", m.ID)
+		}
+		return err
+	}
+	return w.audit(ctx, model.AuditEvent{
+		At: m.CreatedAt, Kind: "message.stored", Actor: m.From, MessageID: m.ID,
+		Data: auditData{
+			"from":        m.From,
+			"to":          m.To,
+			"body_sha256": sha256Hex(m.Body),
+			"body_bytes":  strconv.Itoa(len(m.Body)),
+			"artifacts":   strconv.Itoa(len(m.Artifacts)),
+		}.set("context_id", m.ContextID).set("reply_to", m.ReplyTo),
+	})
 }
 
 // Inbox returns up to limit of to's messages, oldest first: with unreadOnly

@@ -298,11 +298,18 @@ func (db *DB) Transition(ctx context.Context, tr model.Transition) (model.Task, 
 				return err
 			}
 		}
-		return w.audit(ctx, model.AuditEvent{
+		if err := w.audit(ctx, model.AuditEvent{
 			At: at, Kind: "task.transition", Actor: tr.Actor, TaskID: tr.TaskID,
 			Data: map[string]string{"from": string(tr.From), "to": string(tr.To), "trigger": string(tr.Trigger),
 				"code": string(tr.Code), "message": tr.Message},
-		})
+		}); err != nil {
+			return err
+		}
+		if tr.NoticeID == "" || !tr.To.Terminal() {
+			return nil
+		}
+		return insertMessage(ctx, w, model.Message{ID: tr.NoticeID, From: model.RelayAgent, To: out.Caller,
+			Body: model.EndNotice(out), ContextID: out.ContextID, Artifacts: []model.Artifact{}, CreatedAt: at})
 	})
 	if err != nil {
 		return model.Task{}, wrap("transition", err)

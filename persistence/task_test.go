@@ -253,6 +253,51 @@ func TestTransitionStaleAndMissing(t *testing.T) {
 	}
 }
 
+// TestTerminalTransitionLeavesItsNotice: a transition to a terminal state
+// with a NoticeID stores the relay's message to the submitter (and its
+// audit row) in the same transaction, stamped with the transition's time; a
+// refused transition or a non-terminal one stores none.
+func TestTerminalTransitionLeavesItsNotice(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := MustOpenTemp(t)
+	task := newTask("T-1")
+	task.ContextID = "C-1"
+	mustCreate(t, db, task)
+	at := t0.Add(time.Minute)
+
+	// Not terminal: no notice even with an id.
+	if _, err := db.Transition(ctx, model.Transition{TaskID: "T-1", From: model.StateSubmitted, To: model.StateAuthorized,
+		Trigger: model.TriggerAuthorize, At: at, NoticeID: "MSG-early"}); err != nil {
+		t.Fatal(err)
+	}
+	// Refused (stale): nothing.
+	_, err := db.Transition(ctx, model.Transition{TaskID: "T-1", From: model.StateWorking, To: model.StateCompleted,
+		Trigger: model.TriggerComplete, At: at, NoticeID: "MSG-stale"})
+	wantCode(t, err, model.CodeStaleState)
+	if n := count(t, db, "messages", ""); n != 0 {
+		t.Fatalf("%d messages after a non-terminal and a refused transition", n)
+	}
+
+	if _, err := db.Transition(ctx, model.Transition{TaskID: "T-1", From: model.StateAuthorized, To: model.StateFailed,
+		Trigger: model.TriggerFail, Code: model.CodeAgentCrashed, Message: "exit 2", At: at, NoticeID: "MSG-end"}); err != nil {
+		t.Fatal(err)
+	}
+	m, err := db.GetMessage(ctx, "MSG-end")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "task T-1 failed (agent_crashed): exit 2"
+	if m.From != model.RelayAgent || m.To != "codex" || m.Body != want || m.ContextID != "C-1" ||
+		m.State != model.MessageStored || !m.CreatedAt.Equal(at) {
+		t.Errorf("notice = %+v, want from relay to codex %q at %v", m, want, at)
+	}
+	if n := count(t, db, "audit_log", "kind = 'message.stored' AND message_id = 'MSG-end' AND actor = 'relay'"); n != 1 {
+		t.Errorf("notice audited %d times", n)
+	}
+	verifyOK(t, db, count(t, db, "audit_log", ""))
+}
+
 // TestConcurrentTransitionsOneWins fires the same compare-and-set from many
 // goroutines: exactly one commits, every other gets stale_state, and the
 // losers leave no event, verdict or audit row.

@@ -114,7 +114,7 @@ func (d *daemon) run(ctx context.Context) (err error) {
 		Store: db, Dispatcher: disp, Registry: registry,
 		Authority:   gates.NewAuthority(cfg.Authority.Command, cfg.Authority.Timeout, gates.WithDir(d.home)),
 		MaxDispatch: cfg.Limits.MaxDispatch, MaxPromptBytes: cfg.Limits.MessageBytes,
-		OnTerminal: machine.NotifySubmitter(db, d.log), Logger: d.log,
+		NotifySubmitter: true, Logger: d.log,
 	})
 	svc := machine.NewService(machine.ServiceOptions{
 		Engine: eng, Store: db, Messages: db, Registry: registry,
