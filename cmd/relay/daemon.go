@@ -60,7 +60,7 @@ func (d *daemon) run(ctx context.Context) (err error) {
 	}
 	defer unlock()
 
-	logFile, err := os.OpenFile(filepath.Join(d.home, "relay.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	logFile, err := openRotatingLog(filepath.Join(d.home, "relay.log"), logMaxBytes)
 	if err != nil {
 		return homeUnwritable(d.home, "the log", err)
 	}
