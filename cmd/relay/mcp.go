@@ -1,7 +1,10 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -49,6 +52,10 @@ func runMCP(ctx context.Context, e *env, args []string) error {
 	defer c.Close()
 	in, restore := pollableStdin(e.stdin)
 	defer restore()
+	// mcp-go reads a line whatever its length: bound it, so a client
+	// cannot make the facade hold an endless line in memory. The bound
+	// leaves room for the largest message body, JSON-escaped.
+	in = &lineLimitReader{r: in, max: max(mcpLineMinBytes, 8*cfg.Limits.MessageBytes)}
 	out := e.stdout
 	if e.getenv("GOMAXPROCS") == "" {
 		// One P: a facade serves one client, and idle threads spinning
@@ -57,7 +64,13 @@ func runMCP(ctx context.Context, e *env, args []string) error {
 		// written instead of delaying it.
 		out = &afterFirstWrite{w: out, then: func() { runtime.GOMAXPROCS(1) }}
 	}
-	return facade.ServeMCP(ctx, c, facade.MCPOptions{Agent: *as, Cwd: cwd, Version: Version, PID: os.Getpid()}, in, out)
+	err = facade.ServeMCP(ctx, c, facade.MCPOptions{Agent: *as, Cwd: cwd, Version: Version, PID: os.Getpid()}, in, out)
+	var long *lineTooLong
+	if errors.As(err, &long) {
+		return model.Errorf(model.CodePayloadTooLarge, "a line from the MCP client exceeds %d bytes; the facade stopped", long.max).
+			WithHint(fmt.Sprintf("tool calls are bounded by limits.message_bytes (%d) in config.toml", cfg.Limits.MessageBytes))
+	}
+	return err
 }
 
 func joinNames(ns []string) string {
@@ -117,4 +130,37 @@ func (a *afterFirstWrite) Write(p []byte) (int, error) {
 	n, err := a.w.Write(p)
 	a.once.Do(a.then)
 	return n, err
+}
+
+// mcpLineMinBytes is the least bound on a line from the MCP client.
+const mcpLineMinBytes = 16 << 20
+
+// lineLimitReader fails a read once a line (bytes since the last newline)
+// passes max bytes.
+type lineLimitReader struct {
+	r   io.Reader
+	max int
+	cur int // bytes of the current line so far
+}
+
+func (l *lineLimitReader) Read(p []byte) (int, error) {
+	n, err := l.r.Read(p)
+	if i := bytes.LastIndexByte(p[:n], '\n'); i >= 0 {
+		// A chunk is at most a read buffer (a few KiB), far below max:
+		// the lines that end inside it are short enough.
+		l.cur = n - i - 1
+	} else {
+		l.cur += n
+	}
+	if l.cur > l.max {
+		return n, &lineTooLong{max: l.max}
+	}
+	return n, err
+}
+
+// lineTooLong is lineLimitReader's error.
+type lineTooLong struct{ max int }
+
+func (e *lineTooLong) Error() string {
+	return fmt.Sprintf("a line from the MCP client exceeds %d bytes", e.max)
 }

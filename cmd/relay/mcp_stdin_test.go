@@ -1,11 +1,17 @@
 package main
 
 import (
+	"bytes"
+	"errors"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
+	"testing/iotest"
+	"time"
 )
 
 // nonblocking reports whether fd's file description is in non-blocking mode.
@@ -64,5 +70,62 @@ func TestPollableStdinFileUntouched(t *testing.T) {
 	defer restore()
 	if in != io.Reader(f) || nonblocking(t, f.Fd()) {
 		t.Error("a regular file was changed")
+	}
+}
+
+// TestLineLimitReader: lines up to the bound pass whole, in any chunking;
+// the read in which a line passes the bound fails with lineTooLong.
+func TestLineLimitReader(t *testing.T) {
+	t.Parallel()
+	ok := strings.Repeat("a", 100) + "\n" + strings.Repeat("b", 100) + "\n" + strings.Repeat("c", 100)
+	got, err := io.ReadAll(&lineLimitReader{r: iotest.OneByteReader(strings.NewReader(ok)), max: 100})
+	if err != nil || string(got) != ok {
+		t.Errorf("lines of exactly the bound: %d bytes, %v", len(got), err)
+	}
+	got, err = io.ReadAll(&lineLimitReader{r: strings.NewReader(ok), max: 100})
+	if err != nil || string(got) != ok {
+		t.Errorf("one chunk: %d bytes, %v", len(got), err)
+	}
+	_, err = io.ReadAll(&lineLimitReader{r: iotest.HalfReader(strings.NewReader("short\n" + strings.Repeat("x", 101))), max: 100})
+	var long *lineTooLong
+	if !errors.As(err, &long) || long.max != 100 {
+		t.Errorf("a 101-byte line: err = %v, want lineTooLong", err)
+	}
+}
+
+// TestMCPRefusesAnEndlessLine: the real facade, fed a line longer than its
+// bound with no end, stops with payload_too_large instead of buffering it.
+func TestMCPRefusesAnEndlessLine(t *testing.T) {
+	t.Parallel()
+	home := newHome(t, "")
+	cmd := exec.Command(relayBin, "mcp", "--as", "claude", "--home", home, "--no-autostart")
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr syncBuffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		chunk := bytes.Repeat([]byte("x"), 1<<20)
+		for range 64 { // 64 MiB, never a newline: stops when the facade does
+			if _, err := in.Write(chunk); err != nil {
+				return
+			}
+		}
+		in.Close()
+	}()
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(stderr.String(), "payload_too_large") {
+			t.Errorf("exit %v, stderr %q; want a failure naming payload_too_large", err, stderr.String())
+		}
+	case <-time.After(60 * time.Second):
+		_ = cmd.Process.Kill()
+		t.Fatal("the facade kept reading an endless line")
 	}
 }
