@@ -30,6 +30,8 @@ type suiteClient struct {
 	out  *bufio.Reader
 	next int64
 	done chan struct{} // closed when the process was waited for
+	// stderr keeps the start of the server's stderr, for an error.
+	stderr headBuffer
 
 	closeOnce sync.Once
 }
@@ -38,7 +40,6 @@ type suiteClient struct {
 func startSuiteClient(ctx context.Context, argv []string) (*suiteClient, error) {
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = os.Environ()
-	cmd.Stderr = io.Discard
 	in, err := cmd.StdinPipe()
 	if err != nil {
 		return nil, err
@@ -47,10 +48,11 @@ func startSuiteClient(ctx context.Context, argv []string) (*suiteClient, error) 
 	if err != nil {
 		return nil, err
 	}
+	c := &suiteClient{cmd: cmd, in: in, out: bufio.NewReaderSize(out, 64<<10), done: make(chan struct{})}
+	cmd.Stderr = &c.stderr
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
-	c := &suiteClient{cmd: cmd, in: in, out: bufio.NewReaderSize(out, 64<<10), done: make(chan struct{})}
 	go func() { _ = cmd.Wait(); close(c.done) }()
 	init := map[string]any{
 		"protocolVersion": mcp.LATEST_PROTOCOL_VERSION,
@@ -58,8 +60,8 @@ func startSuiteClient(ctx context.Context, argv []string) (*suiteClient, error) 
 		"clientInfo":      map[string]any{"name": "relay-bench", "version": Version},
 	}
 	if _, err := c.request(ctx, "initialize", init); err != nil {
-		c.Close()
-		return nil, fmt.Errorf("initialize %s: %w", argv[0], err)
+		c.Close() // waits for the process: its stderr is complete
+		return nil, fmt.Errorf("initialize %s: %w (stderr: %q)", argv[0], err, c.stderr.String())
 	}
 	if err := c.send(map[string]any{"jsonrpc": "2.0", "method": "notifications/initialized"}); err != nil {
 		c.Close()
@@ -175,4 +177,26 @@ func (c *suiteClient) Close() error {
 		}
 	})
 	return nil
+}
+
+// headBuffer keeps the first 4 KiB written to it (the head of a server's
+// stderr is where its reason for not starting is).
+type headBuffer struct {
+	mu sync.Mutex
+	b  []byte
+}
+
+func (t *headBuffer) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if room := 4096 - len(t.b); room > 0 {
+		t.b = append(t.b, p[:min(room, len(p))]...)
+	}
+	return len(p), nil
+}
+
+func (t *headBuffer) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return strings.TrimSpace(string(t.b))
 }
