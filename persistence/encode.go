@@ -105,7 +105,7 @@ func jsonObject(m map[string]string) (string, error) {
 // that the wire shows [] rather than null.
 func fromJSONArray[T any](s string) ([]T, error) {
 	out := []T{}
-	if s == "" {
+	if s == "" || s == "[]" { // most rows: no decoder for nothing
 		return out, nil
 	}
 	if err := json.Unmarshal([]byte(s), &out); err != nil {
