@@ -165,24 +165,32 @@ func (db *DB) Inbox(ctx context.Context, to string, unreadOnly bool, limit int) 
 	var out []model.Message
 	var unread int
 	var last int64 // the page's highest seq
-	read := func(ctx context.Context, q querier) error {
-		var err error
-		if out, last, err = db.queryMessagesSeq(ctx, q, query, qargs...); err != nil {
-			return err
-		}
+	readPage := func(ctx context.Context, q querier) (err error) {
+		out, last, err = db.queryMessagesSeq(ctx, q, query, qargs...)
+		return err
+	}
+	countUnread := func(ctx context.Context, q querier) error {
 		return q.QueryRowContext(ctx, qUnreadCount, to, string(model.MessageStored)).Scan(&unread)
 	}
-	if err := db.readTx(ctx, read); err != nil {
+	isStored := func(m model.Message) bool { return m.State == model.MessageStored }
+	// The unread count is taken once, where the call ends: here if the
+	// page has nothing to mark, else in the write, after the marks.
+	err := db.readTx(ctx, func(ctx context.Context, q querier) error {
+		if err := readPage(ctx, q); err != nil || slices.ContainsFunc(out, isStored) {
+			return err
+		}
+		return countUnread(ctx, q)
+	})
+	if err != nil {
 		return nil, 0, wrap("inbox", err)
 	}
-	isStored := func(m model.Message) bool { return m.State == model.MessageStored }
 	if !slices.ContainsFunc(out, isStored) {
 		return out, unread, nil
 	}
 
 	now := db.now()
 	nowText := formatTime(now)
-	err := db.write(ctx, func(ctx context.Context, w *writeTx) error {
+	err = db.write(ctx, func(ctx context.Context, w *writeTx) error {
 		// The page is the oldest of to's messages by seq, and a message
 		// sent later gets a higher seq: the stored messages on the page
 		// are exactly to's stored messages up to its last seq. If as many
@@ -194,13 +202,13 @@ func (db *DB) Inbox(ctx context.Context, to string, unreadOnly bool, limit int) 
 			return err
 		}
 		if still != countFunc(out, isStored) {
-			if err := read(ctx, w); err != nil {
+			if err := readPage(ctx, w); err != nil {
 				return err
 			}
 		}
 		want := countFunc(out, isStored)
 		if want == 0 {
-			return nil
+			return countUnread(ctx, w)
 		}
 		// One range UPDATE on the inbox index marks them all.
 		res, err := w.ExecContext(ctx, qMarkReadUpTo, string(model.MessageRead), nowText,
@@ -211,7 +219,7 @@ func (db *DB) Inbox(ctx context.Context, to string, unreadOnly bool, limit int) 
 		if n, err := res.RowsAffected(); err != nil || n != int64(want) {
 			return fmt.Errorf("marked %d messages read, expected %d (%v)", n, want, err)
 		}
-		if err := w.QueryRowContext(ctx, qUnreadCount, to, string(model.MessageStored)).Scan(&unread); err != nil {
+		if err := countUnread(ctx, w); err != nil {
 			return err
 		}
 		ids := make([]string, 0, want)
