@@ -504,11 +504,6 @@ func (s *suite) facadeArgv(home, agent string) []string {
 	return []string{s.exe, "mcp", "--as", agent, "--home", home, "--no-autostart"}
 }
 
-// suiteCall calls a tool and decodes its structured result into out.
-func suiteCall(ctx context.Context, c *suiteClient, name string, args map[string]any, out any) error {
-	return c.call(ctx, name, args, out)
-}
-
 // --- statistics ---
 
 // pctl returns the q-quantile (nearest rank) of ds.
@@ -684,7 +679,7 @@ func sendRound(ctx context.Context, clients []*suiteClient, to func(k int) strin
 		wg.Go(func() {
 			for i := range per {
 				t0 := time.Now()
-				err := suiteCall(ctx, c, "send_message", map[string]any{"to": to(k), "body": suiteBody}, nil)
+				err := c.call(ctx, "send_message", map[string]any{"to": to(k), "body": suiteBody}, nil)
 				lat[k*per+i] = time.Since(t0)
 				if err != nil {
 					firstErr.CompareAndSwap(nil, err)
@@ -885,7 +880,7 @@ func (s *suite) rowSubmit(ctx context.Context) {
 			Code   string `json:"code"`
 		}
 		t0 := time.Now()
-		err := suiteCall(ctx, c, "submit_task", map[string]any{"target": "claude", "prompt": "echo bench",
+		err := c.call(ctx, "submit_task", map[string]any{"target": "claude", "prompt": "echo bench",
 			"mission_id": "M-bench", "lease_id": "S-bench"}, &t)
 		d := time.Since(t0)
 		if err == nil && t.State != string(model.StateAuthorized) && t.State != string(model.StateWorking) && t.State != string(model.StateCompleted) {
@@ -1187,7 +1182,7 @@ func (s *suite) scaleMeasure(ctx context.Context, name string, sz suiteSize) (sc
 				State string `json:"state"`
 			} `json:"messages"`
 		}
-		err := suiteCall(ctx, cs[i%len(cs)], "check_inbox", map[string]any{}, &in)
+		err := cs[i%len(cs)].call(ctx, "check_inbox", map[string]any{}, &in)
 		if len(in.Messages) > 0 {
 			res.inboxMarked++
 		}
@@ -1196,7 +1191,7 @@ func (s *suite) scaleMeasure(ctx context.Context, name string, sz suiteSize) (sc
 	if err != nil {
 		return res, err
 	}
-	res.list, err = timeIt(func(i int) error { return suiteCall(ctx, cs[i%len(cs)], "list_tasks", map[string]any{}, nil) })
+	res.list, err = timeIt(func(i int) error { return cs[i%len(cs)].call(ctx, "list_tasks", map[string]any{}, nil) })
 	if err != nil {
 		return res, err
 	}
