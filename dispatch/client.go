@@ -48,6 +48,8 @@ type client struct {
 	denialCount  int
 	denialDrop   int
 	denialSignal chan struct{}
+	modes        modeState
+	modeGuard    func(modeState) // called with every mode or option change once armed
 }
 
 var _ acp.Client = (*client)(nil)
@@ -147,11 +149,63 @@ func (c *client) SessionUpdate(_ context.Context, n acp.SessionNotification) err
 		c.mu.Lock()
 		c.upsertTool(string(tu.ToolCallId), tu.Title, (*string)(tu.Kind), (*string)(tu.Status))
 		c.mu.Unlock()
+	case u.CurrentModeUpdate != nil:
+		id := u.CurrentModeUpdate.CurrentModeId
+		c.logf("the agent reports session mode %q", id)
+		c.updateModes(func(m *modeState) { m.mode, m.hasMode = id, true })
+	case u.ConfigOptionUpdate != nil:
+		opts := u.ConfigOptionUpdate.ConfigOptions
+		c.logf("the agent reports new config option values")
+		c.updateModes(func(m *modeState) { m.setOptions(opts) })
 	default:
 		// AgentThoughtChunk (never kept), UserMessageChunk, Plan, commands,
-		// modes, config, session info and usage: not part of the result.
+		// session info and usage: not part of the result.
 	}
 	return nil
+}
+
+// updateModes applies a change to the session's mode state and runs the
+// armed guard on the result.
+func (c *client) updateModes(f func(*modeState)) {
+	c.mu.Lock()
+	f(&c.modes)
+	st := c.modes.clone()
+	g := c.modeGuard
+	c.mu.Unlock()
+	if g != nil {
+		g(st)
+	}
+}
+
+// setModeState sets the mode state from session/new's answer.
+func (c *client) setModeState(st modeState) {
+	c.updateModes(func(m *modeState) { *m = st.clone() })
+}
+
+// setMode records a session/set_mode the agent accepted.
+func (c *client) setMode(id acp.SessionModeId) {
+	c.updateModes(func(m *modeState) { m.mode, m.hasMode = id, true })
+}
+
+// setOptions records config option values the agent answered with.
+func (c *client) setOptions(opts []acp.SessionConfigOption) {
+	c.updateModes(func(m *modeState) { m.setOptions(opts) })
+}
+
+// modeState returns a copy of the session's mode state.
+func (c *client) modeState() modeState {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.modes.clone()
+}
+
+// armModeGuard installs g, called with every later change of the mode
+// state, and returns the state as it is when g takes over.
+func (c *client) armModeGuard(g func(modeState)) modeState {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.modeGuard = g
+	return c.modes.clone()
 }
 
 // appendText appends s within maxResultBytes, cutting on a rune boundary.

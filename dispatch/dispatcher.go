@@ -139,7 +139,7 @@ func (d *Dispatcher) Dispatch(_ context.Context, t model.Task, r model.RunReport
 	if err != nil {
 		return &model.Error{Code: model.CodeDispatchFailed, Message: "could not open the task's agent log", Err: err}
 	}
-	s := newSession(d, t.Target, spec.Command, t.ID, t.Mode, t.Cwd, promptBlocks(t.Prompt, t.Artifacts), d.o.TaskTimeout, lg)
+	s := newSession(d, spec, t.ID, t.Mode, t.Cwd, promptBlocks(t.Prompt, t.Artifacts), d.o.TaskTimeout, lg)
 
 	d.mu.Lock()
 	if d.closed {
@@ -189,8 +189,8 @@ func (d *Dispatcher) runTask(s *session, taskID string, r model.RunReporter) {
 
 	var stopDenials chan struct{}
 	var denialsDone chan struct{}
-	res := s.drive(func() error {
-		if err := r.Started(ctx, taskID); err != nil {
+	res := s.drive(func(note string) error {
+		if err := r.Started(ctx, taskID, note); err != nil {
 			return err
 		}
 		stopDenials, denialsDone = make(chan struct{}), make(chan struct{})

@@ -395,31 +395,6 @@ func TestAuthRequired(t *testing.T) {
 	}
 }
 
-func TestReadOnlySelectsPlanMode(t *testing.T) {
-	t.Parallel()
-	for _, c := range []struct {
-		mode      model.Mode
-		wantMode  string
-		wantReply string
-	}{
-		{model.ModeReadOnly, "plan", "mode:plan"},
-		{model.ModeStateChanging, "", "mode:default"},
-	} {
-		t.Run(string(c.mode), func(t *testing.T) {
-			t.Parallel()
-			e := newEnv(t)
-			out, _ := e.run(t, e.task("modes", "mode", c.mode))
-			wantOutcome(t, out, model.StateCompleted, "")
-			if out.Result.SessionMode != c.wantMode || out.Result.Text != c.wantReply {
-				t.Fatalf("session mode %q reply %q", out.Result.SessionMode, out.Result.Text)
-			}
-			if n := len(e.events(t, "set_mode")); (n == 1) != (c.wantMode != "") {
-				t.Fatalf("set_mode calls = %d", n)
-			}
-		})
-	}
-}
-
 func TestSetupFailures(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, func(o *dispatch.Options) { o.TaskTimeout = 500 * time.Millisecond })

@@ -32,6 +32,7 @@ func TestMain(m *testing.M) {
 type recorder struct {
 	mu       sync.Mutex
 	calls    []string
+	notes    []string
 	denials  []model.Denial
 	outcomes []model.Outcome
 	startErr error
@@ -45,9 +46,10 @@ func newRecorder() *recorder {
 	return &recorder{started: make(chan struct{}), finished: make(chan struct{}, 16)}
 }
 
-func (r *recorder) Started(_ context.Context, taskID string) error {
+func (r *recorder) Started(_ context.Context, taskID string, note string) error {
 	r.mu.Lock()
 	r.calls = append(r.calls, "started")
+	r.notes = append(r.notes, note)
 	err := r.startErr
 	r.mu.Unlock()
 	r.startedOnce.Do(func() { close(r.started) })
@@ -135,6 +137,17 @@ func newEnv(tb testing.TB, tweak ...func(*dispatch.Options)) *env {
 		{Name: "v2", Command: []string{bin, "v2"}, Enabled: true},
 		{Name: "missing", Command: []string{filepath.Join(dir, "no-such-agent")}, Enabled: true},
 		{Name: "off", Command: []string{bin}, Enabled: false},
+		// Agents under test profiles (hardening_test.go).
+		{Name: "guarded", Command: []string{bin, "modes"}, Enabled: true, Profile: planProfile(true)},
+		{Name: "lazy", Command: []string{bin, "modes"}, Enabled: true, Profile: planProfile(false)},
+		{Name: "stubborn", Command: []string{bin, "modes-refuse"}, Enabled: true, Profile: planProfile(true)},
+		{Name: "modeless", Command: []string{bin}, Enabled: true, Profile: planProfile(true)},
+		{Name: "optioned", Command: []string{bin, "options"}, Enabled: true, Profile: &dispatch.Profile{
+			Name: "test-options", VerifiedOn: []string{"9.9"},
+			Rules: map[model.Mode]dispatch.Rule{model.ModeReadOnly: {
+				Options: []dispatch.OptionPin{{ID: "mode", Value: "plan"}}, Env: []string{"FAKEAGENT_PROFILE_ENV=on"},
+				Summary: "option mode plan"}},
+		}},
 	}
 	e.reg = dispatch.NewRegistry(specs, nil, nil)
 	o := dispatch.Options{

@@ -90,7 +90,7 @@ func (d *Dispatcher) runProbe(ctx context.Context, spec AgentSpec, timeout time.
 	}
 	defer lg.Close()
 
-	s := newSession(d, spec.Name, spec.Command, "", model.ModeReadOnly, dir, promptBlocks(ProbePrompt, nil), timeout, lg)
+	s := newSession(d, spec, "", model.ModeReadOnly, dir, promptBlocks(ProbePrompt, nil), timeout, lg)
 	d.mu.Lock()
 	if d.closed {
 		d.mu.Unlock()

@@ -15,6 +15,10 @@ type AgentSpec struct {
 	Name    string
 	Command []string
 	Enabled bool
+	// Profile is the hardening profile of the agent's sessions. Nil:
+	// NewRegistry takes the verified profile of that agent name, if any
+	// (ProfileFor).
+	Profile *Profile
 }
 
 // Probe is the outcome of the last live probe of an agent.
@@ -51,6 +55,9 @@ func NewRegistry(specs []AgentSpec, lookPath func(string) (string, error), now f
 	}
 	r := &Registry{specs: map[string]AgentSpec{}, lookPath: lookPath, now: now, probes: map[string]Probe{}}
 	for _, s := range specs {
+		if s.Profile == nil {
+			s.Profile = ProfileFor(s.Name)
+		}
 		r.specs[s.Name] = s
 	}
 	return r
@@ -83,7 +90,8 @@ func (r *Registry) Agent(_ context.Context, name string) (model.AgentInfo, bool)
 		return model.AgentInfo{}, false
 	}
 	now := r.now().UTC()
-	info := model.AgentInfo{Name: s.Name, Command: append([]string(nil), s.Command...), Enabled: s.Enabled}
+	info := model.AgentInfo{Name: s.Name, Command: append([]string(nil), s.Command...), Enabled: s.Enabled,
+		Profile: s.Profile.describe()}
 	if s.Enabled {
 		info.EnabledReason = "enabled in config"
 	} else {

@@ -19,11 +19,12 @@ import (
 type stopCause int
 
 const (
-	causeNone     stopCause = iota
-	causeCancel             // Cancel(taskID), or a probe's ctx
-	causeTimeout            // TaskTimeout (or the probe timeout) elapsed
-	causeShutdown           // Stop / Close
-	causeProtocol           // garbage on the agent's stdout: killed at once
+	causeNone       stopCause = iota
+	causeCancel               // Cancel(taskID), or a probe's ctx
+	causeTimeout              // TaskTimeout (or the probe timeout) elapsed
+	causeShutdown             // Stop / Close
+	causeProtocol             // garbage on the agent's stdout: killed at once
+	causeUnsafeMode           // the session switched to a mode its profile does not accept: killed at once
 )
 
 // graceful causes send session/cancel and wait CancelGrace before the kill.
@@ -39,13 +40,10 @@ const (
 	stageInitialize stage = "initialize"
 	stageNewSession stage = "session/new"
 	stageSetMode    stage = "session/set_mode"
+	stageHardening  stage = "hardening"
 	stageStart      stage = "start"
 	stagePrompt     stage = "prompt"
 )
-
-// readOnlyModes are the session mode ids selected for read_only tasks, in
-// order of preference.
-var readOnlyModes = []acp.SessionModeId{"read-only", "plan", "ask"}
 
 // authRequiredCode is ACP's auth_required error code (-32000), taken from
 // the SDK's own constructor rather than repeated here.
@@ -73,6 +71,9 @@ type session struct {
 	prompt  []acp.ContentBlock
 	timeout time.Duration
 	log     *boundedLog
+	profile *Profile // nil: the agent has no hardening profile
+	rule    *Rule    // the profile's rule for mode; nil without one
+	tail    *stderrTail
 
 	p      *proc
 	rec    *runRecordHandle // nil without a Home
@@ -91,6 +92,8 @@ type session struct {
 	garbage     string
 	setupCancel context.CancelFunc
 	graceKill   bool
+	unsafeWhy   string // causeUnsafeMode: what was seen
+	agentInfo   *acp.Implementation
 }
 
 // runResult is what drive observed, classified after teardown.
@@ -100,12 +103,21 @@ type runResult struct {
 	disconnected bool // the connection was gone when err was returned
 	resp         *acp.PromptResponse
 	sessionMode  string
-	startErr     error // the reporter refused Started
+	startErr     error  // the reporter refused Started
+	unsafe       string // the session's mode was not accepted before the prompt: why
 }
 
-func newSession(d *Dispatcher, agent string, argv []string, taskID string, mode model.Mode, cwd string, prompt []acp.ContentBlock, timeout time.Duration, log *boundedLog) *session {
-	return &session{d: d, agent: agent, argv: argv, taskID: taskID, mode: mode, cwd: cwd,
-		prompt: prompt, timeout: timeout, log: log, stopc: make(chan struct{}), stage: stageSpawn}
+func newSession(d *Dispatcher, spec AgentSpec, taskID string, mode model.Mode, cwd string, prompt []acp.ContentBlock, timeout time.Duration, log *boundedLog) *session {
+	s := &session{d: d, agent: spec.Name, argv: spec.Command, taskID: taskID, mode: mode, cwd: cwd,
+		prompt: prompt, timeout: timeout, log: log, stopc: make(chan struct{}), stage: stageSpawn,
+		profile: spec.Profile}
+	if s.profile != nil {
+		if r, ok := s.profile.Rules[mode]; ok {
+			s.rule = &r
+		}
+	}
+	s.tail = newStderrTail(log)
+	return s
 }
 
 // start spawns the agent and wires the connection. On error nothing is
@@ -117,7 +129,10 @@ func (s *session) start() error {
 		run = newRunID()
 		env = append(slices.Clip(env), runEnvVar+"="+run)
 	}
-	p, err := startProc(s.d.spawner, procSpec{argv: s.argv, dir: s.cwd, env: env, stderr: s.log})
+	if s.rule != nil {
+		env = append(slices.Clip(env), s.rule.Env...)
+	}
+	p, err := startProc(s.d.spawner, procSpec{argv: s.argv, dir: s.cwd, env: env, stderr: s.tail})
 	if err != nil {
 		s.log.Printf("could not start %q: %v", s.argv, err)
 		return err
@@ -199,7 +214,7 @@ func (s *session) stop(c stopCause) {
 	if cancel != nil {
 		cancel()
 	}
-	if c == causeProtocol && p != nil {
+	if (c == causeProtocol || c == causeUnsafeMode) && p != nil {
 		p.killGroup()
 	}
 }
@@ -229,9 +244,9 @@ func connDone(c *acp.ClientSideConnection) bool {
 	}
 }
 
-// drive runs initialize → session/new → (mode) → onStarted → prompt.
-// onStarted may be nil (probes).
-func (s *session) drive(onStarted func() error) (res runResult) {
+// drive runs initialize → session/new → (hardening) → onStarted → prompt.
+// onStarted, which may be nil (probes), gets the setup note.
+func (s *session) drive(onStarted func(note string) error) (res runResult) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	s.mu.Lock()
@@ -259,24 +274,40 @@ func (s *session) drive(onStarted func() error) (res runResult) {
 			ir.ProtocolVersion, acp.ProtocolVersionNumber))
 	}
 
+	s.mu.Lock()
+	s.agentInfo = ir.AgentInfo
+	s.mu.Unlock()
+	if s.profile != nil && s.rule == nil {
+		return runResult{stage: stageHardening, unsafe: fmt.Sprintf("the profile has no rule for %s tasks", s.mode)}
+	}
+
 	s.setStage(stageNewSession)
-	ns, err := s.conn.NewSession(ctx, acp.NewSessionRequest{Cwd: s.cwd, McpServers: []acp.McpServer{}})
+	req := acp.NewSessionRequest{Cwd: s.cwd, McpServers: []acp.McpServer{}}
+	if s.rule != nil && s.rule.Meta != nil {
+		req.Meta = s.rule.Meta
+	}
+	ns, err := s.conn.NewSession(ctx, req)
 	if err != nil {
 		return fail(stageNewSession, err)
 	}
-
-	if s.mode == model.ModeReadOnly {
-		if id, current := pickReadOnlyMode(ns.Modes); id != "" {
-			if !current {
-				s.setStage(stageSetMode)
-				if _, err := s.conn.SetSessionMode(ctx, acp.SetSessionModeRequest{SessionId: ns.SessionId, ModeId: id}); err != nil {
-					return fail(stageSetMode, err)
-				}
-			}
-			res.sessionMode = string(id)
-			s.log.Printf("read_only task: session mode %q selected", id)
+	st := modeState{}
+	if ns.Modes != nil {
+		st.mode, st.hasMode = ns.Modes.CurrentModeId, true
+		for _, m := range ns.Modes.AvailableModes {
+			st.available = append(st.available, m.Id)
 		}
 	}
+	st.setOptions(ns.ConfigOptions)
+	s.client.setModeState(st)
+
+	if s.rule != nil {
+		if why := s.harden(ctx, ns.SessionId); why != "" {
+			res.sessionMode = string(s.client.modeState().mode)
+			return runResult{stage: stageHardening, unsafe: why, sessionMode: res.sessionMode}
+		}
+	}
+	res.sessionMode = string(s.client.modeState().mode)
+	s.log.Printf("%s", s.setupNote(res.sessionMode))
 
 	// Setup is over: from here a stop goes through session/cancel.
 	s.mu.Lock()
@@ -289,7 +320,7 @@ func (s *session) drive(onStarted func() error) (res runResult) {
 
 	if onStarted != nil {
 		s.setStage(stageStart)
-		if err := onStarted(); err != nil {
+		if err := onStarted(s.setupNote(res.sessionMode)); err != nil {
 			return runResult{stage: stageStart, startErr: err, sessionMode: res.sessionMode}
 		}
 	}
@@ -308,20 +339,72 @@ func (s *session) stageNow() stage {
 	return s.stage
 }
 
-// pickReadOnlyMode returns the preferred read-only mode the agent offers,
-// and whether it is already the current one.
-func pickReadOnlyMode(m *acp.SessionModeState) (acp.SessionModeId, bool) {
-	if m == nil {
-		return "", false
-	}
-	for _, want := range readOnlyModes {
-		for _, have := range m.AvailableModes {
-			if have.Id == want {
-				return want, m.CurrentModeId == want
+// harden applies the session's profile rule: selects its mode, sets its
+// config options, checks the result and arms the check of every later mode
+// or option update. It returns why the session is not safe to prompt, or
+// "".
+func (s *session) harden(ctx context.Context, sid acp.SessionId) string {
+	r := s.rule
+	if r.SetMode != "" {
+		if st := s.client.modeState(); !st.hasMode || st.mode != r.SetMode {
+			if !slices.Contains(st.available, r.SetMode) {
+				return fmt.Sprintf("the agent does not offer session mode %q (offered: %s)", r.SetMode, quoteModes(st.available))
 			}
+			s.setStage(stageSetMode)
+			if _, err := s.conn.SetSessionMode(ctx, acp.SetSessionModeRequest{SessionId: sid, ModeId: r.SetMode}); err != nil {
+				return fmt.Sprintf("session/set_mode %q failed: %s", r.SetMode, errText(err))
+			}
+			s.client.setMode(r.SetMode)
 		}
 	}
-	return "", false
+	for _, pin := range r.Options {
+		s.setStage(stageSetMode)
+		resp, err := s.conn.SetSessionConfigOption(ctx, acp.SetSessionConfigOptionRequest{
+			ValueId: &acp.SetSessionConfigOptionValueId{SessionId: sid, ConfigId: pin.ID, Value: pin.Value}})
+		if err != nil {
+			return fmt.Sprintf("session/set_config_option %s=%q failed: %s", pin.ID, pin.Value, errText(err))
+		}
+		s.client.setOptions(resp.ConfigOptions)
+	}
+	s.setStage(stageHardening)
+	st := s.client.armModeGuard(func(st modeState) {
+		if why := r.unsafe(st); why != "" {
+			s.stopUnsafe(why)
+		}
+	})
+	return r.unsafe(st)
+}
+
+// stopUnsafe stops the run at once: the agent switched to a mode its
+// profile does not accept.
+func (s *session) stopUnsafe(why string) {
+	s.mu.Lock()
+	if s.cause == causeNone {
+		s.unsafeWhy = why
+	}
+	s.mu.Unlock()
+	s.log.Printf("agent_unsafe_mode: %s; stopping the agent", why)
+	s.stop(causeUnsafeMode)
+}
+
+// setupNote says how the session was set up: its mode and the profile it
+// runs under (kept on the working event and in the task log).
+func (s *session) setupNote(mode string) string {
+	s.mu.Lock()
+	info := s.agentInfo
+	s.mu.Unlock()
+	m := fmt.Sprintf("session mode %q", mode)
+	if mode == "" {
+		m = "no session mode reported"
+	}
+	if s.profile == nil {
+		running := "an adapter that did not report its version"
+		if info != nil && info.Version != "" {
+			running = strings.TrimSpace(info.Name + " " + info.Version)
+		}
+		return m + " (not chosen by the relay); " + noProfileSummary + "; running " + running
+	}
+	return m + "; " + s.profile.versionNote(info) + ": " + s.rule.Summary
 }
 
 // runPrompt sends session/prompt and waits for its answer. A stop request
@@ -408,6 +491,13 @@ func (s *session) outcome(res runResult) model.Outcome {
 		out.State, out.Code, out.Message = st, code, msg
 	}
 	switch {
+	case res.unsafe != "":
+		set(model.StateFailed, model.CodeAgentUnsafeMode, s.unsafeMessage(res.unsafe, "before the prompt was sent"))
+	case cause == causeUnsafeMode:
+		s.mu.Lock()
+		why := s.unsafeWhy
+		s.mu.Unlock()
+		set(model.StateFailed, model.CodeAgentUnsafeMode, s.unsafeMessage(why, "during the run, at once"))
 	case cause == causeProtocol:
 		set(model.StateFailed, model.CodeAgentCrashed,
 			fmt.Sprintf("the agent wrote %s on its stdout during %s and was killed; see the task log", garbage, stopStage))
@@ -457,6 +547,12 @@ func (s *session) outcome(res runResult) model.Outcome {
 	default:
 		set(model.StateFailed, model.CodeDispatchFailed, fmt.Sprintf("the ACP session could not be set up: %s failed: %s", res.stage, errText(res.err)))
 	}
+	switch out.Code {
+	case model.CodeDispatchFailed, model.CodeAgentCrashed, model.CodeAgentRefused, model.CodeAgentAuthRequired:
+		if tail := s.tail.Tail(); tail != "" {
+			out.Message += "; the agent's stderr ended with: " + tail
+		}
+	}
 	if note != "" {
 		if out.Message == "" {
 			out.Message = note
@@ -465,6 +561,17 @@ func (s *session) outcome(res runResult) model.Outcome {
 		}
 	}
 	return out
+}
+
+// unsafeMessage is an agent_unsafe_mode task's message.
+func (s *session) unsafeMessage(why, when string) string {
+	name := "its hardening profile"
+	if s.profile != nil {
+		name = "the " + s.profile.Name + " hardening profile"
+	}
+	return fmt.Sprintf("%s: %s, which %s does not accept for %s tasks; the agent was stopped %s. "+
+		"Check the agent's own settings (a default mode or approval mode) and `relay agents`",
+		s.agent, why, name, s.mode, when)
 }
 
 func isAuthRequired(err error) bool {

@@ -2,6 +2,7 @@ package gates
 
 import (
 	"strconv"
+	"strings"
 
 	"github.com/hai-relay/relay/model"
 	"github.com/hai-relay/relay/spec"
@@ -122,8 +123,20 @@ func ACPDenial(p model.DispatchPolicy, a model.AgentInfo, known bool) model.Verd
 			"the target agent "+strconv.Quote(a.Name)+" has no adapter binary configured",
 			map[string]string{"agent": a.Name, "reason": a.ConfiguredReason})
 	}
-	return model.Verdict{Gate: model.GateACPDenial, Passed: true,
-		Message: "permissions denied, no fs/terminal, target enabled and configured"}
+	detail := map[string]string{"agent": a.Name, "profile": a.Profile.Name}
+	if a.Profile.Name == "" {
+		detail["profile"] = "none"
+	} else {
+		detail["verified_on"] = strings.Join(a.Profile.VerifiedOn, ", ")
+		for m, what := range a.Profile.Modes {
+			detail["profile_"+string(m)] = what
+		}
+	}
+	msg := "permissions denied, no fs/terminal, target enabled and configured"
+	if a.Profile.Summary != "" {
+		msg += "; " + a.Profile.Summary
+	}
+	return model.Verdict{Gate: model.GateACPDenial, Passed: true, Message: msg, Detail: detail}
 }
 
 // GuardedClaude is the guardedClaude gate: a read_only task always passes; a

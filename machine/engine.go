@@ -467,11 +467,11 @@ func (e *Engine) terminal(ctx context.Context, t model.Task) {
 // authorized is the check that it still is (a task canceled or failed
 // meanwhile gets CodeStaleState from it). The read would sit between the
 // agent's answer to session/new and the working stamp.
-func (e *Engine) Started(ctx context.Context, taskID string) error {
+func (e *Engine) Started(ctx context.Context, taskID string, note string) error {
 	unlock := e.lock(taskID)
 	defer unlock()
 	o := &op{e: e, task: model.Task{ID: taskID, State: model.StateAuthorized},
-		trigger: model.TriggerStart, actor: model.RelayAgent}
+		trigger: model.TriggerStart, actor: model.RelayAgent, message: note}
 	return o.fire(ctx)
 }
 

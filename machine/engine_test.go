@@ -171,7 +171,7 @@ func TestRunToCompletionKeepsResultAndDenials(t *testing.T) {
 	var notified []model.Task
 	disp := &fakeDispatcher{policy: denyAll, run: func(task model.Task, rep model.RunReporter) {
 		ctx := context.Background()
-		if err := rep.Started(ctx, task.ID); err != nil {
+		if err := rep.Started(ctx, task.ID, ""); err != nil {
 			t.Errorf("started: %v", err)
 			return
 		}
@@ -225,7 +225,7 @@ func TestCancelWorkingStopsTheRun(t *testing.T) {
 	t.Parallel()
 	started := make(chan struct{})
 	disp := &fakeDispatcher{policy: denyAll, run: func(task model.Task, rep model.RunReporter) {
-		_ = rep.Started(context.Background(), task.ID)
+		_ = rep.Started(context.Background(), task.ID, "")
 		close(started)
 	}}
 	r := newRig(t, machine.Options{Authority: &allowAuthority{}, Dispatcher: disp})
@@ -259,23 +259,23 @@ func TestStartedOnlyFromAuthorized(t *testing.T) {
 	ctx := context.Background()
 
 	task := r.submit(t, model.SubmitRequest{})
-	if err := r.eng.Started(ctx, task.ID); err != nil {
+	if err := r.eng.Started(ctx, task.ID, ""); err != nil {
 		t.Fatalf("started: %v", err)
 	}
-	wantCode(t, r.eng.Started(ctx, task.ID), model.CodeStaleState) // working already
+	wantCode(t, r.eng.Started(ctx, task.ID, ""), model.CodeStaleState) // working already
 
 	task = r.submit(t, model.SubmitRequest{})
 	if _, err := r.eng.Cancel(ctx, task.ID, model.CodeCanceledBySubmitter, "codex"); err != nil {
 		t.Fatal(err)
 	}
 	before, _ := r.db.TaskEvents(ctx, task.ID)
-	wantCode(t, r.eng.Started(ctx, task.ID), model.CodeStaleState)
+	wantCode(t, r.eng.Started(ctx, task.ID, ""), model.CodeStaleState)
 	after, _ := r.db.TaskEvents(ctx, task.ID)
 	got, _ := r.eng.Get(ctx, task.ID)
 	if got.State != model.StateCanceled || len(after) != len(before) {
 		t.Fatalf("late start changed the task: %s, %d→%d events", got.State, len(before), len(after))
 	}
-	wantCode(t, r.eng.Started(ctx, "T-missing"), model.CodeNotFound)
+	wantCode(t, r.eng.Started(ctx, "T-missing", ""), model.CodeNotFound)
 }
 
 func TestDispatchLimitHoldsTasksInSubmitted(t *testing.T) {

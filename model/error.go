@@ -32,6 +32,7 @@ const (
 	CodeAgentMaxTokens                     Code = "agent_max_tokens"
 	CodeAgentMaxTurnRequests               Code = "agent_max_turn_requests"
 	CodeAgentAuthRequired                  Code = "agent_auth_required"
+	CodeAgentUnsafeMode                    Code = "agent_unsafe_mode"
 	CodeTaskTimeout                        Code = "task_timeout"
 	CodeCanceledBySubmitter                Code = "canceled_by_submitter"
 	CodeCanceledByOperator                 Code = "canceled_by_operator"
@@ -74,7 +75,7 @@ func AllTaskCodes() []Code {
 		CodeStateChangingRequiresGuardedClaude, CodeDispatchFailed,
 		CodeDispatchInterrupted, CodeAgentCrashed, CodeAgentRefused,
 		CodeAgentMaxTokens, CodeAgentMaxTurnRequests, CodeAgentAuthRequired,
-		CodeTaskTimeout, CodeCanceledBySubmitter, CodeCanceledByOperator}
+		CodeAgentUnsafeMode, CodeTaskTimeout, CodeCanceledBySubmitter, CodeCanceledByOperator}
 }
 
 // AllRequestCodes lists every code a refused request can carry.

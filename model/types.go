@@ -184,6 +184,24 @@ type AgentInfo struct {
 	WorkedLive       bool       `json:"worked_live"`
 	WorkedLiveAt     *time.Time `json:"worked_live_at"`
 	WorkedLiveReason string     `json:"worked_live_reason"`
+	// Profile is the hardening profile the dispatcher applies to the
+	// agent's sessions, or an empty name with the reason there is none.
+	Profile AgentProfile `json:"profile"`
+}
+
+// AgentProfile describes an agent's hardening profile: what the relay
+// sends at session/new and which session modes it accepts, per task mode,
+// verified against the real adapter on the versions it names.
+type AgentProfile struct {
+	// Name is the profile's name ("" when the agent has none).
+	Name string `json:"name"`
+	// VerifiedOn lists the adapter versions the profile was verified on.
+	VerifiedOn []string `json:"verified_on,omitempty"`
+	// Modes says, per task mode, what the profile does; a task mode it
+	// does not list is refused (agent_unsafe_mode).
+	Modes map[Mode]string `json:"modes,omitempty"`
+	// Summary is one line for tables and gate verdicts.
+	Summary string `json:"summary"`
 }
 
 // Store is the persistence port. Every state write is compare-and-set and
@@ -257,8 +275,10 @@ type Outcome struct {
 
 // RunReporter receives a dispatched run's progress; the engine implements it.
 type RunReporter interface {
-	// Started reports the ACP session running (authorized → working).
-	Started(ctx context.Context, taskID string) error
+	// Started reports the ACP session running (authorized → working);
+	// note says how the session was set up (its mode, the hardening
+	// profile and the adapter version) and is kept on the event.
+	Started(ctx context.Context, taskID string, note string) error
 	// Denied reports one refused permission request.
 	Denied(ctx context.Context, taskID string, d Denial) error
 	// Finished reports the end of the run.

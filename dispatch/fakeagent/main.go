@@ -29,11 +29,16 @@
 //	grandchild             start `sleep 300`, reply and write its pid to
 //	                       $FAKEAGENT_PIDFILE, then hang
 //	mode                   reply "mode:<current session mode>"
+//	switch-mode MODE       report current_mode_update MODE, then hang
+//	switch-option VALUE    report config option mode = VALUE, then hang
+//	stderr-crash           write a line to stderr, then exit 3
 //	auth-prompt            answer session/prompt with auth_required
 //
 // Startup-only behaviours (first argument): auth (auth_required at
 // session/new), auth-init (at initialize), modes (offer session modes
-// default and plan), hang-init (never answer initialize), v2 (claim ACP
+// default and plan), modes-refuse (offer them but refuse set_mode),
+// options (offer a select config option "mode": build, plan; start at
+// build), hang-init (never answer initialize), v2 (claim ACP
 // protocol version 2). A startup behaviour that is also a prompt behaviour
 // (hang, echo, ...) applies to every prompt.
 //
@@ -135,12 +140,28 @@ func (a *agent) ResumeSession(context.Context, acp.ResumeSessionRequest) (acp.Re
 	return acp.ResumeSessionResponse{}, errors.New("not supported")
 }
 
-func (a *agent) SetSessionConfigOption(context.Context, acp.SetSessionConfigOptionRequest) (acp.SetSessionConfigOptionResponse, error) {
-	return acp.SetSessionConfigOptionResponse{}, nil
+func (a *agent) SetSessionConfigOption(_ context.Context, p acp.SetSessionConfigOptionRequest) (acp.SetSessionConfigOptionResponse, error) {
+	if p.ValueId == nil || a.startup != "options" {
+		return acp.SetSessionConfigOptionResponse{}, errors.New("no such option")
+	}
+	a.log.event("set_config_option", map[string]any{"id": p.ValueId.ConfigId, "value": p.ValueId.Value})
+	a.mu.Lock()
+	a.mode = acp.SessionModeId(p.ValueId.Value)
+	a.mu.Unlock()
+	return acp.SetSessionConfigOptionResponse{ConfigOptions: modeOption(p.ValueId.Value)}, nil
+}
+
+// modeOption is the "options" startup's config options, mode at value.
+func modeOption(value acp.SessionConfigValueId) []acp.SessionConfigOption {
+	return []acp.SessionConfigOption{{Select: &acp.SessionConfigOptionSelect{
+		Id: "mode", Name: "Mode", Type: "select", CurrentValue: value,
+		Options: acp.SessionConfigSelectOptions{Ungrouped: &acp.SessionConfigSelectOptionsUngrouped{
+			{Value: "build", Name: "Build"}, {Value: "plan", Name: "Plan"}}},
+	}}}
 }
 
 func (a *agent) NewSession(_ context.Context, p acp.NewSessionRequest) (acp.NewSessionResponse, error) {
-	a.log.event("session_new", map[string]any{"cwd": p.Cwd, "mcp_servers": len(p.McpServers)})
+	a.log.event("session_new", map[string]any{"cwd": p.Cwd, "mcp_servers": len(p.McpServers), "meta": p.Meta})
 	a.mu.Lock()
 	a.cwd = p.Cwd
 	a.mu.Unlock()
@@ -148,7 +169,12 @@ func (a *agent) NewSession(_ context.Context, p acp.NewSessionRequest) (acp.NewS
 	switch a.startup {
 	case "auth":
 		return acp.NewSessionResponse{}, acp.NewAuthRequired(map[string]any{"hint": "log in first"})
-	case "modes":
+	case "options":
+		a.mu.Lock()
+		a.mode = "build"
+		a.mu.Unlock()
+		resp.ConfigOptions = modeOption("build")
+	case "modes", "modes-refuse":
 		a.mu.Lock()
 		a.mode = "default"
 		a.mu.Unlock()
@@ -165,6 +191,9 @@ func (a *agent) NewSession(_ context.Context, p acp.NewSessionRequest) (acp.NewS
 
 func (a *agent) SetSessionMode(_ context.Context, p acp.SetSessionModeRequest) (acp.SetSessionModeResponse, error) {
 	a.log.event("set_mode", map[string]any{"mode": p.ModeId})
+	if a.startup == "modes-refuse" {
+		return acp.SetSessionModeResponse{}, errors.New("modes are fixed here")
+	}
 	a.mu.Lock()
 	a.mode = p.ModeId
 	a.mu.Unlock()
@@ -201,7 +230,7 @@ func (a *agent) Prompt(ctx context.Context, p acp.PromptRequest) (acp.PromptResp
 	words := strings.Fields(text)
 	behaviour := a.startup
 	switch behaviour {
-	case "", "auth", "auth-init", "modes", "v2":
+	case "", "auth", "auth-init", "modes", "modes-refuse", "options", "v2":
 		behaviour = ""
 		if len(words) > 0 {
 			behaviour = words[0]
@@ -317,6 +346,23 @@ func (a *agent) Prompt(ctx context.Context, p acp.PromptRequest) (acp.PromptResp
 		a.say(ctx, sid, fmt.Sprintf("grandchild:%d", pid))
 		<-ctx.Done()
 		return acp.PromptResponse{StopReason: acp.StopReasonCancelled}, nil
+	case behaviour == "switch-mode" && len(words) > 1:
+		_ = a.conn.SessionUpdate(ctx, acp.SessionNotification{SessionId: sid, Update: acp.SessionUpdate{
+			CurrentModeUpdate: &acp.SessionCurrentModeUpdate{CurrentModeId: acp.SessionModeId(words[1])}}})
+		a.log.event("switched", map[string]any{"mode": words[1]})
+		<-ctx.Done()
+		return acp.PromptResponse{StopReason: acp.StopReasonCancelled}, nil
+	case behaviour == "switch-option" && len(words) > 1:
+		_ = a.conn.SessionUpdate(ctx, acp.SessionNotification{SessionId: sid, Update: acp.SessionUpdate{
+			ConfigOptionUpdate: &acp.SessionConfigOptionUpdate{ConfigOptions: modeOption(acp.SessionConfigValueId(words[1]))}}})
+		a.log.event("switched", map[string]any{"option": words[1]})
+		<-ctx.Done()
+		return acp.PromptResponse{StopReason: acp.StopReasonCancelled}, nil
+	case behaviour == "stderr-crash":
+		fmt.Fprintln(os.Stderr, "Error: \x1b[31mthe model endpoint refused the key\x1b[0m")
+		fmt.Fprintln(os.Stderr, "    at main (fake.js:1:1)")
+		os.Exit(3)
+		panic("unreachable")
 	case behaviour == "mode":
 		a.mu.Lock()
 		m := a.mode

@@ -1,0 +1,176 @@
+package dispatch
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	acp "github.com/coder/acp-go-sdk"
+
+	"github.com/hai-relay/relay/model"
+)
+
+// Session modes are not trusted by their names (Claude's plan mode runs
+// edits without asking), and an agent's own settings can pre-approve tools
+// so that no permission request ever reaches the relay. A hardening profile
+// is what the relay does about that for one adapter, as data: what
+// session/new carries, what the agent's environment gets, which session
+// mode or config option the relay selects, and which values it accepts,
+// per task mode. Each profile was verified against the real adapter, on the
+// versions it names, by the real-agent tests of cmd/relay
+// (realagents_test.go); docs/agents.md explains each choice.
+//
+// A session whose mode (or pinned config option) is not accepted is never
+// prompted: it is killed and the task ends failed/agent_unsafe_mode. A
+// current_mode_update or config_option_update to an unaccepted value
+// during the run stops it at once with the same code. A task mode the
+// profile has no rule for is refused the same way.
+
+// Profile is one adapter's hardening profile.
+type Profile struct {
+	// Name names the profile (the adapter it was written for).
+	Name string
+	// VerifiedOn lists the adapter versions (agentInfo.version at
+	// initialize) the profile was verified on. Another version still runs
+	// under the profile; the run's note says "verified on X, running Y".
+	VerifiedOn []string
+	// Rules holds what the profile does per task mode.
+	Rules map[model.Mode]Rule
+}
+
+// Rule is what a profile does for one task mode.
+type Rule struct {
+	// Meta is sent as session/new's _meta.
+	Meta map[string]any
+	// Env is added to the agent's environment (after the daemon's own,
+	// so it wins).
+	Env []string
+	// SetMode is the session mode selected with session/set_mode after
+	// session/new ("" selects none).
+	SetMode acp.SessionModeId
+	// AcceptModes, when not empty, are the session modes the session may
+	// be in, from before the prompt to the end of the run. An agent that
+	// reports no session mode then fails the check.
+	AcceptModes []acp.SessionModeId
+	// Options are config options set with session/set_config_option after
+	// session/new; each must read back with its value before the prompt
+	// and keep it to the end of the run.
+	Options []OptionPin
+	// Summary says in a few words what the rule does (relay agents, the
+	// acpDenial verdict, docs).
+	Summary string
+}
+
+// OptionPin is a select config option held at one value.
+type OptionPin struct {
+	ID    acp.SessionConfigId
+	Value acp.SessionConfigValueId
+}
+
+// noProfileSummary is what relay agents and the acpDenial verdict say of an
+// agent without a profile.
+const noProfileSummary = "no verified hardening profile: every permission request is still denied, but agent-side allow rules (the agent's own settings) are not controlled and no session mode is chosen"
+
+// profiles are the verified profiles, by agent name.
+var profiles = map[string]*Profile{
+	"claude":   claudeProfile,
+	"codex":    codexProfile,
+	"gemini":   geminiProfile,
+	"opencode": opencodeProfile,
+}
+
+// ProfileFor returns the hardening profile of an agent, or nil.
+func ProfileFor(agent string) *Profile { return profiles[agent] }
+
+// describe is the profile as relay agents and list_agents show it; p may
+// be nil.
+func (p *Profile) describe() model.AgentProfile {
+	if p == nil {
+		return model.AgentProfile{Summary: noProfileSummary}
+	}
+	out := model.AgentProfile{Name: p.Name, VerifiedOn: slices.Clone(p.VerifiedOn), Modes: map[model.Mode]string{}}
+	var parts []string
+	for _, m := range model.AllModes() {
+		r, ok := p.Rules[m]
+		if !ok {
+			out.Modes[m] = "refused (agent_unsafe_mode)"
+			continue
+		}
+		out.Modes[m] = r.Summary
+		parts = append(parts, string(m)+": "+r.Summary)
+	}
+	out.Summary = fmt.Sprintf("hardening profile %s, verified on %s; %s", p.Name,
+		strings.Join(p.VerifiedOn, ", "), strings.Join(parts, "; "))
+	return out
+}
+
+// versionNote says which adapter runs under the profile.
+func (p *Profile) versionNote(info *acp.Implementation) string {
+	running := "an adapter that did not report its version"
+	if info != nil && info.Version != "" {
+		running = strings.TrimSpace(info.Name + " " + info.Version)
+	}
+	verified := strings.Join(p.VerifiedOn, ", ")
+	if info != nil && slices.Contains(p.VerifiedOn, info.Version) {
+		return fmt.Sprintf("hardening profile %s (verified on %s, running %s)", p.Name, verified, running)
+	}
+	return fmt.Sprintf("hardening profile %s (verified on %s, running %s: not a verified version)", p.Name, verified, running)
+}
+
+// modeState is what the relay knows of a session's mode and config
+// options, from session/new, its own set calls and the agent's updates.
+type modeState struct {
+	mode      acp.SessionModeId
+	hasMode   bool
+	available []acp.SessionModeId // offered at session/new
+	options   map[acp.SessionConfigId]acp.SessionConfigValueId
+}
+
+func (m modeState) clone() modeState {
+	m.options = maps.Clone(m.options)
+	m.available = slices.Clone(m.available)
+	return m
+}
+
+func (m *modeState) setOptions(opts []acp.SessionConfigOption) {
+	for _, o := range opts {
+		if o.Select != nil {
+			if m.options == nil {
+				m.options = map[acp.SessionConfigId]acp.SessionConfigValueId{}
+			}
+			m.options[o.Select.Id] = o.Select.CurrentValue
+		}
+	}
+}
+
+// unsafe returns why the session's state is not one the rule accepts, or
+// "" when it is.
+func (r *Rule) unsafe(m modeState) string {
+	if len(r.AcceptModes) > 0 {
+		if !m.hasMode {
+			return fmt.Sprintf("the agent reports no session mode (accepted: %s)", quoteModes(r.AcceptModes))
+		}
+		if !slices.Contains(r.AcceptModes, m.mode) {
+			return fmt.Sprintf("the session is in mode %q (accepted: %s)", m.mode, quoteModes(r.AcceptModes))
+		}
+	}
+	for _, pin := range r.Options {
+		v, ok := m.options[pin.ID]
+		switch {
+		case !ok:
+			return fmt.Sprintf("the agent reports no config option %q (required: %q)", pin.ID, pin.Value)
+		case v != pin.Value:
+			return fmt.Sprintf("config option %q is %q (required: %q)", pin.ID, v, pin.Value)
+		}
+	}
+	return ""
+}
+
+func quoteModes(ms []acp.SessionModeId) string {
+	q := make([]string, len(ms))
+	for i, m := range ms {
+		q[i] = fmt.Sprintf("%q", m)
+	}
+	return strings.Join(q, ", ")
+}

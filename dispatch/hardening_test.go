@@ -1,0 +1,189 @@
+package dispatch_test
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	acp "github.com/coder/acp-go-sdk"
+
+	"github.com/hai-relay/relay/dispatch"
+	"github.com/hai-relay/relay/model"
+)
+
+// planProfile is a test profile for the fake agent's "modes" startup:
+// read_only tasks must run in mode plan (selected by the relay when
+// selectPlan), and session/new carries a marker in _meta. It has no rule
+// for state_changing.
+func planProfile(selectPlan bool) *dispatch.Profile {
+	r := dispatch.Rule{
+		Meta:        map[string]any{"test": map[string]any{"profile": "plan"}},
+		AcceptModes: []acp.SessionModeId{"plan"},
+		Summary:     "mode plan",
+	}
+	if selectPlan {
+		r.SetMode = "plan"
+	}
+	return &dispatch.Profile{Name: "test-plan", VerifiedOn: []string{"0.0.1"},
+		Rules: map[model.Mode]dispatch.Rule{model.ModeReadOnly: r}}
+}
+
+// wantUnsafe checks an agent_unsafe_mode outcome that never reached the
+// prompt: not started, no prompt event at the agent.
+func wantUnsafeBeforePrompt(t *testing.T, e *env, out model.Outcome, r *recorder, inMessage string) {
+	t.Helper()
+	wantOutcome(t, out, model.StateFailed, model.CodeAgentUnsafeMode)
+	if !strings.Contains(out.Message, inMessage) || !strings.Contains(out.Message, "before the prompt") {
+		t.Fatalf("message %q lacks %q and 'before the prompt'", out.Message, inMessage)
+	}
+	if calls, _, _ := r.snapshot(); len(calls) != 1 || calls[0] != "finished" {
+		t.Fatalf("reporter calls = %v, want only finished (never working)", calls)
+	}
+	if n := len(e.events(t, "prompt")); n != 0 {
+		t.Fatalf("the agent got %d prompts", n)
+	}
+}
+
+func TestProfileSelectsAndChecksTheMode(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	out, r := e.run(t, e.task("guarded", "mode", model.ModeReadOnly))
+	wantOutcome(t, out, model.StateCompleted, "")
+	if out.Result.SessionMode != "plan" || out.Result.Text != "mode:plan" {
+		t.Fatalf("session mode %q reply %q", out.Result.SessionMode, out.Result.Text)
+	}
+	news := e.events(t, "session_new")
+	if len(news) != 1 || !strings.Contains(toJSON(t, news[0]["meta"]), `"profile":"plan"`) {
+		t.Fatalf("session/new carried %v, want the profile's _meta", news)
+	}
+	r.mu.Lock()
+	notes := append([]string(nil), r.notes...)
+	r.mu.Unlock()
+	if len(notes) != 1 || !strings.Contains(notes[0], `session mode "plan"`) ||
+		!strings.Contains(notes[0], "hardening profile test-plan (verified on 0.0.1, running") ||
+		!strings.Contains(notes[0], "not a verified version") {
+		t.Fatalf("working note = %q", notes)
+	}
+}
+
+func TestProfileRefusesAnUnacceptedModeBeforeThePrompt(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		agent, inMessage string
+	}{
+		{"lazy", `the session is in mode "default" (accepted: "plan")`},
+		{"stubborn", `session/set_mode "plan" failed`},
+		{"modeless", `the agent does not offer session mode "plan"`},
+	}
+	for _, c := range cases {
+		t.Run(c.agent, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t)
+			out, r := e.run(t, e.task(c.agent, "echo hi", model.ModeReadOnly))
+			wantUnsafeBeforePrompt(t, e, out, r, c.inMessage)
+		})
+	}
+}
+
+func TestProfileWithoutARuleForTheModeRefuses(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	out, r := e.run(t, e.task("guarded", "echo hi", model.ModeStateChanging))
+	wantUnsafeBeforePrompt(t, e, out, r, "no rule for state_changing")
+	if n := len(e.events(t, "session_new")); n != 0 {
+		t.Fatalf("session/new was sent %d times for a mode the profile refuses", n)
+	}
+}
+
+func TestProfileConfigOptionIsSetAndVerified(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	out, _ := e.run(t, e.task("optioned", "mode", model.ModeReadOnly))
+	wantOutcome(t, out, model.StateCompleted, "")
+	if out.Result.Text != "mode:plan" {
+		t.Fatalf("reply %q, want mode:plan", out.Result.Text)
+	}
+	sets := e.events(t, "set_config_option")
+	if len(sets) != 1 || sets[0]["id"] != "mode" || sets[0]["value"] != "plan" {
+		t.Fatalf("set_config_option calls = %v", sets)
+	}
+}
+
+// A switch to an unaccepted mode during the run stops the agent at once
+// (not after a cancel grace) with agent_unsafe_mode.
+func TestProfileStopsASwitchDuringTheRun(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct{ agent, prompt, inMessage string }{
+		{"guarded", "switch-mode bypassPermissions", `mode "bypassPermissions"`},
+		{"optioned", "switch-option build", `config option "mode" is "build"`},
+	} {
+		t.Run(c.agent, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t)
+			out, r := e.run(t, e.task(c.agent, c.prompt, model.ModeReadOnly))
+			wantOutcome(t, out, model.StateFailed, model.CodeAgentUnsafeMode)
+			if !strings.Contains(out.Message, c.inMessage) || !strings.Contains(out.Message, "during the run") {
+				t.Fatalf("message %q lacks %q", out.Message, c.inMessage)
+			}
+			if calls, _, _ := r.snapshot(); len(calls) != 2 || calls[0] != "started" {
+				t.Fatalf("reporter calls = %v", calls)
+			}
+			if n := len(e.events(t, "cancel")); n != 0 {
+				t.Fatalf("the relay sent session/cancel (%d) instead of killing at once", n)
+			}
+		})
+	}
+}
+
+// Agents without a profile get no mode chosen by its name, and the note
+// says that their allow rules are not controlled.
+func TestNoProfileChoosesNoMode(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	out, r := e.run(t, e.task("modes", "mode", model.ModeReadOnly))
+	wantOutcome(t, out, model.StateCompleted, "")
+	if out.Result.Text != "mode:default" || len(e.events(t, "set_mode")) != 0 {
+		t.Fatalf("reply %q, set_mode %v: a mode was chosen for an agent without a profile", out.Result.Text, e.events(t, "set_mode"))
+	}
+	r.mu.Lock()
+	note := strings.Join(r.notes, "")
+	r.mu.Unlock()
+	if !strings.Contains(note, "not controlled") {
+		t.Fatalf("working note %q does not say allow rules are not controlled", note)
+	}
+	info, _ := e.reg.Agent(t.Context(), "modes")
+	if info.Profile.Name != "" || !strings.Contains(info.Profile.Summary, "not controlled") {
+		t.Fatalf("registry profile = %+v", info.Profile)
+	}
+	info, _ = e.reg.Agent(t.Context(), "claude")
+	if info.Profile.Name != "claude-agent-acp" || len(info.Profile.VerifiedOn) == 0 {
+		t.Fatalf("claude's profile = %+v", info.Profile)
+	}
+}
+
+// A failed run quotes the agent's last meaningful stderr line, sanitized
+// (no terminal escapes, no stack frames).
+func TestFailureQuotesTheAgentsStderr(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	out, _ := e.run(t, e.task("fake", "stderr-crash", model.ModeReadOnly))
+	wantOutcome(t, out, model.StateFailed, model.CodeAgentCrashed)
+	const want = "the agent's stderr ended with: "
+	i := strings.Index(out.Message, want)
+	if i < 0 {
+		t.Fatalf("message %q does not quote the agent's stderr", out.Message)
+	}
+	tail := out.Message[i+len(want):]
+	if !strings.HasSuffix(tail, "Error: the model endpoint refused the key") || strings.Contains(tail, "\x1b") || strings.Contains(tail, "fake.js") {
+		t.Fatalf("stderr tail %q: want the error line, sanitized, without the stack frame", tail)
+	}
+}
+
+func toJSON(t *testing.T, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
