@@ -37,6 +37,9 @@ type client struct {
 	awaitUpdates func()
 	// note writes a line to the task log; nil discards.
 	note func(format string, args ...any)
+	// modeText is the prefix of message chunks that report a mode change
+	// (Rule.ModeText); "" when the agent uses current_mode_update only.
+	modeText string
 
 	mu           sync.Mutex
 	text         strings.Builder
@@ -135,6 +138,12 @@ func (c *client) SessionUpdate(_ context.Context, n acp.SessionNotification) err
 	switch {
 	case u.AgentMessageChunk != nil:
 		if t := u.AgentMessageChunk.Content.Text; t != nil {
+			if c.modeText != "" && strings.HasPrefix(t.Text, c.modeText) {
+				id := acp.SessionModeId(strings.TrimSpace(strings.TrimPrefix(t.Text, c.modeText)))
+				c.logf("the agent reports session mode %q (in its message text)", id)
+				c.updateModes(func(m *modeState) { m.mode, m.hasMode = id, true })
+				return nil
+			}
 			c.mu.Lock()
 			c.appendText(t.Text)
 			c.mu.Unlock()

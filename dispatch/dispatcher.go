@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"sync"
 	"time"
@@ -66,6 +67,9 @@ type Dispatcher struct {
 	wg     sync.WaitGroup        // one per run or probe
 
 	recMu sync.Mutex // held while a run record is written, and by Reap while it reads one
+
+	profMu  sync.Mutex
+	profDir string // see profileDir
 
 	stopOnce sync.Once
 }
@@ -172,6 +176,30 @@ func (d *Dispatcher) Dispatch(_ context.Context, t model.Task, r model.RunReport
 	d.log.Info("agent started", "task_id", t.ID, "agent", t.Target, "pid", s.p.pid, "mode", t.Mode)
 	go d.runTask(s, t.ID, r)
 	return nil
+}
+
+// profileDir returns the private directory hardening profiles' files are
+// written to: Home/profiles (0700), or a temporary directory of the
+// dispatcher's own without a Home.
+func (d *Dispatcher) profileDir() (string, error) {
+	d.profMu.Lock()
+	defer d.profMu.Unlock()
+	if d.profDir != "" {
+		return d.profDir, nil
+	}
+	var dir string
+	var err error
+	if d.o.Home != "" {
+		dir = filepath.Join(d.o.Home, "profiles")
+		err = os.MkdirAll(dir, 0o700)
+	} else {
+		dir, err = os.MkdirTemp("", "relay-profiles-")
+	}
+	if err != nil {
+		return "", err
+	}
+	d.profDir = dir
+	return dir, nil
 }
 
 func (d *Dispatcher) forget(taskID string) {

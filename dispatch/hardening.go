@@ -3,6 +3,8 @@ package dispatch
 import (
 	"fmt"
 	"maps"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 
@@ -57,9 +59,71 @@ type Rule struct {
 	// session/new; each must read back with its value before the prompt
 	// and keep it to the end of the run.
 	Options []OptionPin
+	// Args are appended to the agent's argv. "{dir}" in an argument is
+	// replaced by the directory the relay wrote Files to.
+	Args []string
+	// Files are written by the relay (name → content, 0600) to a private
+	// directory of its own before the agent starts: policy files the
+	// agent is pointed at through Args.
+	Files map[string]string
+	// RefuseIfExists lists globs whose match means the profile cannot
+	// hold on this machine (a system policy that overrides the relay's):
+	// the session is refused before session/new.
+	RefuseIfExists []string
+	// ModeText, when set, is the prefix of agent message chunks by which
+	// the agent reports a mode change instead of current_mode_update
+	// (Gemini CLI: "[MODE_UPDATE] plan"). Such chunks update the mode and
+	// are not kept in the result.
+	ModeText string
 	// Summary says in a few words what the rule does (relay agents, the
 	// acpDenial verdict, docs).
 	Summary string
+}
+
+// precheck returns why the rule cannot hold on this machine, or "".
+func (r *Rule) precheck() string {
+	for _, g := range r.RefuseIfExists {
+		if m, _ := filepath.Glob(g); len(m) > 0 {
+			return fmt.Sprintf("%s exists and would override the profile's own policy", m[0])
+		}
+	}
+	return ""
+}
+
+// argv returns the agent's argv under the rule, writing its Files to dir.
+func (r *Rule) argv(base []string, dir func() (string, error)) ([]string, error) {
+	if len(r.Args) == 0 {
+		return base, nil
+	}
+	d := ""
+	if len(r.Files) > 0 {
+		var err error
+		if d, err = dir(); err != nil {
+			return nil, err
+		}
+		for name, content := range r.Files {
+			if err := writePrivate(filepath.Join(d, name), content); err != nil {
+				return nil, err
+			}
+		}
+	}
+	out := slices.Clone(base)
+	for _, a := range r.Args {
+		out = append(out, strings.ReplaceAll(a, "{dir}", d))
+	}
+	return out, nil
+}
+
+// writePrivate writes a file 0600 unless it already holds content.
+func writePrivate(path, content string) error {
+	if b, err := os.ReadFile(path); err == nil && string(b) == content {
+		return nil
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(content), 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
 }
 
 // OptionPin is a select config option held at one value.

@@ -2,12 +2,15 @@ package dispatch_test
 
 import (
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	acp "github.com/coder/acp-go-sdk"
 
 	"github.com/hai-relay/relay/dispatch"
+	"github.com/hai-relay/relay/dispatch/dispatchtest"
 	"github.com/hai-relay/relay/model"
 )
 
@@ -19,6 +22,7 @@ func planProfile(selectPlan bool) *dispatch.Profile {
 	r := dispatch.Rule{
 		Meta:        map[string]any{"test": map[string]any{"profile": "plan"}},
 		AcceptModes: []acp.SessionModeId{"plan"},
+		ModeText:    "[MODE] ",
 		Summary:     "mode plan",
 	}
 	if selectPlan {
@@ -116,6 +120,7 @@ func TestProfileStopsASwitchDuringTheRun(t *testing.T) {
 	for _, c := range []struct{ agent, prompt, inMessage string }{
 		{"guarded", "switch-mode bypassPermissions", `mode "bypassPermissions"`},
 		{"optioned", "switch-option build", `config option "mode" is "build"`},
+		{"guarded", "text-mode yolo", `mode "yolo"`},
 	} {
 		t.Run(c.agent, func(t *testing.T) {
 			t.Parallel()
@@ -186,4 +191,55 @@ func toJSON(t *testing.T, v any) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// A rule's Files are written 0600 to the dispatcher's own directory and
+// its Args point the agent at them; a RefuseIfExists match refuses the
+// session before session/new.
+func TestProfileFilesArgsAndRefusal(t *testing.T) {
+	t.Parallel()
+	sysPolicy := filepath.Join(t.TempDir(), "system.toml")
+	if err := os.WriteFile(sysPolicy, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	withFiles := planProfile(true)
+	r := withFiles.Rules[model.ModeReadOnly]
+	r.Args = []string{"--policy", "{dir}/p.toml"}
+	r.Files = map[string]string{"p.toml": "deny = true\n"}
+	withFiles.Rules = map[model.Mode]dispatch.Rule{model.ModeReadOnly: r}
+	overridden := planProfile(true)
+	r2 := overridden.Rules[model.ModeReadOnly]
+	r2.RefuseIfExists = []string{filepath.Join(filepath.Dir(sysPolicy), "*.toml")}
+	overridden.Rules = map[model.Mode]dispatch.Rule{model.ModeReadOnly: r2}
+
+	bin := dispatchtest.BuildFakeAgent(t)
+	e := newEnv(t, func(o *dispatch.Options) {
+		o.Registry = dispatch.NewRegistry([]dispatch.AgentSpec{
+			{Name: "files", Command: []string{bin, "modes"}, Enabled: true, Profile: withFiles},
+			{Name: "overridden", Command: []string{bin, "modes"}, Enabled: true, Profile: overridden},
+		}, nil, nil)
+	})
+	out, _ := e.run(t, e.task("files", "mode", model.ModeReadOnly))
+	wantOutcome(t, out, model.StateCompleted, "")
+	policy := filepath.Join(e.home, "profiles", "p.toml")
+	starts := e.events(t, "start")
+	if len(starts) != 1 || toJSON(t, starts[0]["args"]) != toJSON(t, []string{"modes", "--policy", policy}) {
+		t.Fatalf("agent args = %v, want [modes --policy %s]", starts, policy)
+	}
+	if fi, err := os.Stat(policy); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("policy file: %v %v", fi, err)
+	}
+	if b, _ := os.ReadFile(policy); string(b) != "deny = true\n" {
+		t.Fatalf("policy file holds %q", b)
+	}
+
+	prompts := len(e.events(t, "prompt"))
+	out, _ = e.run(t, e.task("overridden", "echo hi", model.ModeReadOnly))
+	wantOutcome(t, out, model.StateFailed, model.CodeAgentUnsafeMode)
+	if !strings.Contains(out.Message, sysPolicy+" exists and would override the profile's own policy") {
+		t.Fatalf("message %q", out.Message)
+	}
+	if n := len(e.events(t, "prompt")); n != prompts {
+		t.Fatalf("the overridden agent was prompted")
+	}
 }

@@ -73,14 +73,45 @@ var codexProfile = &Profile{
 	},
 }
 
+// geminiReadOnlyPolicy is an admin-tier policy (it outranks the user's
+// tools.allowed, "always allow" and user policies): every tool denied but
+// the read-only ones, which are all the model is then offered.
+const geminiReadOnlyPolicy = `# Written by HAI-Relay for read_only tasks (gemini --admin-policy).
+[[rule]]
+toolName = "*"
+decision = "deny"
+priority = 100
+denyMessage = "HAI-Relay read_only task: this tool is not allowed."
+
+[[rule]]
+toolName = ["read_file", "read_many_files", "glob", "grep_search", "list_directory"]
+decision = "allow"
+priority = 200
+`
+
 var geminiProfile = &Profile{
 	Name:       "gemini-cli",
 	VerifiedOn: []string{"0.61.0"},
 	Rules: map[model.Mode]Rule{
 		model.ModeReadOnly: {
-			SetMode:     "plan",
-			AcceptModes: []acp.SessionModeId{"plan"},
-			Summary:     "mode plan (Gemini CLI refuses writes and shell in plan mode)",
+			// An untrusted workspace: the cwd's .gemini/settings.json (tools.allowed,
+			// an approval mode, a plans directory, policies, hooks, MCP
+			// servers), which the submitter could plant, is ignored, and so
+			// are the user's hooks and MCP servers. One process (no relaunch),
+			// so that signals reach it.
+			Env:  []string{"GEMINI_CLI_TRUST_WORKSPACE=false", "GEMINI_CLI_NO_RELAUNCH=true"},
+			Args: []string{"--admin-policy", "{dir}/gemini-read-only.toml"},
+			Files: map[string]string{
+				"gemini-read-only.toml": geminiReadOnlyPolicy,
+			},
+			// A system policy directory makes gemini ignore --admin-policy.
+			RefuseIfExists: []string{"/etc/gemini-cli/policies/*.toml"},
+			SetMode:        "plan",
+			AcceptModes:    []acp.SessionModeId{"plan"},
+			// Gemini CLI reports mode changes as message text, never as
+			// current_mode_update.
+			ModeText: "[MODE_UPDATE] ",
+			Summary:  "untrusted workspace, admin policy offering only read tools, mode plan",
 		},
 	},
 }

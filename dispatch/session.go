@@ -129,12 +129,18 @@ func (s *session) start() error {
 		run = newRunID()
 		env = append(slices.Clip(env), runEnvVar+"="+run)
 	}
+	argv := s.argv
 	if s.rule != nil {
 		env = append(slices.Clip(env), s.rule.Env...)
+		var err error
+		if argv, err = s.rule.argv(s.argv, s.d.profileDir); err != nil {
+			s.log.Printf("could not write the hardening profile's files: %v", err)
+			return fmt.Errorf("writing the hardening profile's files: %w", err)
+		}
 	}
-	p, err := startProc(s.d.spawner, procSpec{argv: s.argv, dir: s.cwd, env: env, stderr: s.tail})
+	p, err := startProc(s.d.spawner, procSpec{argv: argv, dir: s.cwd, env: env, stderr: s.tail})
 	if err != nil {
-		s.log.Printf("could not start %q: %v", s.argv, err)
+		s.log.Printf("could not start %q: %v", argv, err)
 		return err
 	}
 	rec, err := s.d.recordRun(s, p, run)
@@ -149,8 +155,11 @@ func (s *session) start() error {
 	s.p = p
 	s.rec = rec
 	s.mu.Unlock()
-	s.log.Printf("started %q pid %d in %s", s.argv, p.pid, s.cwd)
+	s.log.Printf("started %q pid %d in %s", argv, p.pid, s.cwd)
 	s.client = newClient(s.log.Printf)
+	if s.rule != nil {
+		s.client.modeText = s.rule.ModeText
+	}
 	s.gate = newLineGate(p.stdout, s.onGarbage)
 	s.client.onUpdate = s.gate.processed
 	s.client.awaitUpdates = func() { s.gate.awaitProcessed(time.Second) }
@@ -279,6 +288,11 @@ func (s *session) drive(onStarted func(note string) error) (res runResult) {
 	s.mu.Unlock()
 	if s.profile != nil && s.rule == nil {
 		return runResult{stage: stageHardening, unsafe: fmt.Sprintf("the profile has no rule for %s tasks", s.mode)}
+	}
+	if s.rule != nil {
+		if why := s.rule.precheck(); why != "" {
+			return runResult{stage: stageHardening, unsafe: why}
+		}
 	}
 
 	s.setStage(stageNewSession)

@@ -34,7 +34,7 @@ func runAgents(ctx context.Context, e *env, args []string) error {
 }
 
 func agentTable(e *env, as []model.AgentInfo) error {
-	t := newTable(e.stdout, "AGENT", "COMMAND", "CONFIGURED", "ENABLED", "WORKED_LIVE", "WHY")
+	t := newTable(e.stdout, "AGENT", "COMMAND", "CONFIGURED", "ENABLED", "WORKED_LIVE", "PROFILE", "WHY")
 	for _, a := range as {
 		why := a.WorkedLiveReason
 		if !a.Configured {
@@ -42,9 +42,23 @@ func agentTable(e *env, as []model.AgentInfo) error {
 		} else if !a.Enabled {
 			why = a.EnabledReason
 		}
-		t.row(a.Name, strings.Join(a.Command, " "), yesNo(a.Configured), yesNo(a.Enabled), yesNo(a.WorkedLive), why)
+		t.row(a.Name, strings.Join(a.Command, " "), yesNo(a.Configured), yesNo(a.Enabled), yesNo(a.WorkedLive), profileCell(a.Profile), why)
 	}
-	return t.flush()
+	if err := t.flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(e.stdout, "\nPROFILE is the hardening profile of delegated sessions, with the adapter versions it was verified on;")
+	fmt.Fprintln(e.stdout, "\"none\": permission requests are still denied, but the agent's own allow rules are not controlled (docs/agents.md).")
+	return nil
+}
+
+// profileCell is an agent's hardening profile in a table: name@versions,
+// or "none".
+func profileCell(p model.AgentProfile) string {
+	if p.Name == "" {
+		return "none"
+	}
+	return p.Name + "@" + strings.Join(p.VerifiedOn, ",")
 }
 
 func runAgentsProbe(ctx context.Context, e *env, args []string) error {

@@ -3,8 +3,11 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 
 	"github.com/hai-relay/relay/model"
+	"github.com/hai-relay/relay/spec"
 )
 
 func init() {
@@ -52,10 +55,11 @@ func runTasksShow(ctx context.Context, e *env, args []string) error {
 	if err := f.parseN(args, 1); err != nil {
 		return err
 	}
-	c, err := operator(e, f)
+	home, err := resolveHome(f.home, e.getenv)
 	if err != nil {
 		return err
 	}
+	c := dial(home, "", false)
 	defer c.Close()
 	d, err := c.ShowTask(ctx, f.pos[0])
 	if err != nil {
@@ -72,7 +76,14 @@ func runTasksShow(ctx context.Context, e *env, args []string) error {
 	fmt.Fprintf(w, "\nmessage   %s\ncaller    %s\ntarget    %s\nmode      %s\nmission   %s\nlease     %s\ncontext   %s\ncwd       %s\ncreated   %s\nupdated   %s\n",
 		oneLine(d.Message, 200), d.Caller, d.Target, d.Mode, oneLine(d.MissionID, 130), oneLine(d.LeaseID, 130), d.ContextID, d.Cwd, ts(d.CreatedAt), ts(d.UpdatedAt))
 	if d.StopReason != "" || d.Result != "" {
-		fmt.Fprintf(w, "stop      %s\ndenied    %d permission request(s)\nresult    %s\n", d.StopReason, d.DeniedPermissions, oneLine(d.Result, 400))
+		fmt.Fprintf(w, "stop      %s\nresult    %s\n", d.StopReason, oneLine(d.Result, 400))
+	}
+	if d.SessionMode != "" {
+		fmt.Fprintf(w, "session   mode %s\n", oneLine(d.SessionMode, 60))
+	}
+	fmt.Fprintf(w, "denied    %d permission request(s), every one refused by the relay\n", d.DeniedPermissions)
+	for _, tc := range d.ToolCalls {
+		fmt.Fprintf(w, "tool      %s [%s] %s\n", oneLine(tc.Title, 160), oneLine(tc.Kind, 20), oneLine(tc.Status, 20))
 	}
 	fmt.Fprintln(w, "\ntimeline:")
 	t := newTable(w, "  AT", "KIND", "FROM", "TO", "TRIGGER/GATE", "CODE", "DETAIL")
@@ -92,7 +103,22 @@ func runTasksShow(ctx context.Context, e *env, args []string) error {
 		v := d.Verdicts[vi]
 		t.row("  "+ts(v.At), "gate", "", "", string(v.Gate), string(v.Code), verdictText(v))
 	}
-	return t.flush()
+	if err := t.flush(); err != nil {
+		return err
+	}
+	// Where to look next: the agent's own log and what the code means.
+	if log := filepath.Join(home, "logs", "tasks", d.ID+".log"); fileExists(log) {
+		fmt.Fprintf(w, "\nagent log %s\n", log)
+	}
+	if ci, ok := spec.Lookup(d.Code); ok && ci.Hint != "" && ci.Hint != "—" {
+		fmt.Fprintf(w, "hint      %s\n", ci.Hint)
+	}
+	return nil
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
 }
 
 func verdictText(v model.Verdict) string {

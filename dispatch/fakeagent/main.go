@@ -31,6 +31,7 @@
 //	mode                   reply "mode:<current session mode>"
 //	switch-mode MODE       report current_mode_update MODE, then hang
 //	switch-option VALUE    report config option mode = VALUE, then hang
+//	text-mode MODE         say "[MODE] MODE" (a mode change told in text), then hang
 //	stderr-crash           write a line to stderr, then exit 3
 //	auth-prompt            answer session/prompt with auth_required
 //
@@ -350,6 +351,11 @@ func (a *agent) Prompt(ctx context.Context, p acp.PromptRequest) (acp.PromptResp
 		_ = a.conn.SessionUpdate(ctx, acp.SessionNotification{SessionId: sid, Update: acp.SessionUpdate{
 			CurrentModeUpdate: &acp.SessionCurrentModeUpdate{CurrentModeId: acp.SessionModeId(words[1])}}})
 		a.log.event("switched", map[string]any{"mode": words[1]})
+		<-ctx.Done()
+		return acp.PromptResponse{StopReason: acp.StopReasonCancelled}, nil
+	case behaviour == "text-mode" && len(words) > 1:
+		a.say(ctx, sid, "[MODE] "+words[1])
+		a.log.event("switched", map[string]any{"text_mode": words[1]})
 		<-ctx.Done()
 		return acp.PromptResponse{StopReason: acp.StopReasonCancelled}, nil
 	case behaviour == "switch-option" && len(words) > 1:
