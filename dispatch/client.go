@@ -191,9 +191,15 @@ func (c *client) setModeState(st modeState) {
 	c.updateModes(func(m *modeState) { *m = st.clone() })
 }
 
-// setMode records a session/set_mode the agent accepted.
+// setMode records a session/set_mode the agent accepted; the mode config
+// option, when the agent has one, follows (its update may come later).
 func (c *client) setMode(id acp.SessionModeId) {
-	c.updateModes(func(m *modeState) { m.mode, m.hasMode = id, true })
+	c.updateModes(func(m *modeState) {
+		m.mode, m.hasMode = id, true
+		if _, ok := m.options[modeOptionID]; ok {
+			m.options[modeOptionID] = acp.SessionConfigValueId(id)
+		}
+	})
 }
 
 // setOptions records config option values the agent answered with.

@@ -182,6 +182,10 @@ func (p *Profile) versionNote(info *acp.Implementation) string {
 	return fmt.Sprintf("hardening profile %s (verified on %s, running %s: not a verified version)", p.Name, verified, running)
 }
 
+// modeOptionID is the config option by which agents that have one report
+// their mode as well.
+const modeOptionID acp.SessionConfigId = "mode"
+
 // modeState is what the relay knows of a session's mode and config
 // options, from session/new, its own set calls and the agent's updates.
 type modeState struct {
@@ -217,6 +221,11 @@ func (r *Rule) unsafe(m modeState) string {
 		}
 		if !slices.Contains(r.AcceptModes, m.mode) {
 			return fmt.Sprintf("the session is in mode %q (accepted: %s)", m.mode, quoteModes(r.AcceptModes))
+		}
+		// An agent that also reports its mode as the config option "mode"
+		// (claude-agent-acp) is held to the same values there.
+		if v, ok := m.options[modeOptionID]; ok && !slices.Contains(r.AcceptModes, acp.SessionModeId(v)) {
+			return fmt.Sprintf("the session's mode option is %q (accepted: %s)", v, quoteModes(r.AcceptModes))
 		}
 	}
 	for _, pin := range r.Options {

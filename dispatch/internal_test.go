@@ -177,3 +177,22 @@ func TestPollExitLeavesAZombie(t *testing.T) {
 		t.Errorf("after pollExit the child is %q (%v), want a zombie", st.state, err)
 	}
 }
+
+// An agent's JSON-RPC error data is quoted in its own words, never as Go's
+// map syntax (claude-agent-acp's reason lives in data.details).
+func TestErrTextQuotesErrorDataWithoutGoSyntax(t *testing.T) {
+	for _, c := range []struct {
+		data any
+		want string
+	}{
+		{map[string]any{"details": "Query closed before response received"}, "code -32603 Internal error: Query closed before response received"},
+		{map[string]any{"error": "context deadline exceeded"}, "code -32603 Internal error: context deadline exceeded"},
+		{map[string]any{"n": 1.0}, `code -32603 Internal error: {"n":1}`},
+		{"plain \x1b[31mred\x1b[0m", "code -32603 Internal error: plain red"},
+	} {
+		err := &acp.RequestError{Code: -32603, Message: "Internal error", Data: c.data}
+		if got := errText(err); got != c.want || strings.Contains(got, "map[") {
+			t.Errorf("errText(%v) = %q, want %q", c.data, got, c.want)
+		}
+	}
+}

@@ -15,48 +15,68 @@ import (
 // the host.
 var claudeReadOnlyTools = []string{"Read", "Glob", "Grep"}
 
-// claudeHostTools act on the host without asking in Claude's default mode
-// (a git worktree and a branch, scheduled prompts): never offered.
-var claudeHostTools = []string{"EnterWorktree", "ExitWorktree", "CronCreate", "CronDelete", "CronList"}
+// claudeStateChangingTools are the built-in tools a state_changing Claude
+// session has. Every one that writes, runs or fetches asks in mode default,
+// and the relay denies every ask. An allowlist, not only disallowedTools:
+// settings can switch on more tools through their env.
+var claudeStateChangingTools = []string{"Read", "Glob", "Grep", "Write", "Edit", "Bash", "NotebookEdit",
+	"TodoWrite", "WebFetch", "WebSearch", "Skill", "TaskOutput", "TaskStop"}
 
-// claudeWriteTools write, edit, execute, fetch, or start work that can:
-// never offered to a read_only session.
-var claudeWriteTools = []string{"Write", "Edit", "MultiEdit", "NotebookEdit", "Bash", "BashOutput", "KillShell",
-	"WebFetch", "WebSearch", "Task", "Agent", "Skill", "SlashCommand", "ExitPlanMode", "EnterPlanMode", "TodoWrite"}
+// claudeNeverTools act without asking in mode default (a git worktree and
+// a branch, scheduled prompts, a switch to plan mode, which bypasses every
+// check where bypass is available), start subagents or teams, or reach
+// beyond the session: never offered, whatever the task mode.
+var claudeNeverTools = []string{"Agent", "Task", "EnterPlanMode", "ExitPlanMode", "EnterWorktree", "ExitWorktree",
+	"CronCreate", "CronDelete", "CronList", "RemoteTrigger", "TeamCreate", "TeamDelete", "SendMessage",
+	"TaskCreate", "TaskGet", "TaskUpdate", "TaskList", "LSP", "ToolSearch", "AskUserQuestion", "Config",
+	"Brief", "Sleep", "PowerShell", "StructuredOutput", "ListMcpResourcesTool", "ReadMcpResourceTool"}
 
-func claudeOptions(extra map[string]any) map[string]any {
-	opts := map[string]any{
+// claudeWriteTools write, edit, execute or fetch: never offered to a
+// read_only session (on top of claudeNeverTools).
+var claudeWriteTools = []string{"Bash", "Edit", "Write", "MultiEdit", "NotebookEdit", "WebFetch", "WebSearch",
+	"TodoWrite", "Skill", "TaskOutput", "TaskStop", "KillShell", "BashOutput", "SlashCommand"}
+
+// claudeOptions is session/new's _meta for claude-agent-acp: the adapter
+// spreads _meta.claudeCode.options into the Claude Agent SDK's options.
+func claudeOptions(tools, disallowed []string) map[string]any {
+	return map[string]any{"claudeCode": map[string]any{"options": map[string]any{
 		// Neither the user's nor the project's settings files: their allow
-		// rules would pre-approve tools, and the task's cwd is chosen by
-		// the submitter, who could plant them.
-		"settingSources": []string{},
+		// rules pre-approve tools, their hooks, apiKeyHelper and MCP
+		// servers run code, and the task's cwd is chosen by the submitter,
+		// who could plant them.
+		"settingSources":  []string{},
+		"tools":           tools,
+		"disallowedTools": disallowed,
+	}}}
+}
+
+func concat(lists ...[]string) []string {
+	var out []string
+	for _, l := range lists {
+		out = append(out, l...)
 	}
-	for k, v := range extra {
-		opts[k] = v
-	}
-	return map[string]any{"claudeCode": map[string]any{"options": opts}}
+	return out
 }
 
 var claudeProfile = &Profile{
 	Name:       "claude-agent-acp",
 	VerifiedOn: []string{"0.23.1"},
 	Rules: map[model.Mode]Rule{
+		// The adapter reads the starting mode from the settings files
+		// itself (settingSources does not reach it), so a planted
+		// defaultMode starts the session in acceptEdits or
+		// bypassPermissions: the mode is always set, then checked.
 		model.ModeReadOnly: {
-			Meta: claudeOptions(map[string]any{
-				"tools":           claudeReadOnlyTools,
-				"disallowedTools": append(append([]string(nil), claudeWriteTools...), claudeHostTools...),
-			}),
-			SetMode:     "default",
-			AcceptModes: []acp.SessionModeId{"default"},
-			Summary:     "no settings files, built-in tools Read/Glob/Grep only, mode default (asks; every ask denied)",
+			Meta:        claudeOptions(claudeReadOnlyTools, concat(claudeWriteTools, claudeNeverTools)),
+			SetMode:     "dontAsk",
+			AcceptModes: []acp.SessionModeId{"dontAsk"},
+			Summary:     "no settings files; built-in tools Read, Glob, Grep only; mode dontAsk (refuses what is not pre-approved)",
 		},
 		model.ModeStateChanging: {
-			Meta: claudeOptions(map[string]any{
-				"disallowedTools": claudeHostTools,
-			}),
+			Meta:        claudeOptions(claudeStateChangingTools, claudeNeverTools),
 			SetMode:     "default",
 			AcceptModes: []acp.SessionModeId{"default"},
-			Summary:     "no settings files, no worktree/cron tools, mode default (every write and exec asks and is denied)",
+			Summary:     "no settings files; no plan/worktree/cron/subagent tools; mode default (every write and command asks, and the relay denies it)",
 		},
 	},
 }

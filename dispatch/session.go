@@ -2,6 +2,7 @@ package dispatch
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -602,8 +603,8 @@ func errText(err error) string {
 	var re *acp.RequestError
 	if errors.As(err, &re) {
 		msg = fmt.Sprintf("code %d %s", re.Code, re.Message)
-		if re.Data != nil {
-			msg += fmt.Sprintf(" %v", re.Data)
+		if d := dataText(re.Data); d != "" {
+			msg += ": " + d
 		}
 	}
 	const max = 300
@@ -611,6 +612,34 @@ func errText(err error) string {
 		msg = msg[:max] + "…"
 	}
 	return msg
+}
+
+// dataText renders a JSON-RPC error's data for a task message: the
+// agent's own words where it gives them (details, error, message), else the
+// data as JSON; never Go's map syntax.
+func dataText(data any) string {
+	if data == nil {
+		return ""
+	}
+	if m, ok := data.(map[string]any); ok {
+		var parts []string
+		for _, k := range []string{"details", "error", "message"} {
+			if v, ok := m[k].(string); ok && v != "" {
+				parts = append(parts, sanitizeLine(v))
+			}
+		}
+		if len(parts) > 0 {
+			return strings.Join(parts, "; ")
+		}
+	}
+	if s, ok := data.(string); ok {
+		return sanitizeLine(s)
+	}
+	b, err := json.Marshal(data)
+	if err != nil {
+		return ""
+	}
+	return sanitizeLine(string(b))
 }
 
 // loginHint is the agent's own login command, for auth_required.

@@ -1,0 +1,312 @@
+package scripted
+
+// The OpenAI Responses API, as Codex (embedded in codex-acp) speaks it:
+// POST /v1/responses with "stream": true, answered with the server-sent
+// events Codex's parser reads (codex-rs/codex-api/src/sse/responses.rs):
+//
+//	response.created             {"response": {...}}
+//	response.output_item.added   {"item": ResponseItem}
+//	response.output_text.delta   {"delta": "..."}            (text only)
+//	response.output_item.done    {"item": ResponseItem}      (what Codex acts on)
+//	response.completed           {"response": {"id", "usage", "output"}}
+//
+// Codex needs response.completed (with "id") before the stream ends, or it
+// treats the turn as broken and retries. A request with "stream" false or
+// absent is answered with the Response object as one JSON body.
+//
+// The request read into a Turn:
+//   - UserText: the input_text (or text) parts of every input message whose
+//     role is "user" (Codex also sends its environment context and AGENTS.md
+//     as user messages; they hold no script steps, so they are harmless).
+//   - Tools: the "name" of every entry of "tools"; an entry without a name
+//     (local_shell, web_search) is listed by its "type".
+//   - ToolResults: the output of every function_call_output,
+//     custom_tool_call_output and local_shell_call_output item, in order; an
+//     output that is a list of content parts is read as the join of their
+//     texts.
+//
+// The rule for freeform tools: when the tool a script step calls is offered
+// as {"type": "custom"} (Codex offers apply_patch so with some models), the
+// call is rendered as a custom_tool_call whose "input" is the step's "input"
+// argument when that is a string, else the step's whole JSON arguments. So
+// [[tool apply_patch {"input": "*** Begin Patch\n..."}]] works whether
+// apply_patch is a custom tool (input is the raw patch) or a function tool
+// (arguments {"input": "..."}, as Codex's JSON apply_patch takes them). Every
+// other tool is rendered as a function_call whose "arguments" is the step's
+// JSON arguments as a string.
+//
+// Side requests: none. With a custom model provider (model_provider = "NAME",
+// wire_api = "responses") codex-acp 0.16.0 sends nothing but POST
+// /v1/responses (verified: no model list, no title or compaction request in
+// a turn). POST /responses serves a base_url given without /v1.
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync/atomic"
+)
+
+func init() {
+	registrars = append(registrars, func(s *Server, mux *http.ServeMux) {
+		mux.HandleFunc("POST /v1/responses", s.responses)
+		mux.HandleFunc("POST /responses", s.responses)
+	})
+}
+
+// responsesRequest is the part of a Responses API request the server reads.
+type responsesRequest struct {
+	Model  string            `json:"model"`
+	Stream bool              `json:"stream"`
+	Input  json.RawMessage   `json:"input"`
+	Tools  []json.RawMessage `json:"tools"`
+}
+
+// responsesItem is one input item, of any type.
+type responsesItem struct {
+	Type    string          `json:"type"`
+	Role    string          `json:"role"`
+	Content json.RawMessage `json:"content"`
+	Output  json.RawMessage `json:"output"`
+}
+
+type responsesTool struct {
+	Type string `json:"type"`
+	Name string `json:"name"`
+}
+
+var responsesSeq atomic.Int64
+
+func (s *Server) responses(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		s.fail(w, r, http.StatusBadRequest, "reading the request: %v", err)
+		return
+	}
+	var req responsesRequest
+	if err := json.Unmarshal(body, &req); err != nil {
+		s.fail(w, r, http.StatusBadRequest, "the request is not a Responses API request: %v", err)
+		return
+	}
+	turn, custom, err := responsesTurn(r.URL.Path, req)
+	if err != nil {
+		s.fail(w, r, http.StatusBadRequest, "%v", err)
+		return
+	}
+	reply := s.answer(turn)
+
+	n := responsesSeq.Add(1)
+	respID := fmt.Sprintf("resp_scripted_%d", n)
+	item := responsesOutputItem(reply, custom, n)
+	model := req.Model
+	if model == "" {
+		model = "scripted"
+	}
+	usage := map[string]any{
+		"input_tokens":          len(body) / 4,
+		"input_tokens_details":  map[string]any{"cached_tokens": 0},
+		"output_tokens":         len(reply.Text)/4 + 1,
+		"output_tokens_details": map[string]any{"reasoning_tokens": 0},
+		"total_tokens":          len(body)/4 + len(reply.Text)/4 + 1,
+	}
+	response := func(status string, output []any, withUsage bool) map[string]any {
+		m := map[string]any{
+			"id":         respID,
+			"object":     "response",
+			"created_at": 0,
+			"status":     status,
+			"model":      model,
+			"output":     output,
+		}
+		if withUsage {
+			m["usage"] = usage
+		}
+		return m
+	}
+
+	if !req.Stream {
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(response("completed", []any{item}, true))
+		return
+	}
+
+	startSSE(w)
+	seq := 0
+	ev := func(kind string, fields map[string]any) {
+		fields["type"] = kind
+		fields["sequence_number"] = seq
+		seq++
+		sse(w, kind, fields)
+	}
+	ev("response.created", map[string]any{"response": response("in_progress", []any{}, false)})
+	ev("response.in_progress", map[string]any{"response": response("in_progress", []any{}, false)})
+	itemID, _ := item["id"].(string)
+	switch item["type"] {
+	case "message":
+		added := map[string]any{"id": itemID, "type": "message", "role": "assistant", "status": "in_progress", "content": []any{}}
+		ev("response.output_item.added", map[string]any{"output_index": 0, "item": added})
+		part := map[string]any{"type": "output_text", "text": "", "annotations": []any{}}
+		ev("response.content_part.added", map[string]any{"item_id": itemID, "output_index": 0, "content_index": 0, "part": part})
+		ev("response.output_text.delta", map[string]any{"item_id": itemID, "output_index": 0, "content_index": 0, "delta": reply.Text})
+		ev("response.output_text.done", map[string]any{"item_id": itemID, "output_index": 0, "content_index": 0, "text": reply.Text})
+		part = map[string]any{"type": "output_text", "text": reply.Text, "annotations": []any{}}
+		ev("response.content_part.done", map[string]any{"item_id": itemID, "output_index": 0, "content_index": 0, "part": part})
+	case "function_call":
+		added := map[string]any{}
+		for k, v := range item {
+			added[k] = v
+		}
+		added["arguments"] = ""
+		added["status"] = "in_progress"
+		ev("response.output_item.added", map[string]any{"output_index": 0, "item": added})
+		ev("response.function_call_arguments.delta", map[string]any{"item_id": itemID, "output_index": 0, "delta": item["arguments"]})
+		ev("response.function_call_arguments.done", map[string]any{"item_id": itemID, "output_index": 0, "arguments": item["arguments"]})
+	case "custom_tool_call":
+		added := map[string]any{}
+		for k, v := range item {
+			added[k] = v
+		}
+		added["input"] = ""
+		added["status"] = "in_progress"
+		ev("response.output_item.added", map[string]any{"output_index": 0, "item": added})
+		ev("response.custom_tool_call_input.delta", map[string]any{"item_id": itemID, "output_index": 0, "delta": item["input"]})
+		ev("response.custom_tool_call_input.done", map[string]any{"item_id": itemID, "output_index": 0, "input": item["input"]})
+	}
+	ev("response.output_item.done", map[string]any{"output_index": 0, "item": item})
+	ev("response.completed", map[string]any{"response": response("completed", []any{item}, true)})
+}
+
+// responsesTurn reads a request into a Turn. custom holds the names of the
+// offered tools of type "custom" (freeform).
+func responsesTurn(path string, req responsesRequest) (Turn, map[string]bool, error) {
+	t := Turn{API: "responses", Path: path}
+	custom := map[string]bool{}
+	for _, raw := range req.Tools {
+		var tool responsesTool
+		if err := json.Unmarshal(raw, &tool); err != nil {
+			return t, nil, fmt.Errorf("a tool is not an object: %v", err)
+		}
+		name := tool.Name
+		if name == "" {
+			name = tool.Type
+		}
+		if name == "" {
+			continue
+		}
+		t.Tools = append(t.Tools, name)
+		if tool.Type == "custom" {
+			custom[name] = true
+		}
+	}
+
+	if len(req.Input) == 0 {
+		return t, custom, nil
+	}
+	// The input is a string (one user message) or a list of items.
+	var text string
+	if err := json.Unmarshal(req.Input, &text); err == nil {
+		t.UserText = append(t.UserText, text)
+		return t, custom, nil
+	}
+	var items []responsesItem
+	if err := json.Unmarshal(req.Input, &items); err != nil {
+		return t, nil, fmt.Errorf("the input is neither a string nor a list of items: %v", err)
+	}
+	for _, it := range items {
+		switch it.Type {
+		case "message", "":
+			if it.Role == "user" {
+				if s := responsesText(it.Content); s != "" {
+					t.UserText = append(t.UserText, s)
+				}
+			}
+		case "function_call_output", "custom_tool_call_output", "local_shell_call_output", "tool_search_output":
+			t.ToolResults = append(t.ToolResults, responsesText(it.Output))
+		}
+	}
+	return t, custom, nil
+}
+
+// responsesText reads content that is a string or a list of parts (input_text,
+// output_text, text) as one string.
+func responsesText(raw json.RawMessage) string {
+	if len(raw) == 0 {
+		return ""
+	}
+	var s string
+	if err := json.Unmarshal(raw, &s); err == nil {
+		return s
+	}
+	var parts []struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	}
+	if err := json.Unmarshal(raw, &parts); err == nil {
+		var texts []string
+		for _, p := range parts {
+			if p.Text != "" {
+				texts = append(texts, p.Text)
+			}
+		}
+		return strings.Join(texts, "\n")
+	}
+	// An output object ({"content": ..., "success": ...}) or anything else:
+	// quote it whole.
+	var obj struct {
+		Content json.RawMessage `json:"content"`
+	}
+	if err := json.Unmarshal(raw, &obj); err == nil && len(obj.Content) > 0 {
+		return responsesText(obj.Content)
+	}
+	return string(raw)
+}
+
+// responsesOutputItem renders a reply as one output item.
+func responsesOutputItem(reply Reply, custom map[string]bool, n int64) map[string]any {
+	if c := reply.Call; c != nil {
+		callID := fmt.Sprintf("%s_%d", c.ID, n)
+		if custom[c.Name] {
+			input := string(c.Args)
+			var args map[string]json.RawMessage
+			if err := json.Unmarshal(c.Args, &args); err == nil {
+				var s string
+				if raw, ok := args["input"]; ok && json.Unmarshal(raw, &s) == nil {
+					input = s
+				}
+			}
+			return map[string]any{
+				"id":      fmt.Sprintf("ctc_scripted_%d", n),
+				"type":    "custom_tool_call",
+				"status":  "completed",
+				"call_id": callID,
+				"name":    c.Name,
+				"input":   input,
+			}
+		}
+		args := string(c.Args)
+		if args == "" {
+			args = "{}"
+		}
+		return map[string]any{
+			"id":        fmt.Sprintf("fc_scripted_%d", n),
+			"type":      "function_call",
+			"status":    "completed",
+			"call_id":   callID,
+			"name":      c.Name,
+			"arguments": args,
+		}
+	}
+	return map[string]any{
+		"id":     fmt.Sprintf("msg_scripted_%d", n),
+		"type":   "message",
+		"role":   "assistant",
+		"status": "completed",
+		"content": []any{map[string]any{
+			"type":        "output_text",
+			"text":        reply.Text,
+			"annotations": []any{},
+		}},
+	}
+}
