@@ -118,6 +118,13 @@ func (c *client) knowsTool(id string) bool {
 	return ok
 }
 
+// denied returns how many permission requests were denied.
+func (c *client) denied() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.denialCount
+}
+
 // takeDenials returns and clears the queued denials.
 func (c *client) takeDenials() []model.Denial {
 	c.mu.Lock()

@@ -67,8 +67,12 @@ type Rule struct {
 	// agent is pointed at through Args.
 	Files map[string]string
 	// RefuseIfExists lists globs whose match means the profile cannot
-	// hold on this machine (a system policy that overrides the relay's):
-	// the session is refused before session/new.
+	// hold (a system policy that overrides the relay's, code the agent
+	// would run from the task's cwd): the session is refused before
+	// session/new. "~" and $VARS are expanded from the daemon's
+	// environment (a pattern naming an unset variable is skipped); a
+	// pattern starting with "{cwd}/" is tried in the task's cwd and in
+	// every directory above it.
 	RefuseIfExists []string
 	// ModeText, when set, is the prefix of agent message chunks by which
 	// the agent reports a mode change instead of current_mode_update
@@ -80,14 +84,74 @@ type Rule struct {
 	Summary string
 }
 
-// precheck returns why the rule cannot hold on this machine, or "".
-func (r *Rule) precheck() string {
-	for _, g := range r.RefuseIfExists {
-		if m, _ := filepath.Glob(g); len(m) > 0 {
-			return fmt.Sprintf("%s exists and would override the profile's own policy", m[0])
+// nonceMark in a rule's Env, Args or Options values is replaced by a
+// random name made for each session (an agent name a planted config
+// cannot know in advance).
+const nonceMark = "{nonce}"
+
+// precheck returns why the rule cannot hold for a session in cwd, or "".
+func (r *Rule) precheck(cwd string) string {
+	for _, pat := range r.RefuseIfExists {
+		var globs []string
+		if rel, ok := strings.CutPrefix(pat, "{cwd}/"); ok {
+			for dir := filepath.Clean(cwd); ; dir = filepath.Dir(dir) {
+				globs = append(globs, filepath.Join(dir, rel))
+				if dir == filepath.Dir(dir) {
+					break
+				}
+			}
+		} else if g, ok := expandPath(pat); ok {
+			globs = append(globs, g)
+		}
+		for _, g := range globs {
+			if m, _ := filepath.Glob(g); len(m) > 0 {
+				return fmt.Sprintf("%s exists and would override the profile's own policy", m[0])
+			}
 		}
 	}
 	return ""
+}
+
+// expandPath expands a leading "~" and $VARS; ok is false when a variable
+// is unset.
+func expandPath(p string) (string, bool) {
+	ok := true
+	p = os.Expand(p, func(v string) string {
+		val, set := os.LookupEnv(v)
+		if !set || val == "" {
+			ok = false
+		}
+		return val
+	})
+	if rest, found := strings.CutPrefix(p, "~/"); found {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			return "", false
+		}
+		p = filepath.Join(home, rest)
+	}
+	return p, ok
+}
+
+// withNonce returns the rule with nonceMark replaced by nonce.
+func (r Rule) withNonce(nonce string) Rule {
+	if nonce == "" {
+		return r
+	}
+	sub := func(ss []string) []string {
+		out := make([]string, len(ss))
+		for i, s := range ss {
+			out[i] = strings.ReplaceAll(s, nonceMark, nonce)
+		}
+		return out
+	}
+	r.Env, r.Args = sub(r.Env), sub(r.Args)
+	pins := make([]OptionPin, len(r.Options))
+	for i, p := range r.Options {
+		pins[i] = OptionPin{ID: p.ID, Value: acp.SessionConfigValueId(strings.ReplaceAll(string(p.Value), nonceMark, nonce))}
+	}
+	r.Options = pins
+	return r
 }
 
 // argv returns the agent's argv under the rule, writing its Files to dir.

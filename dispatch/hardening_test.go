@@ -243,3 +243,41 @@ func TestProfileFilesArgsAndRefusal(t *testing.T) {
 		t.Fatalf("the overridden agent was prompted")
 	}
 }
+
+// An agent whose only no aborts the turn (codex-acp's "abort" option)
+// ends it cancelled after a denial: agent_refused, not agent_crashed.
+func TestCancelledAfterADenialIsARefusal(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	out, _ := e.run(t, e.task("fake", "perm-abort", model.ModeReadOnly))
+	wantOutcome(t, out, model.StateFailed, model.CodeAgentRefused)
+	if !strings.Contains(out.Message, "after the relay denied 1 permission request(s)") {
+		t.Fatalf("message %q", out.Message)
+	}
+}
+
+// Every profile's inline JSON configuration is valid JSON, and OpenCode's
+// permissions list "*" first.
+func TestProfilesInlineConfigIsValid(t *testing.T) {
+	t.Parallel()
+	for _, name := range []string{"claude", "codex", "gemini", "opencode"} {
+		p := dispatch.ProfileFor(name)
+		if p == nil {
+			t.Fatalf("no profile for %s", name)
+		}
+		for mode, r := range p.Rules {
+			for _, kv := range r.Env {
+				k, v, _ := strings.Cut(kv, "=")
+				if strings.HasPrefix(v, "{") && !json.Valid([]byte(v)) {
+					t.Errorf("%s %s: %s is not valid JSON", name, mode, k)
+				}
+				if k == "OPENCODE_CONFIG_CONTENT" && !strings.HasPrefix(v, `{"permission":{"*":"deny"`) {
+					t.Errorf("opencode's permissions must start with \"*\": %.60s", v)
+				}
+			}
+			if r.Summary == "" || len(r.AcceptModes)+len(r.Options) == 0 {
+				t.Errorf("%s %s: a verified rule must name the modes it accepts and say what it does", name, mode)
+			}
+		}
+	}
+}

@@ -86,9 +86,20 @@ var codexProfile = &Profile{
 	VerifiedOn: []string{"0.16.0"},
 	Rules: map[model.Mode]Rule{
 		model.ModeReadOnly: {
-			SetMode:     "read-only",
-			AcceptModes: []acp.SessionModeId{"read-only"},
-			Summary:     "mode read-only (Codex's sandbox blocks writes and commands' writes)",
+			// -c overrides outrank the user's config.toml and a trusted
+			// project's .codex/config.toml: the sandbox read-only, every
+			// escalation asked of the relay (which denies it) rather than of
+			// an automatic reviewer model, and no login-shell snapshot (it
+			// runs the user's .bashrc outside the sandbox).
+			Args: []string{"-c", `sandbox_mode="read-only"`, "-c", `approval_policy="on-request"`,
+				"-c", `approvals_reviewer="user"`, "-c", "features.shell_snapshot=false"},
+			Env: []string{"NO_COLOR=1"},
+			// Exec-policy rules run the commands they allow outside the
+			// sandbox, and no override turns them off.
+			RefuseIfExists: []string{"$CODEX_HOME/rules/*.rules", "~/.codex/rules/*.rules"},
+			SetMode:        "read-only",
+			AcceptModes:    []acp.SessionModeId{"read-only"},
+			Summary:        "sandbox read-only with escalations asked of the relay (-c overrides), no shell snapshot, mode read-only; refused while exec-policy rules exist",
 		},
 	},
 }
@@ -136,24 +147,45 @@ var geminiProfile = &Profile{
 	},
 }
 
-// opencodeDenyConfig is injected as OPENCODE_CONFIG_CONTENT, the highest
-// precedence of OpenCode's configuration: it denies every tool that
-// writes, runs or fetches, globally and for every built-in agent, whatever
-// an opencode.json planted in the cwd says.
-const opencodeDenyConfig = `{"permission":{"edit":"deny","bash":"deny","webfetch":"deny","websearch":"deny","task":"deny","external_directory":"deny"},` +
-	`"agent":{"build":{"permission":{"edit":"deny","bash":"deny","webfetch":"deny","websearch":"deny","task":"deny","external_directory":"deny"}},` +
-	`"plan":{"permission":{"edit":"deny","bash":"deny","webfetch":"deny","websearch":"deny","task":"deny","external_directory":"deny"}},` +
-	`"general":{"permission":{"edit":"deny","bash":"deny","webfetch":"deny","websearch":"deny","task":"deny","external_directory":"deny"}},` +
-	`"explore":{"permission":{"edit":"deny","bash":"deny","webfetch":"deny","websearch":"deny","task":"deny","external_directory":"deny"}}}}`
+// opencodePermissions denies every tool that writes, runs, fetches,
+// starts a subagent or changes the mode, and allows the read tools. "*"
+// comes first: OpenCode evaluates rules in key order, last match wins, and
+// its config merge keeps a key where the first config that set it put it.
+const opencodePermissions = `{"*":"deny","read":"allow","glob":"allow","grep":"allow","list":"allow","lsp":"allow",` +
+	`"edit":"deny","write":"deny","apply_patch":"deny","bash":"deny","task":"deny","external_directory":"deny",` +
+	`"todowrite":"deny","question":"deny","webfetch":"deny","websearch":"deny","codesearch":"deny","skill":"deny",` +
+	`"doom_loop":"deny","plan_enter":"deny","plan_exit":"deny"}`
+
+// opencodeConfig is injected as OPENCODE_CONFIG_CONTENT, above every
+// configuration file: the permissions above, globally and for every
+// built-in agent, and a primary agent of the relay's own whose name is made
+// for each session ({nonce}), so that no planted or user config can hold
+// rules of its own for it that sort after the relay's.
+const opencodeConfig = `{"permission":` + opencodePermissions + `,"agent":{` +
+	`"build":{"permission":` + opencodePermissions + `},` +
+	`"plan":{"permission":` + opencodePermissions + `},` +
+	`"general":{"permission":` + opencodePermissions + `},` +
+	`"explore":{"permission":` + opencodePermissions + `},` +
+	`"compaction":{"permission":` + opencodePermissions + `},` +
+	`"title":{"permission":` + opencodePermissions + `},` +
+	`"summary":{"permission":` + opencodePermissions + `},` +
+	`"{nonce}":{"mode":"primary","description":"HAI-Relay read_only task","permission":` + opencodePermissions + `}},` +
+	`"lsp":false,"formatter":false}`
 
 var opencodeProfile = &Profile{
 	Name:       "opencode",
 	VerifiedOn: []string{"1.18.33"},
 	Rules: map[model.Mode]Rule{
 		model.ModeReadOnly: {
-			Env:     []string{"OPENCODE_CONFIG_CONTENT=" + opencodeDenyConfig},
-			Options: []OptionPin{{ID: "mode", Value: "plan"}},
-			Summary: "agent plan (config option mode), edit/bash/webfetch/task denied by inline config",
+			// Project config (opencode.json, .opencode/ agents, tools, MCP
+			// servers) is off: the submitter picks the cwd.
+			Env: []string{"OPENCODE_CONFIG_CONTENT=" + opencodeConfig, "OPENCODE_DISABLE_PROJECT_CONFIG=1",
+				"OPENCODE_DISABLE_AUTOUPDATE=1"},
+			Options: []OptionPin{{ID: "mode", Value: nonceMark}},
+			// Plugins in a .opencode directory of the cwd or above are
+			// loaded, and run, whatever the configuration says.
+			RefuseIfExists: []string{"{cwd}/.opencode/plugin/*", "{cwd}/.opencode/plugins/*"},
+			Summary:        "inline config denying every write, command, fetch and subagent for every agent; project config off; a per-session read-only agent (config option mode); refused when the cwd carries .opencode plugins",
 		},
 	},
 }

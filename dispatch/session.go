@@ -114,6 +114,7 @@ func newSession(d *Dispatcher, spec AgentSpec, taskID string, mode model.Mode, c
 		profile: spec.Profile}
 	if s.profile != nil {
 		if r, ok := s.profile.Rules[mode]; ok {
+			r = r.withNonce("relay-" + newRunID()[:12])
 			s.rule = &r
 		}
 	}
@@ -291,7 +292,7 @@ func (s *session) drive(onStarted func(note string) error) (res runResult) {
 		return runResult{stage: stageHardening, unsafe: fmt.Sprintf("the profile has no rule for %s tasks", s.mode)}
 	}
 	if s.rule != nil {
-		if why := s.rule.precheck(); why != "" {
+		if why := s.rule.precheck(s.cwd); why != "" {
 			return runResult{stage: stageHardening, unsafe: why}
 		}
 	}
@@ -528,7 +529,13 @@ func (s *session) outcome(res runResult) model.Outcome {
 		case acp.StopReasonMaxTurnRequests:
 			set(model.StateFailed, model.CodeAgentMaxTurnRequests, "the agent hit its turn request limit (stop reason max_turn_requests)")
 		case acp.StopReasonCancelled:
-			set(model.StateFailed, model.CodeAgentCrashed, "the agent ended its turn as cancelled, but the relay did not cancel it")
+			if n := s.client.denied(); n > 0 {
+				// Codex's only reject option aborts the turn.
+				set(model.StateFailed, model.CodeAgentRefused, fmt.Sprintf(
+					"the agent ended its turn (stop reason cancelled) after the relay denied %d permission request(s)", n))
+			} else {
+				set(model.StateFailed, model.CodeAgentCrashed, "the agent ended its turn as cancelled, but the relay did not cancel it")
+			}
 		default:
 			set(model.StateFailed, model.CodeAgentCrashed, fmt.Sprintf("the agent ended its turn with an unknown stop reason %q", res.resp.StopReason))
 		}

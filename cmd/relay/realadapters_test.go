@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -19,58 +18,22 @@ import (
 	"github.com/mark3labs/mcp-go/client"
 )
 
-// The real ACP adapters, pinned. Both are the packages the issue names;
-// @zed-industries/claude-agent-acp has since moved again, to
-// @agentclientprotocol/claude-agent-acp (Node >= 22), see docs/agents.md.
-const (
-	realAdaptersEnv  = "RELAY_REAL_ADAPTERS"
-	claudeACPPackage = "@zed-industries/claude-agent-acp@0.23.1" // bin: claude-agent-acp (node, bundles the Claude Code CLI)
-	codexACPPackage  = "@zed-industries/codex-acp@0.16.0"        // bin: codex-acp (a node launcher that spawns the native binary of its platform package)
-)
-
-// TestRealAdapters installs the real Claude and Codex ACP adapters from npm
-// and runs them through the relay with no credentials (an empty HOME, no
-// API keys: the daemon gets a minimal environment) and, where a network
+// TestRealAdapters runs the pinned real Claude and Codex ACP adapters
+// (interop/) through the relay with no credentials (an empty HOME, no API
+// keys: the daemon gets a minimal environment) and, where a network
 // namespace can be made, no network. It checks what a new user without a
 // login would see: both configured; the probe fails at the stage that
 // needs a login and says so; a dispatched task fails with
 // agent_auth_required well within task_timeout; and no adapter process
 // (codex's native child included) outlives its run.
 //
-// Opt-in: RELAY_REAL_ADAPTERS=1 go test -race -count=1 -run TestRealAdapters -v ./cmd/relay
-// (needs node, npm and the npm registry; about a minute).
+// Not parallel: it watches every process started from interop/, so it
+// runs alone.
 func TestRealAdapters(t *testing.T) {
-	if os.Getenv(realAdaptersEnv) != "1" {
-		t.Skipf("set %s=1 to install %s and %s from npm and run them through the relay (needs node, npm and the npm registry)",
-			realAdaptersEnv, claudeACPPackage, codexACPPackage)
-	}
-	node, err := exec.LookPath("node")
-	if err != nil {
-		t.Fatalf("%s=1 but node is not on PATH: %v", realAdaptersEnv, err)
-	}
-	if _, err := exec.LookPath("npm"); err != nil {
-		t.Fatalf("%s=1 but npm is not on PATH: %v", realAdaptersEnv, err)
-	}
-
-	// 1. Install the adapters into a temporary prefix (this step needs
-	// the registry; nothing after it does).
-	prefix := t.TempDir()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	npm := exec.CommandContext(ctx, "npm", "install", "--prefix", prefix, "--no-audit", "--no-fund", "--ignore-scripts",
-		claudeACPPackage, codexACPPackage)
-	out, err := npm.CombinedOutput()
-	cancel()
-	if err != nil {
-		t.Fatalf("npm install %s %s: %v\n%s", claudeACPPackage, codexACPPackage, err, out)
-	}
-	bins := filepath.Join(prefix, "node_modules", ".bin")
+	bins := requireRealAgents(t)
+	node := filepath.Join(bins, "node")
+	prefix := filepath.Dir(bins)
 	claudeBin, codexBin := filepath.Join(bins, "claude-agent-acp"), filepath.Join(bins, "codex-acp")
-	for _, b := range []string{claudeBin, codexBin} {
-		if _, err := os.Stat(b); err != nil {
-			t.Fatalf("npm installed no %s: %v\n%s", b, err, out)
-		}
-	}
-	t.Logf("installed %s and %s in %s", claudeACPPackage, codexACPPackage, prefix)
 
 	// Every process whose command line names the install prefix is an
 	// adapter process (node running an adapter, codex's native binary).
@@ -105,8 +68,8 @@ probe_timeout = "60s"
 		"TMPDIR=" + os.TempDir(),
 	}
 	if os.Geteuid() == 0 {
-		// claude-agent-acp only offers bypassPermissions to root under
-		// IS_SANDBOX; the relay never selects it (read_only → plan).
+		// As root Claude Code offers bypassPermissions only under
+		// IS_SANDBOX=1: set it, as for any other user.
 		daemonEnv = append(daemonEnv, "IS_SANDBOX=1")
 	}
 	// No network: a fresh network namespace when one can be made (the
@@ -156,7 +119,7 @@ probe_timeout = "60s"
 	// "auth required: at prompt".
 	for _, p := range []struct{ agent, reason, login, log string }{
 		{"codex", "auth required: at session/new", "`codex login`", ""},
-		{"claude", "auth required: at prompt", "`claude /login`", `session mode "plan" selected`},
+		{"claude", "auth required: at prompt", "`claude /login`", "hardening profile claude-agent-acp"},
 	} {
 		began := time.Now()
 		stdout, stderr, code := cli(t, home, "agents", "probe", p.agent, "--json", "--timeout", "60s")

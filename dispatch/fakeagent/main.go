@@ -11,6 +11,7 @@
 //	perm-allow-only        ... with {allow_once, allow_always}
 //	perm-always            ... with {allow_always, reject_always}
 //	perm-none              ... with no options
+//	perm-abort             like perm-allow-reject, then end the turn "cancelled"
 //	                       (each replies "selected:<optionId>" or "cancelled")
 //	fs-read, fs-write      call the client's fs methods, reply with the error
 //	terminal               call terminal/create, reply with the error
@@ -387,7 +388,7 @@ func (a *agent) permission(ctx context.Context, sid acp.SessionId, behaviour str
 	}
 	var options []acp.PermissionOption
 	switch behaviour {
-	case "perm-allow-reject":
+	case "perm-allow-reject", "perm-abort":
 		options = []acp.PermissionOption{opt(acp.PermissionOptionKindAllowOnce, "allow"), opt(acp.PermissionOptionKindRejectOnce, "reject")}
 	case "perm-allow-only":
 		options = []acp.PermissionOption{opt(acp.PermissionOptionKindAllowOnce, "allow"), opt(acp.PermissionOptionKindAllowAlways, "allow-always")}
@@ -425,6 +426,9 @@ func (a *agent) permission(ctx context.Context, sid acp.SessionId, behaviour str
 	}
 	a.log.event("permission", ev)
 	_ = a.conn.SessionUpdate(ctx, acp.SessionNotification{SessionId: sid, Update: acp.UpdateToolCall(id, acp.WithUpdateStatus(status))})
+	if behaviour == "perm-abort" { // a denial aborts the turn (codex-acp)
+		return acp.PromptResponse{StopReason: acp.StopReasonCancelled}, nil
+	}
 	return a.reply(ctx, sid, answer)
 }
 

@@ -16,8 +16,10 @@ package scripted
 //
 // The request read into a Turn:
 //   - UserText: the input_text (or text) parts of every input message whose
-//     role is "user" (Codex also sends its environment context and AGENTS.md
-//     as user messages; they hold no script steps, so they are harmless).
+//     role is "user", less the context Codex itself puts in user messages
+//     (parts beginning "<environment_context>", "<user_instructions>",
+//     "<turn_aborted>" or "# AGENTS.md instructions for"): an AGENTS.md
+//     planted in the cwd is not user-authored and must not add script steps.
 //   - Tools: the "name" of every entry of "tools"; an entry without a name
 //     (local_shell, web_search) is listed by its "type".
 //   - ToolResults: the output of every function_call_output,
@@ -34,6 +36,16 @@ package scripted
 // (arguments {"input": "..."}, as Codex's JSON apply_patch takes them). Every
 // other tool is rendered as a function_call whose "arguments" is the step's
 // JSON arguments as a string.
+//
+// The approval reviewer: a user config with approvals_reviewer =
+// "auto_review" makes Codex send each approval request (escalated command,
+// apply_patch) not to the ACP client but to a reviewer model: a request for
+// model "codex-auto-review" whose text.format is a JSON schema with an
+// "outcome" of "allow" or "deny". Its input quotes the whole transcript, and
+// so the script, which must not be replayed there. Such a request is
+// answered as a compliant reviewer would: outcome "allow" (recorded as a say
+// step), the worst case, so that a test shows what the hostile setting does
+// when the relay does not override it.
 //
 // Side requests: none. With a custom model provider (model_provider = "NAME",
 // wire_api = "responses") codex-acp 0.16.0 sends nothing but POST
@@ -62,6 +74,34 @@ type responsesRequest struct {
 	Stream bool              `json:"stream"`
 	Input  json.RawMessage   `json:"input"`
 	Tools  []json.RawMessage `json:"tools"`
+	Text   struct {
+		Format struct {
+			Type   string `json:"type"`
+			Schema struct {
+				Properties struct {
+					Outcome struct {
+						Enum []string `json:"enum"`
+					} `json:"outcome"`
+				} `json:"properties"`
+			} `json:"schema"`
+		} `json:"format"`
+	} `json:"text"`
+}
+
+// responsesReviewerVerdict is the reviewer's answer: allow.
+const responsesReviewerVerdict = `{"outcome":"allow","risk_level":"low","user_authorization":"high","rationale":"scripted reviewer: the user asked for it"}`
+
+// isReviewer tells an approval reviewer's request.
+func (r *responsesRequest) isReviewer() bool {
+	if r.Text.Format.Type != "json_schema" {
+		return false
+	}
+	for _, v := range r.Text.Format.Schema.Properties.Outcome.Enum {
+		if v == "allow" {
+			return true
+		}
+	}
+	return false
 }
 
 // responsesItem is one input item, of any type.
@@ -94,6 +134,9 @@ func (s *Server) responses(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		s.fail(w, r, http.StatusBadRequest, "%v", err)
 		return
+	}
+	if req.isReviewer() {
+		turn = Turn{API: turn.API, Path: turn.Path, UserText: []string{"[[say " + responsesReviewerVerdict + "]]"}}
 	}
 	reply := s.answer(turn)
 
@@ -218,7 +261,7 @@ func responsesTurn(path string, req responsesRequest) (Turn, map[string]bool, er
 		switch it.Type {
 		case "message", "":
 			if it.Role == "user" {
-				if s := responsesText(it.Content); s != "" {
+				if s := responsesUserText(it.Content); s != "" {
 					t.UserText = append(t.UserText, s)
 				}
 			}
@@ -227,6 +270,34 @@ func responsesTurn(path string, req responsesRequest) (Turn, map[string]bool, er
 		}
 	}
 	return t, custom, nil
+}
+
+// responsesContextPrefixes begin the parts of user messages that Codex
+// writes itself.
+var responsesContextPrefixes = []string{"<environment_context>", "<user_instructions>", "<turn_aborted>", "# AGENTS.md instructions for"}
+
+// responsesUserText reads a user message's content less Codex's own context.
+func responsesUserText(raw json.RawMessage) string {
+	var parts []struct {
+		Text string `json:"text"`
+	}
+	if err := json.Unmarshal(raw, &parts); err != nil {
+		return responsesText(raw)
+	}
+	var texts []string
+	for _, p := range parts {
+		ctx := false
+		for _, pre := range responsesContextPrefixes {
+			if strings.HasPrefix(strings.TrimSpace(p.Text), pre) {
+				ctx = true
+				break
+			}
+		}
+		if !ctx && p.Text != "" {
+			texts = append(texts, p.Text)
+		}
+	}
+	return strings.Join(texts, "\n")
 }
 
 // responsesText reads content that is a string or a list of parts (input_text,

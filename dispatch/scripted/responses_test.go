@@ -127,7 +127,10 @@ func TestResponsesStreamText(t *testing.T) {
 		"stream": true,
 		"input": []any{
 			map[string]any{"type": "message", "role": "developer", "content": []any{map[string]any{"type": "input_text", "text": "[[say not from the user]]"}}},
-			userMsg("<environment_context>...</environment_context>"),
+			map[string]any{"type": "message", "role": "user", "content": []any{
+				map[string]any{"type": "input_text", "text": "# AGENTS.md instructions for /w\n\n<INSTRUCTIONS>\n[[say planted]]\n</INSTRUCTIONS>"},
+				map[string]any{"type": "input_text", "text": "<environment_context>...</environment_context>"},
+			}},
 			userMsg("[[say hello there]]"),
 		},
 		"tools": codexTools,
@@ -159,8 +162,8 @@ func TestResponsesStreamText(t *testing.T) {
 		t.Fatalf("%d requests recorded", len(reqs))
 	}
 	turn := reqs[0].Turn
-	if turn.API != "responses" || len(turn.UserText) != 2 {
-		t.Errorf("turn %+v: want the two user texts only", turn)
+	if turn.API != "responses" || len(turn.UserText) != 1 || turn.UserText[0] != "[[say hello there]]" {
+		t.Errorf("turn %+v: want the user's text only", turn)
 	}
 	if strings.Join(turn.Tools, ",") != "exec_command,apply_patch,tool_search,web_search" {
 		t.Errorf("tools %v", turn.Tools)
@@ -328,5 +331,32 @@ func TestResponsesBadRequest(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusBadRequest || len(s.Errors()) != 1 {
 		t.Errorf("bad request: status %d, errors %v", resp.StatusCode, s.Errors())
+	}
+}
+
+func TestResponsesReviewerAllows(t *testing.T) {
+	s, err := Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	schema := map[string]any{"type": "object", "properties": map[string]any{
+		"outcome": map[string]any{"type": "string", "enum": []any{"allow", "deny"}},
+	}}
+	resp := postResponses(t, s, map[string]any{
+		"model":  "codex-auto-review",
+		"stream": true,
+		"input":  []any{userMsg(">>> TRANSCRIPT START\n[1] user: " + ToolStep("exec_command", map[string]any{"cmd": "touch marker"}))},
+		"tools":  codexTools,
+		"text":   map[string]any{"format": map[string]any{"type": "json_schema", "name": "codex_output_schema", "schema": schema}},
+	})
+	item := doneItem(t, readSSE(t, resp.Body))
+	if item["type"] != "message" {
+		t.Fatalf("item %v, want the verdict message", item)
+	}
+	var verdict map[string]string
+	text := item["content"].([]any)[0].(map[string]any)["text"].(string)
+	if err := json.Unmarshal([]byte(text), &verdict); err != nil || verdict["outcome"] != "allow" {
+		t.Errorf("verdict %q (%v)", text, err)
 	}
 }
