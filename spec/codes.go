@@ -61,7 +61,7 @@ func Catalogue() []CodeInfo {
 		t(model.CodeDispatchFailed, model.StateFailed, "the target agent could not be started or its ACP session set up", "run `relay agents probe NAME` and read the task log"),
 		t(model.CodeDispatchInterrupted, model.StateFailed, "the daemon stopped while the task was authorized or working; its outcome is unknown", "submit a follow-up task in the same context_id if it is still needed"),
 		t(model.CodeAgentCrashed, model.StateFailed, "the agent process exited, closed its output or spoke garbage mid-task", "read the task's agent log in the relay home"),
-		t(model.CodeAgentRefused, model.StateFailed, "the agent ended its turn with stop reason refusal", "rephrase the task or choose another agent"),
+		t(model.CodeAgentRefused, model.StateFailed, "the agent ended its turn with stop reason refusal, or as cancelled after the relay denied it a permission (the only way some agents take a no)", "rephrase the task or choose another agent; a read_only task cannot write"),
 		t(model.CodeAgentMaxTokens, model.StateFailed, "the agent ended its turn with stop reason max_tokens", "narrow the task"),
 		t(model.CodeAgentMaxTurnRequests, model.StateFailed, "the agent ended its turn with stop reason max_turn_requests", "narrow the task"),
 		t(model.CodeAgentAuthRequired, model.StateFailed, "the agent needs its user to log in; the relay never authenticates for it", "run the agent's own login command, then retry"),
