@@ -281,3 +281,24 @@ func TestProfilesInlineConfigIsValid(t *testing.T) {
 		}
 	}
 }
+
+// The configured MCP servers reach the agent in session/new for
+// state_changing tasks only.
+func TestMCPServersOnlyForStateChanging(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		mode model.Mode
+		want string
+	}{
+		{model.ModeReadOnly, `null`},
+		{model.ModeStateChanging, `["hai=hai-mcp serve"]`},
+	} {
+		e := newEnv(t)
+		out, _ := e.run(t, e.task("served", "echo hi", c.mode))
+		wantOutcome(t, out, model.StateCompleted, "")
+		news := e.events(t, "session_new")
+		if len(news) != 1 || toJSON(t, news[0]["servers"]) != c.want {
+			t.Errorf("%s: session/new servers = %v, want %s", c.mode, news, c.want)
+		}
+	}
+}

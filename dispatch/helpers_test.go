@@ -137,11 +137,13 @@ func newEnv(tb testing.TB, tweak ...func(*dispatch.Options)) *env {
 		{Name: "v2", Command: []string{bin, "v2"}, Enabled: true},
 		{Name: "missing", Command: []string{filepath.Join(dir, "no-such-agent")}, Enabled: true},
 		{Name: "off", Command: []string{bin}, Enabled: false},
+		{Name: "served", Command: []string{bin}, Enabled: true, MCPServers: []dispatch.MCPServer{
+			{Name: "hai", Command: []string{"hai-mcp", "serve"}, Env: map[string]string{"K": "v"}}}},
 		// Agents under test profiles (hardening_test.go).
 		{Name: "guarded", Command: []string{bin, "modes"}, Enabled: true, Profile: planProfile(true)},
 		{Name: "lazy", Command: []string{bin, "modes"}, Enabled: true, Profile: planProfile(false)},
 		{Name: "stubborn", Command: []string{bin, "modes-refuse"}, Enabled: true, Profile: planProfile(true)},
-		{Name: "modeless", Command: []string{bin}, Enabled: true, Profile: planProfile(true)},
+		{Name: "modeless", Command: []string{bin, "nomodes"}, Enabled: true, Profile: planProfile(true)},
 		{Name: "optioned", Command: []string{bin, "options"}, Enabled: true, Profile: &dispatch.Profile{
 			Name: "test-options", VerifiedOn: []string{"9.9"},
 			Rules: map[model.Mode]dispatch.Rule{model.ModeReadOnly: {

@@ -15,10 +15,20 @@ type AgentSpec struct {
 	Name    string
 	Command []string
 	Enabled bool
+	// MCPServers are passed to the agent in session/new for
+	// state_changing tasks only (HAI-MCP's guarded tools for Claude).
+	MCPServers []MCPServer
 	// Profile is the hardening profile of the agent's sessions. Nil:
 	// NewRegistry takes the verified profile of that agent name, if any
 	// (ProfileFor).
 	Profile *Profile
+}
+
+// MCPServer is a stdio MCP server the relay passes to an agent.
+type MCPServer struct {
+	Name    string
+	Command []string
+	Env     map[string]string
 }
 
 // Probe is the outcome of the last live probe of an agent.

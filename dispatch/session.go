@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -72,8 +73,9 @@ type session struct {
 	prompt  []acp.ContentBlock
 	timeout time.Duration
 	log     *boundedLog
-	profile *Profile // nil: the agent has no hardening profile
-	rule    *Rule    // the profile's rule for mode; nil without one
+	servers []MCPServer // passed to state_changing sessions
+	profile *Profile    // nil: the agent has no hardening profile
+	rule    *Rule       // the profile's rule for mode; nil without one
 	tail    *stderrTail
 
 	p      *proc
@@ -111,7 +113,7 @@ type runResult struct {
 func newSession(d *Dispatcher, spec AgentSpec, taskID string, mode model.Mode, cwd string, prompt []acp.ContentBlock, timeout time.Duration, log *boundedLog) *session {
 	s := &session{d: d, agent: spec.Name, argv: spec.Command, taskID: taskID, mode: mode, cwd: cwd,
 		prompt: prompt, timeout: timeout, log: log, stopc: make(chan struct{}), stage: stageSpawn,
-		profile: spec.Profile}
+		profile: spec.Profile, servers: spec.MCPServers}
 	if s.profile != nil {
 		if r, ok := s.profile.Rules[mode]; ok {
 			r = r.withNonce("relay-" + newRunID()[:12])
@@ -298,7 +300,7 @@ func (s *session) drive(onStarted func(note string) error) (res runResult) {
 	}
 
 	s.setStage(stageNewSession)
-	req := acp.NewSessionRequest{Cwd: s.cwd, McpServers: []acp.McpServer{}}
+	req := acp.NewSessionRequest{Cwd: s.cwd, McpServers: s.mcpServers()}
 	if s.rule != nil && s.rule.Meta != nil {
 		req.Meta = s.rule.Meta
 	}
@@ -353,6 +355,24 @@ func (s *session) stageNow() stage {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.stage
+}
+
+// mcpServers are the MCP servers session/new passes: the agent's
+// configured ones for a state_changing task, none otherwise.
+func (s *session) mcpServers() []acp.McpServer {
+	out := []acp.McpServer{}
+	if s.mode != model.ModeStateChanging {
+		return out
+	}
+	for _, m := range s.servers {
+		env := []acp.EnvVariable{}
+		for _, k := range slices.Sorted(maps.Keys(m.Env)) {
+			env = append(env, acp.EnvVariable{Name: k, Value: m.Env[k]})
+		}
+		out = append(out, acp.McpServer{Stdio: &acp.McpServerStdio{Name: m.Name, Command: m.Command[0],
+			Args: slices.Clone(m.Command[1:]), Env: env}})
+	}
+	return out
 }
 
 // harden applies the session's profile rule: selects its mode, sets its

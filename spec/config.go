@@ -55,6 +55,19 @@ type AgentConfig struct {
 	// Enabled is the agent's policy signal (key enabled, default true). A
 	// task for a disabled agent is blocked with agent_disabled.
 	Enabled bool
+	// MCPServers are the MCP servers (stdio) the relay passes to the agent
+	// in session/new for state_changing tasks, and only for those (key
+	// mcp_servers, an array of {name, command, env} tables): HAI-MCP's
+	// guarded tools reach a state_changing Claude this way, never through
+	// the agent's own settings.
+	MCPServers []MCPServer
+}
+
+// MCPServer is one entry of [agents.NAME] mcp_servers.
+type MCPServer struct {
+	Name    string
+	Command []string
+	Env     map[string]string
 }
 
 // LimitsConfig is the [limits] table.
@@ -395,6 +408,17 @@ var leafKeys = map[string]leaf{
 			a.Enabled = b
 			c.Agents[agent] = a
 			return nil
+		},
+	},
+	"agents.*.mcp_servers": {
+		want:    "an array of {name, command, env} tables: stdio MCP servers passed to state_changing tasks",
+		example: `mcp_servers = [{name = "hai", command = ["hai-mcp", "serve"], env = {HAI_LEASE_MODE = "guarded"}}]`,
+		set: func(c *Config, agent string, v any) error {
+			servers, err := parseMCPServers(v)
+			a := c.Agents[agent]
+			a.MCPServers = servers
+			c.Agents[agent] = a
+			return err
 		},
 	},
 	"limits.message_bytes": {
@@ -758,6 +782,77 @@ func parseArgv(v any) ([]string, error) {
 		argv[i] = s
 	}
 	return argv, checkArgv(argv)
+}
+
+// parseMCPServers reads an mcp_servers array: each entry a table with a
+// name ([A-Za-z0-9_-], unique), a command (an argv) and an optional env
+// table of strings; nothing else.
+func parseMCPServers(v any) ([]MCPServer, error) {
+	arr, ok := v.([]any)
+	if !ok {
+		return nil, fmt.Errorf("want an array of tables, got %s", describe(v))
+	}
+	out := make([]MCPServer, 0, len(arr))
+	seen := map[string]bool{}
+	for i, el := range arr {
+		m, ok := el.(map[string]any)
+		if !ok {
+			return nil, fmt.Errorf("entry %d is %s, want a table {name, command, env}", i, describe(el))
+		}
+		var srv MCPServer
+		for k, val := range m {
+			switch k {
+			case "name":
+				name, ok := val.(string)
+				if !ok || !mcpNameShape(name) {
+					return nil, fmt.Errorf("entry %d: name must be 1-64 characters of [A-Za-z0-9_-], got %s", i, describe(val))
+				}
+				srv.Name = name
+			case "command":
+				argv, err := parseArgv(val)
+				if err != nil {
+					return nil, fmt.Errorf("entry %d: command: %w", i, err)
+				}
+				srv.Command = argv
+			case "env":
+				tbl, ok := val.(map[string]any)
+				if !ok {
+					return nil, fmt.Errorf("entry %d: env must be a table of strings, got %s", i, describe(val))
+				}
+				srv.Env = map[string]string{}
+				for ek, ev := range tbl {
+					es, ok := ev.(string)
+					if !ok || ek == "" || strings.ContainsAny(ek, "=\x00") {
+						return nil, fmt.Errorf("entry %d: env.%s must be a string under a variable name", i, ek)
+					}
+					srv.Env[ek] = es
+				}
+			default:
+				return nil, fmt.Errorf("entry %d: unknown key %s (want name, command, env)", i, quote(k))
+			}
+		}
+		if srv.Name == "" || len(srv.Command) == 0 {
+			return nil, fmt.Errorf("entry %d: name and command are required", i)
+		}
+		if seen[srv.Name] {
+			return nil, fmt.Errorf("entry %d: name %s is used twice", i, quote(srv.Name))
+		}
+		seen[srv.Name] = true
+		out = append(out, srv)
+	}
+	return out, nil
+}
+
+func mcpNameShape(s string) bool {
+	if s == "" || len(s) > 64 {
+		return false
+	}
+	for _, r := range s {
+		if !(r == '_' || r == '-' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z') {
+			return false
+		}
+	}
+	return true
 }
 
 // checkArgv checks a command: a program and its arguments, run without a

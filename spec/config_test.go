@@ -552,3 +552,34 @@ max_dispatch = 2
 	// config.toml:2: limits.max_dispatc: unknown key (did you mean max_dispatch?)
 	// remove it or fix its spelling; the keys of [limits] are max_dispatch, message_bytes, probe_timeout, task_timeout
 }
+
+func TestParseConfigMCPServers(t *testing.T) {
+	t.Parallel()
+	c, err := spec.ParseConfig([]byte(`[agents.claude]
+mcp_servers = [{name = "hai", command = ["hai-mcp", "serve", "--guarded"], env = {HAI_MODE = "guarded"}}, {name = "b_2", command = ["x"]}]
+`), "config.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, _ := c.Agent("claude")
+	want := []spec.MCPServer{
+		{Name: "hai", Command: []string{"hai-mcp", "serve", "--guarded"}, Env: map[string]string{"HAI_MODE": "guarded"}},
+		{Name: "b_2", Command: []string{"x"}},
+	}
+	if !reflect.DeepEqual(a.MCPServers, want) {
+		t.Fatalf("mcp_servers = %+v, want %+v", a.MCPServers, want)
+	}
+	for _, bad := range []struct{ doc, more string }{
+		{`mcp_servers = "hai-mcp"`, "want an array of tables"},
+		{`mcp_servers = [{name = "hai"}]`, "name and command are required"},
+		{`mcp_servers = [{name = "a b", command = ["x"]}]`, "name must be"},
+		{`mcp_servers = [{name = "a", command = ["x"], url = "http://x"}]`, `unknown key "url"`},
+		{`mcp_servers = [{name = "a", command = ["x"]}, {name = "a", command = ["y"]}]`, "used twice"},
+		{`mcp_servers = [{name = "a", command = ["x"], env = {K = 1}}]`, "env.K must be a string"},
+	} {
+		_, err := spec.ParseConfig([]byte("[agents.claude]\n"+bad.doc+"\n"), "config.toml")
+		if err == nil || !strings.Contains(err.Error(), "mcp_servers") || !strings.Contains(err.Error(), bad.more) {
+			t.Errorf("%s: error %v, want one naming mcp_servers and saying %q", bad.doc, err, bad.more)
+		}
+	}
+}

@@ -165,7 +165,11 @@ func newRegistry(cfg spec.Config) *dispatch.Registry {
 	var specs []dispatch.AgentSpec
 	for _, n := range cfg.AgentNames() {
 		a, _ := cfg.Agent(n)
-		specs = append(specs, dispatch.AgentSpec{Name: n, Command: a.Command, Enabled: a.Enabled})
+		var servers []dispatch.MCPServer
+		for _, m := range a.MCPServers {
+			servers = append(servers, dispatch.MCPServer{Name: m.Name, Command: m.Command, Env: m.Env})
+		}
+		specs = append(specs, dispatch.AgentSpec{Name: n, Command: a.Command, Enabled: a.Enabled, MCPServers: servers})
 	}
 	return dispatch.NewRegistry(specs, nil, nil)
 }

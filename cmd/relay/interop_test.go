@@ -312,8 +312,10 @@ func TestInteropACPAgent(t *testing.T) {
 	env := requireInterop(t)
 	auth := gatestest.BuildFakeAuthority(t)
 	logPath := filepath.Join(t.TempDir(), "acp-agent.jsonl")
+	// A custom agent: the SDK's example agent is no adapter a hardening
+	// profile was verified on (a claude entry would hold it to claude's).
 	config := fmt.Sprintf("[authority]\ncommand = [%q, %q]\ntimeout = \"5s\"\n\n"+
-		"[agents.claude]\ncommand = [%q, %q]\n\n"+
+		"[agents.acpsdk]\ncommand = [%q, %q]\n\n"+
 		"[limits]\ntask_timeout = \"60s\"\nmax_dispatch = 8\n",
 		auth, "allow-guarded", env.node, filepath.Join(env.dir, "acp-agent.mjs"))
 	home := newHome(t, config)
@@ -337,7 +339,7 @@ func TestInteropACPAgent(t *testing.T) {
 	ids := map[string]string{}
 	submit := func(scenario string) string {
 		prompt := scenario + " interop through the official ACP SDK"
-		r := mustOK(t, codex, "submit_task", map[string]any{"target": "claude", "prompt": prompt,
+		r := mustOK(t, codex, "submit_task", map[string]any{"target": "acpsdk", "prompt": prompt,
 			"mission_id": "M-interop", "lease_id": "S-interop", "cwd": cwd})
 		if r.str("task_id") == "" {
 			t.Fatalf("submit %s: %+v", scenario, r.data)

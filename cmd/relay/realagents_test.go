@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -356,6 +357,13 @@ type realDaemon struct {
 
 func startRealDaemon(t *testing.T, bin string, srv *scripted.Server, agents []*realAgent, sc scenario) *realDaemon {
 	t.Helper()
+	return startRealDaemonWith(t, bin, srv, agents, sc, nil)
+}
+
+// startRealDaemonWith is startRealDaemon with extra lines for an agent's
+// config table, given the relay home.
+func startRealDaemonWith(t *testing.T, bin string, srv *scripted.Server, agents []*realAgent, sc scenario, extra func(agent, home string) string) *realDaemon {
+	t.Helper()
 	agentHome, tasks := t.TempDir(), t.TempDir()
 	agentTmp, err := os.MkdirTemp("/var/tmp", "relay-agents-")
 	if err != nil {
@@ -383,13 +391,23 @@ func startRealDaemon(t *testing.T, bin string, srv *scripted.Server, agents []*r
 		env = append(env, k+"=http://127.0.0.1:9")
 	}
 	env = append(env, fastExit...)
+	home := filepath.Join(t.TempDir(), "h")
 	for _, a := range agents {
-		fmt.Fprintf(&cfg, "[agents.%s]\ncommand = %s\n\n", a.name, tomlArray(a.command(bin)))
+		fmt.Fprintf(&cfg, "[agents.%s]\ncommand = %s\n", a.name, tomlArray(a.command(bin)))
+		if extra != nil {
+			cfg.WriteString(extra(a.name, home))
+		}
+		cfg.WriteString("\n")
 		a.userConfig(t, agentHome, srv.URL(), tasks, sc)
 		env = append(env, a.env(agentHome, srv.URL())...)
 	}
 	cfg.WriteString("[limits]\ntask_timeout = \"120s\"\nprobe_timeout = \"90s\"\nmax_dispatch = 3\n")
-	home := newHome(t, cfg.String())
+	if err := os.MkdirAll(home, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(home, "config.toml"), []byte(cfg.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	d := launchDaemonArgv(t, home, []string{relayBin, "daemon", "--home", home}, env)
 	return &realDaemon{sc: sc, tasks: tasks, home: home, agentHome: agentHome, api: apiClient(home), d: d}
 }
@@ -469,6 +487,25 @@ func callsFor(srv *scripted.Server, tag string) []string {
 		}
 	}
 	return calls
+}
+
+// toolsFor returns the tools offered in the requests of the task tagged
+// tag.
+func toolsFor(srv *scripted.Server, tag string) []string {
+	var tools []string
+	for _, r := range srv.Requests() {
+		for _, u := range r.Turn.UserText {
+			if strings.Contains(u, tag) {
+				for _, tl := range r.Turn.Tools {
+					if !slices.Contains(tools, tl) {
+						tools = append(tools, tl)
+					}
+				}
+				break
+			}
+		}
+	}
+	return tools
 }
 
 // resultsFor returns the tool results the agent sent back in the last
@@ -631,16 +668,26 @@ func TestRealAgentsEndToEnd(t *testing.T) {
 	}
 	defer srv.Close()
 	all := []*realAgent{claudeAgent, codexAgent, geminiAgent, opencodeAgent}
-	rd := startRealDaemon(t, bin, srv, all, clean)
+	// claude's state_changing tasks get one MCP server from config: the
+	// relay's own facade.
+	rd := startRealDaemonWith(t, bin, srv, all, clean, func(agent, home string) string {
+		if agent != "claude" {
+			return ""
+		}
+		return "mcp_servers = [{name = \"hai\", command = " +
+			tomlArray([]string{relayBin, "mcp", "--as", "claude", "--home", home, "--no-autostart"}) + "}]\n"
+	})
 
 	// Plain prompts, and one state_changing claude task that is denied.
-	ids := map[string]string{}
+	ids, tags := map[string]string{}, map[string]string{}
 	for _, a := range all {
 		p := newAttemptPaths(t, rd.tasks)
-		ids[a.name] = rd.submit(t, a.name, model.ModeReadOnly, "Say hello. [[say hello from the scripted model to "+a.name+"]]", p.cwd)
+		tags[a.name] = nonce(a.name)
+		ids[a.name] = rd.submit(t, a.name, model.ModeReadOnly, tags[a.name]+": say hello. [[say hello from the scripted model to "+a.name+"]]", p.cwd)
 	}
 	denied := newAttemptPaths(t, rd.tasks)
-	deniedID := rd.submit(t, "claude", model.ModeStateChanging, claudeAgent.steps(writeInside, denied), denied.cwd)
+	deniedTag := nonce("claude")
+	deniedID := rd.submit(t, "claude", model.ModeStateChanging, deniedTag+" "+claudeAgent.steps(writeInside, denied), denied.cwd)
 	for name, id := range ids {
 		show := rd.wait(t, id, 4*time.Minute)
 		if show.State != model.StateCompleted || !strings.Contains(show.Result, "hello from the scripted model to "+name) {
@@ -651,6 +698,13 @@ func TestRealAgentsEndToEnd(t *testing.T) {
 		}
 	}
 	rd.wait(t, deniedID, 4*time.Minute)
+	// The configured MCP server reached the state_changing session only.
+	if tools := toolsFor(srv, deniedTag); !slices.Contains(tools, "mcp__hai__list_agents") {
+		t.Errorf("claude state_changing was offered %v, want the configured server's mcp__hai__list_agents", tools)
+	}
+	if tools := toolsFor(srv, tags["claude"]); len(tools) == 0 || slices.ContainsFunc(tools, func(s string) bool { return strings.HasPrefix(s, "mcp__") }) {
+		t.Errorf("claude read_only was offered %v: want tools, and no MCP server", tools)
+	}
 	out, _, code := cli(t, rd.home, "tasks", "show", deniedID)
 	for _, want := range []string{"denied    1 permission request(s), every one refused by the relay", "tool      ",
 		"session   mode default", "agent log " + filepath.Join(rd.home, "logs", "tasks", deniedID+".log")} {

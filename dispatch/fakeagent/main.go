@@ -36,7 +36,14 @@
 //	stderr-crash           write a line to stderr, then exit 3
 //	auth-prompt            answer session/prompt with auth_required
 //
-// Startup-only behaviours (first argument): auth (auth_required at
+// Without a startup-only behaviour the agent is compliant: it offers the
+// session modes default, dontAsk, read-only and plan (current: default),
+// mirrors its mode as the config option "mode", and takes any set_mode or
+// mode option value, so that it runs under every verified hardening
+// profile. Arguments starting with "-" (a profile's flags) are ignored.
+//
+// Startup-only behaviours (first argument): nomodes (offer no modes and
+// no options), auth (auth_required at
 // session/new), auth-init (at initialize), modes (offer session modes
 // default and plan), modes-refuse (offer them but refuse set_mode),
 // options (offer a select config option "mode": build, plan; start at
@@ -143,7 +150,7 @@ func (a *agent) ResumeSession(context.Context, acp.ResumeSessionRequest) (acp.Re
 }
 
 func (a *agent) SetSessionConfigOption(_ context.Context, p acp.SetSessionConfigOptionRequest) (acp.SetSessionConfigOptionResponse, error) {
-	if p.ValueId == nil || a.startup != "options" {
+	if p.ValueId == nil || (a.startup != "options" && !a.compliant()) || p.ValueId.ConfigId != "mode" {
 		return acp.SetSessionConfigOptionResponse{}, errors.New("no such option")
 	}
 	a.log.event("set_config_option", map[string]any{"id": p.ValueId.ConfigId, "value": p.ValueId.Value})
@@ -151,6 +158,25 @@ func (a *agent) SetSessionConfigOption(_ context.Context, p acp.SetSessionConfig
 	a.mode = acp.SessionModeId(p.ValueId.Value)
 	a.mu.Unlock()
 	return acp.SetSessionConfigOptionResponse{ConfigOptions: modeOption(p.ValueId.Value)}, nil
+}
+
+// compliant reports whether the agent plays a well-behaved adapter (no
+// startup behaviour, or one that only shapes prompts): it offers every
+// session mode the relay's hardening profiles select, mirrors its mode as
+// the config option "mode", and takes any mode or option value.
+func (a *agent) compliant() bool {
+	switch a.startup {
+	case "auth", "auth-init", "modes", "modes-refuse", "options", "nomodes", "v2", "hang-init":
+		return false
+	}
+	return true
+}
+
+// compliantModes are the modes a compliant fake offers: those the verified
+// profiles select.
+var compliantModes = []acp.SessionMode{
+	{Id: "default", Name: "Default"}, {Id: "dontAsk", Name: "Don't ask"},
+	{Id: "read-only", Name: "Read only"}, {Id: "plan", Name: "Plan"},
 }
 
 // modeOption is the "options" startup's config options, mode at value.
@@ -163,14 +189,28 @@ func modeOption(value acp.SessionConfigValueId) []acp.SessionConfigOption {
 }
 
 func (a *agent) NewSession(_ context.Context, p acp.NewSessionRequest) (acp.NewSessionResponse, error) {
-	a.log.event("session_new", map[string]any{"cwd": p.Cwd, "mcp_servers": len(p.McpServers), "meta": p.Meta})
+	var servers []string
+	for _, m := range p.McpServers {
+		if m.Stdio != nil {
+			servers = append(servers, m.Stdio.Name+"="+m.Stdio.Command+" "+strings.Join(m.Stdio.Args, " "))
+		}
+	}
+	a.log.event("session_new", map[string]any{"cwd": p.Cwd, "mcp_servers": len(p.McpServers), "servers": servers, "meta": p.Meta})
 	a.mu.Lock()
 	a.cwd = p.Cwd
 	a.mu.Unlock()
 	resp := acp.NewSessionResponse{SessionId: "sess-fake"}
+	if a.compliant() {
+		a.mu.Lock()
+		a.mode = "default"
+		a.mu.Unlock()
+		resp.Modes = &acp.SessionModeState{CurrentModeId: "default", AvailableModes: compliantModes}
+		resp.ConfigOptions = modeOption("default")
+	}
 	switch a.startup {
 	case "auth":
 		return acp.NewSessionResponse{}, acp.NewAuthRequired(map[string]any{"hint": "log in first"})
+	case "nomodes":
 	case "options":
 		a.mu.Lock()
 		a.mode = "build"
@@ -195,6 +235,11 @@ func (a *agent) SetSessionMode(_ context.Context, p acp.SetSessionModeRequest) (
 	a.log.event("set_mode", map[string]any{"mode": p.ModeId})
 	if a.startup == "modes-refuse" {
 		return acp.SetSessionModeResponse{}, errors.New("modes are fixed here")
+	}
+	if a.compliant() {
+		// Like claude-agent-acp: the mode option follows.
+		_ = a.conn.SessionUpdate(context.Background(), acp.SessionNotification{SessionId: p.SessionId, Update: acp.SessionUpdate{
+			ConfigOptionUpdate: &acp.SessionConfigOptionUpdate{ConfigOptions: modeOption(acp.SessionConfigValueId(p.ModeId))}}})
 	}
 	a.mu.Lock()
 	a.mode = p.ModeId
@@ -449,8 +494,8 @@ func (a *agent) clientErr(kind string, err error) string {
 
 func main() {
 	a := &agent{ready: make(chan struct{})}
-	if len(os.Args) > 1 {
-		a.startup = os.Args[1]
+	if len(os.Args) > 1 && !strings.HasPrefix(os.Args[1], "-") {
+		a.startup = os.Args[1] // flags a hardening profile appends are ignored
 	}
 	if p := os.Getenv("FAKEAGENT_LOG"); p != "" {
 		f, err := os.OpenFile(p, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
