@@ -1,6 +1,9 @@
 package dispatch
 
 import (
+	"fmt"
+	"os"
+
 	acp "github.com/coder/acp-go-sdk"
 
 	"github.com/hai-relay/relay/model"
@@ -58,6 +61,18 @@ func concat(lists ...[]string) []string {
 	return out
 }
 
+// claudeRootSandbox: as root, claude-agent-acp turns bypass on for any
+// non-empty IS_SANDBOX, and Claude Code then refuses to start unless it is
+// exactly "1"; the session fails with "Query closed before response
+// received" and Claude's reason never reaches its stderr. Say it first.
+func claudeRootSandbox() string {
+	if v, set := os.LookupEnv("IS_SANDBOX"); set && v != "" && v != "1" && os.Geteuid() == 0 {
+		return fmt.Sprintf("the daemon runs as root with IS_SANDBOX=%q: Claude Code accepts only IS_SANDBOX=1 as root "+
+			"and would exit at session/new; unset IS_SANDBOX (or set it to 1) in the daemon's environment", v)
+	}
+	return ""
+}
+
 var claudeProfile = &Profile{
 	Name:       "claude-agent-acp",
 	VerifiedOn: []string{"0.23.1"},
@@ -68,12 +83,14 @@ var claudeProfile = &Profile{
 		// bypassPermissions: the mode is always set, then checked.
 		model.ModeReadOnly: {
 			Meta:        claudeOptions(claudeReadOnlyTools, concat(claudeWriteTools, claudeNeverTools)),
+			Preflight:   claudeRootSandbox,
 			SetMode:     "dontAsk",
 			AcceptModes: []acp.SessionModeId{"dontAsk"},
 			Summary:     "no settings files; built-in tools Read, Glob, Grep only; mode dontAsk (refuses what is not pre-approved)",
 		},
 		model.ModeStateChanging: {
 			Meta:        claudeOptions(claudeStateChangingTools, claudeNeverTools),
+			Preflight:   claudeRootSandbox,
 			SetMode:     "default",
 			AcceptModes: []acp.SessionModeId{"default"},
 			Summary:     "no settings files; no plan/worktree/cron/subagent tools; mode default (every write and command asks, and the relay denies it)",

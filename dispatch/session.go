@@ -297,6 +297,11 @@ func (s *session) drive(onStarted func(note string) error) (res runResult) {
 		if why := s.rule.precheck(s.cwd); why != "" {
 			return runResult{stage: stageHardening, unsafe: why}
 		}
+		if s.rule.Preflight != nil {
+			if why := s.rule.Preflight(); why != "" {
+				return runResult{stage: stageHardening, err: errors.New(why)}
+			}
+		}
 	}
 
 	s.setStage(stageNewSession)

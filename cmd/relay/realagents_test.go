@@ -357,12 +357,19 @@ type realDaemon struct {
 
 func startRealDaemon(t *testing.T, bin string, srv *scripted.Server, agents []*realAgent, sc scenario) *realDaemon {
 	t.Helper()
-	return startRealDaemonWith(t, bin, srv, agents, sc, nil)
+	return startRealDaemonWith(t, bin, srv, agents, sc, realDaemonOpts{})
 }
 
-// startRealDaemonWith is startRealDaemon with extra lines for an agent's
-// config table, given the relay home.
-func startRealDaemonWith(t *testing.T, bin string, srv *scripted.Server, agents []*realAgent, sc scenario, extra func(agent, home string) string) *realDaemon {
+// realDaemonOpts are a real daemon's extras.
+type realDaemonOpts struct {
+	// config returns extra lines for an agent's config table, given the
+	// relay home.
+	config func(agent, home string) string
+	// env is appended to the daemon's environment (last wins).
+	env []string
+}
+
+func startRealDaemonWith(t *testing.T, bin string, srv *scripted.Server, agents []*realAgent, sc scenario, o realDaemonOpts) *realDaemon {
 	t.Helper()
 	agentHome, tasks := t.TempDir(), t.TempDir()
 	agentTmp, err := os.MkdirTemp("/var/tmp", "relay-agents-")
@@ -394,14 +401,15 @@ func startRealDaemonWith(t *testing.T, bin string, srv *scripted.Server, agents 
 	home := filepath.Join(t.TempDir(), "h")
 	for _, a := range agents {
 		fmt.Fprintf(&cfg, "[agents.%s]\ncommand = %s\n", a.name, tomlArray(a.command(bin)))
-		if extra != nil {
-			cfg.WriteString(extra(a.name, home))
+		if o.config != nil {
+			cfg.WriteString(o.config(a.name, home))
 		}
 		cfg.WriteString("\n")
 		a.userConfig(t, agentHome, srv.URL(), tasks, sc)
 		env = append(env, a.env(agentHome, srv.URL())...)
 	}
 	cfg.WriteString("[limits]\ntask_timeout = \"120s\"\nprobe_timeout = \"90s\"\nmax_dispatch = 3\n")
+	env = append(env, o.env...)
 	if err := os.MkdirAll(home, 0o700); err != nil {
 		t.Fatal(err)
 	}
@@ -489,6 +497,18 @@ func callsFor(srv *scripted.Server, tag string) []string {
 	return calls
 }
 
+// logTail returns the last n bytes of a file, or why not.
+func logTail(path string, n int) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	if len(b) > n {
+		b = b[len(b)-n:]
+	}
+	return string(b)
+}
+
 // toolsFor returns the tools offered in the requests of the task tagged
 // tag.
 func toolsFor(srv *scripted.Server, tag string) []string {
@@ -574,6 +594,7 @@ func TestRealAgentsHoldDenyAll(t *testing.T) {
 				want     model.State
 				wantCode model.Code
 				lastFile string // the file the last attempt must not create
+				script   string // the attempts' steps
 			}
 			var runs []*run
 			for _, a := range c.agents {
@@ -596,13 +617,22 @@ func TestRealAgentsHoldDenyAll(t *testing.T) {
 						r.lastFile = f
 						r.want, r.wantCode = model.StateFailed, model.CodeAgentRefused
 					}
-					prompt := "Scripted " + r.tag + ".\n" + strings.Join(script, "\n") + "\n[[say " + r.tag + " finished]]"
-					r.id = rd.submit(t, a.name, m, prompt, r.paths.cwd)
+					r.script = strings.Join(script, "\n")
+					r.id = rd.submit(t, a.name, m, "Scripted "+r.tag+".\n"+r.script+"\n[[say "+r.tag+" finished]]", r.paths.cwd)
 					runs = append(runs, r)
 				}
 			}
 			for _, r := range runs {
 				show := rd.wait(t, r.id, 4*time.Minute)
+				if show.Code == model.CodeAgentCrashed && len(callsFor(srv, r.tag)) == 0 && len(r.paths.violations()) == 0 {
+					// The agent died before it reached the model (seen once
+					// with opencode on a loaded machine): that is fail
+					// closed, but no attempt was made, so make them again.
+					t.Logf("%s %s %s: %s before its first model request; retrying once", c.sc, r.agent.name, r.mode, show.Message)
+					r.tag = nonce(r.agent.name)
+					r.id = rd.submit(t, r.agent.name, r.mode, "Scripted "+r.tag+".\n"+r.script+"\n[[say "+r.tag+" finished]]", r.paths.cwd)
+					show = rd.wait(t, r.id, 4*time.Minute)
+				}
 				what := fmt.Sprintf("%s %s %s (task %s)", c.sc, r.agent.name, r.mode, r.id)
 				t.Logf("%s: %s/%s, %d denied, mode %q: %s | result: %s", what, show.State, show.Code,
 					show.DeniedPermissions, show.SessionMode, show.Message, clipText(show.Result, 1200))
@@ -610,7 +640,8 @@ func TestRealAgentsHoldDenyAll(t *testing.T) {
 					t.Errorf("%s: the agent acted on the host: %s", what, strings.Join(v, "; "))
 				}
 				if show.State != r.want || show.Code != r.wantCode {
-					t.Errorf("%s: %s/%s (%s), want %s/%s", what, show.State, show.Code, show.Message, r.want, r.wantCode)
+					t.Errorf("%s: %s/%s (%s), want %s/%s; the agent's log ends:\n%s", what, show.State, show.Code, show.Message,
+						r.want, r.wantCode, logTail(filepath.Join(rd.home, "logs", "tasks", r.id+".log"), 3000))
 				}
 				if r.lastFile != "" {
 					if _, err := os.Lstat(r.lastFile); err == nil {
@@ -670,13 +701,13 @@ func TestRealAgentsEndToEnd(t *testing.T) {
 	all := []*realAgent{claudeAgent, codexAgent, geminiAgent, opencodeAgent}
 	// claude's state_changing tasks get one MCP server from config: the
 	// relay's own facade.
-	rd := startRealDaemonWith(t, bin, srv, all, clean, func(agent, home string) string {
+	rd := startRealDaemonWith(t, bin, srv, all, clean, realDaemonOpts{config: func(agent, home string) string {
 		if agent != "claude" {
 			return ""
 		}
 		return "mcp_servers = [{name = \"hai\", command = " +
 			tomlArray([]string{relayBin, "mcp", "--as", "claude", "--home", home, "--no-autostart"}) + "}]\n"
-	})
+	}})
 
 	// Plain prompts, and one state_changing claude task that is denied.
 	ids, tags := map[string]string{}, map[string]string{}
@@ -697,7 +728,18 @@ func TestRealAgentsEndToEnd(t *testing.T) {
 			t.Errorf("%s: the working event does not name the hardening profile: %+v", name, show.Events)
 		}
 	}
-	rd.wait(t, deniedID, 4*time.Minute)
+	deniedShow := rd.wait(t, deniedID, 4*time.Minute)
+	// The acpDenial verdict names the profile, and so does its audit row.
+	for _, v := range deniedShow.Verdicts {
+		if v.Gate == model.GateACPDenial && (v.Detail["profile"] != "claude-agent-acp" || v.Detail["verified_on"] != "0.23.1") {
+			t.Errorf("acpDenial verdict detail %v does not name claude's profile and version", v.Detail)
+		}
+	}
+	var audited int
+	if err := openRO(t, rd.home).QueryRow(`SELECT count(*) FROM audit_log WHERE kind = 'gate.verdict' AND task_id = ? AND data LIKE '%claude-agent-acp%'`,
+		deniedID).Scan(&audited); err != nil || audited != 1 {
+		t.Errorf("audited acpDenial verdicts naming the profile: %d (%v), want 1", audited, err)
+	}
 	// The configured MCP server reached the state_changing session only.
 	if tools := toolsFor(srv, deniedTag); !slices.Contains(tools, "mcp__hai__list_agents") {
 		t.Errorf("claude state_changing was offered %v, want the configured server's mcp__hai__list_agents", tools)
@@ -788,3 +830,25 @@ func TestRealAgentsEndToEnd(t *testing.T) {
 }
 
 func strconvQuote(s string) string { b, _ := json.Marshal(s); return string(b) }
+
+// As root, IS_SANDBOX=yes makes Claude Code exit at session/new with its
+// reason nowhere on stderr; the task says why, and names the fix.
+func TestRealClaudeRootSandboxYes(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("only root is affected (IS_SANDBOX matters to Claude Code only as root); CI runs as root")
+	}
+	bin := requireRealAgents(t)
+	srv, err := scripted.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	rd := startRealDaemonWith(t, bin, srv, []*realAgent{claudeAgent}, clean, realDaemonOpts{env: []string{"IS_SANDBOX=yes"}})
+	p := newAttemptPaths(t, rd.tasks)
+	show := rd.wait(t, rd.submit(t, "claude", model.ModeReadOnly, "[[say hi]]", p.cwd), 2*time.Minute)
+	if show.State != model.StateFailed || show.Code != model.CodeDispatchFailed ||
+		!strings.Contains(show.Message, `IS_SANDBOX="yes"`) || !strings.Contains(show.Message, "unset IS_SANDBOX") {
+		t.Errorf("task %s/%s: %s; want dispatch_failed naming IS_SANDBOX and the fix", show.State, show.Code, show.Message)
+	}
+	stopRealDaemon(t, rd, bin)
+}
