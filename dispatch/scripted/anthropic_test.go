@@ -1,89 +1,16 @@
 package scripted
 
 import (
-	"bufio"
 	"encoding/json"
-	"io"
 	"net/http"
 	"strings"
 	"testing"
 )
 
-// anthropicPost sends a Messages request body to path on a fresh server
-// and returns the server and the response.
-func anthropicPost(t *testing.T, s *Server, path string, body any) *http.Response {
-	t.Helper()
-	b, err := json.Marshal(body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req, err := http.NewRequest(http.MethodPost, s.URL()+path, strings.NewReader(string(b)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("anthropic-version", "2023-06-01")
-	req.Header.Set("x-api-key", "scripted")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { resp.Body.Close() })
-	if resp.StatusCode != http.StatusOK {
-		msg, _ := io.ReadAll(resp.Body)
-		t.Fatalf("POST %s: %s: %s", path, resp.Status, msg)
-	}
-	return resp
-}
+// anthropicHeaders are the headers Claude Code sends besides Content-Type.
+var anthropicHeaders = withHeaders("anthropic-version", "2023-06-01", "x-api-key", "scripted")
 
-func startAnthropic(t *testing.T) *Server {
-	t.Helper()
-	s, err := Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	return s
-}
-
-// anthropicEvent is one server-sent event, its data decoded.
-type anthropicEvent struct {
-	Event string
-	Data  map[string]any
-}
-
-func anthropicReadSSE(t *testing.T, r io.Reader) []anthropicEvent {
-	t.Helper()
-	var evs []anthropicEvent
-	var cur anthropicEvent
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		switch {
-		case strings.HasPrefix(line, "event: "):
-			cur.Event = strings.TrimPrefix(line, "event: ")
-		case strings.HasPrefix(line, "data: "):
-			if err := json.Unmarshal([]byte(strings.TrimPrefix(line, "data: ")), &cur.Data); err != nil {
-				t.Fatalf("event %s: data is not JSON: %v", cur.Event, err)
-			}
-		case line == "":
-			if cur.Event != "" {
-				if cur.Data["type"] != cur.Event {
-					t.Errorf("event %s carries data of type %v", cur.Event, cur.Data["type"])
-				}
-				evs = append(evs, cur)
-			}
-			cur = anthropicEvent{}
-		}
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return evs
-}
-
-func anthropicEventNames(evs []anthropicEvent) string {
+func anthropicEventNames(evs []sseEvent) string {
 	var names []string
 	for _, e := range evs {
 		names = append(names, e.Event)
@@ -111,18 +38,17 @@ var anthropicFirstUser = map[string]any{
 }
 
 func TestAnthropicStreamedText(t *testing.T) {
-	s := startAnthropic(t)
-	resp := anthropicPost(t, s, "/v1/messages?beta=true", map[string]any{
+	s := start(t)
+	resp := post(t, s, "/v1/messages?beta=true", map[string]any{
 		"model":      "claude-sonnet-4-6",
 		"max_tokens": 512,
 		"stream":     true,
 		"system":     []any{map[string]any{"type": "text", "text": "Generate a title"}},
 		"messages":   []any{map[string]any{"role": "user", "content": "[[say hello there]]"}},
-	})
-	if ct := resp.Header.Get("Content-Type"); ct != "text/event-stream" {
-		t.Fatalf("Content-Type %q", ct)
-	}
-	evs := anthropicReadSSE(t, resp.Body)
+	}, anthropicHeaders)
+	checkContentType(t, resp, "text/event-stream")
+	evs := readSSE(t, resp)
+	checkEventTypes(t, evs)
 	want := "message_start content_block_start content_block_delta content_block_stop message_delta message_stop"
 	if got := anthropicEventNames(evs); got != want {
 		t.Fatalf("events %q, want %q", got, want)
@@ -146,14 +72,15 @@ func TestAnthropicStreamedText(t *testing.T) {
 }
 
 func TestAnthropicStreamedToolCall(t *testing.T) {
-	s := startAnthropic(t)
-	resp := anthropicPost(t, s, "/v1/messages?beta=true", map[string]any{
+	s := start(t)
+	resp := post(t, s, "/v1/messages?beta=true", map[string]any{
 		"model":    "claude-sonnet-4-6",
 		"stream":   true,
 		"tools":    anthropicTools,
 		"messages": []any{anthropicFirstUser},
-	})
-	evs := anthropicReadSSE(t, resp.Body)
+	}, anthropicHeaders)
+	evs := readSSE(t, resp)
+	checkEventTypes(t, evs)
 	want := "message_start content_block_start content_block_delta content_block_stop message_delta message_stop"
 	if got := anthropicEventNames(evs); got != want {
 		t.Fatalf("events %q, want %q", got, want)
@@ -195,8 +122,8 @@ func TestAnthropicToolResultThenText(t *testing.T) {
 		"string": "File created successfully",
 	} {
 		t.Run(name, func(t *testing.T) {
-			s := startAnthropic(t)
-			resp := anthropicPost(t, s, "/v1/messages?beta=true", map[string]any{
+			s := start(t)
+			resp := post(t, s, "/v1/messages?beta=true", map[string]any{
 				"model":  "claude-sonnet-4-6",
 				"stream": true,
 				"tools":  anthropicTools,
@@ -210,8 +137,9 @@ func TestAnthropicToolResultThenText(t *testing.T) {
 						map[string]any{"type": "text", "text": "<system-reminder>later</system-reminder>"},
 					}},
 				},
-			})
-			evs := anthropicReadSSE(t, resp.Body)
+			}, anthropicHeaders)
+			evs := readSSE(t, resp)
+			checkEventTypes(t, evs)
 			if len(evs) != 6 {
 				t.Fatalf("events %q", anthropicEventNames(evs))
 			}
@@ -231,7 +159,7 @@ func TestAnthropicToolResultThenText(t *testing.T) {
 }
 
 func TestAnthropicNonStreaming(t *testing.T) {
-	s := startAnthropic(t)
+	s := start(t)
 	var msg struct {
 		ID         string `json:"id"`
 		Type       string `json:"type"`
@@ -247,9 +175,9 @@ func TestAnthropicNonStreaming(t *testing.T) {
 		Usage map[string]int `json:"usage"`
 	}
 	// A tool call.
-	resp := anthropicPost(t, s, "/v1/messages", map[string]any{
+	resp := post(t, s, "/v1/messages", map[string]any{
 		"model": "claude-haiku-4-5", "tools": anthropicTools, "messages": []any{anthropicFirstUser},
-	})
+	}, anthropicHeaders)
 	if err := json.NewDecoder(resp.Body).Decode(&msg); err != nil {
 		t.Fatal(err)
 	}
@@ -262,9 +190,9 @@ func TestAnthropicNonStreaming(t *testing.T) {
 	}
 	// No tools offered (a title or a check): text, even though the script
 	// has a tool step.
-	resp = anthropicPost(t, s, "/v1/messages", map[string]any{
+	resp = post(t, s, "/v1/messages", map[string]any{
 		"model": "claude-haiku-4-5", "messages": []any{anthropicFirstUser},
-	})
+	}, anthropicHeaders)
 	msg.Content = nil
 	if err := json.NewDecoder(resp.Body).Decode(&msg); err != nil {
 		t.Fatal(err)
@@ -275,10 +203,10 @@ func TestAnthropicNonStreaming(t *testing.T) {
 }
 
 func TestAnthropicCountTokens(t *testing.T) {
-	s := startAnthropic(t)
-	resp := anthropicPost(t, s, "/v1/messages/count_tokens?beta=true", map[string]any{
+	s := start(t)
+	resp := post(t, s, "/v1/messages/count_tokens?beta=true", map[string]any{
 		"model": "claude-sonnet-4-6", "tools": anthropicTools, "messages": []any{map[string]any{"role": "user", "content": "count"}},
-	})
+	}, anthropicHeaders)
 	var n struct {
 		InputTokens int `json:"input_tokens"`
 	}
@@ -291,12 +219,8 @@ func TestAnthropicCountTokens(t *testing.T) {
 }
 
 func TestAnthropicBadRequest(t *testing.T) {
-	s := startAnthropic(t)
-	resp, err := http.Post(s.URL()+"/v1/messages", "application/json", strings.NewReader(`{"messages": [{"role": "user", "content": 7}]}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
+	s := start(t)
+	resp := post(t, s, "/v1/messages", `{"messages": [{"role": "user", "content": 7}]}`, anyStatus)
 	if resp.StatusCode != http.StatusBadRequest || len(s.Errors()) != 1 {
 		t.Errorf("status %s, errors %q", resp.Status, s.Errors())
 	}

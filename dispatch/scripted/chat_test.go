@@ -1,60 +1,29 @@
 package scripted
 
 import (
-	"bufio"
-	"bytes"
 	"encoding/json"
-	"io"
 	"net/http"
 	"strings"
 	"testing"
 )
 
-// chatPost posts a chat-completions request as the AI SDK's
-// openai-compatible provider sends it.
-func chatPost(t *testing.T, s *Server, body string) *http.Response {
-	t.Helper()
-	resp, err := http.Post(s.URL()+"/v1/chat/completions", "application/json", strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { resp.Body.Close() })
-	if resp.StatusCode != http.StatusOK {
-		b, _ := io.ReadAll(resp.Body)
-		t.Fatalf("status %d: %s", resp.StatusCode, b)
-	}
-	return resp
-}
-
-// chatChunks reads a stream's data lines: the JSON chunks, and whether it
-// ended with [DONE].
+// chatChunks reads a stream's chunks, and whether it ended with [DONE]:
+// its events have no names, and no chunk follows [DONE].
 func chatChunks(t *testing.T, resp *http.Response) (chunks []map[string]any, done bool) {
 	t.Helper()
-	if ct := resp.Header.Get("Content-Type"); ct != "text/event-stream" {
-		t.Fatalf("Content-Type %q", ct)
-	}
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		line := sc.Text()
-		data, ok := strings.CutPrefix(line, "data: ")
-		if !ok {
-			if line != "" {
-				t.Fatalf("unexpected line %q", line)
-			}
-			continue
+	checkContentType(t, resp, "text/event-stream")
+	for _, e := range readSSE(t, resp) {
+		if e.Event != "" {
+			t.Fatalf("an event named %q", e.Event)
 		}
-		if data == "[DONE]" {
+		if e.Raw == "[DONE]" {
 			done = true
 			continue
 		}
 		if done {
-			t.Fatalf("a chunk after [DONE]: %s", data)
+			t.Fatalf("a chunk after [DONE]: %s", e.Raw)
 		}
-		var c map[string]any
-		if err := json.Unmarshal([]byte(data), &c); err != nil {
-			t.Fatalf("chunk %q: %v", data, err)
-		}
-		chunks = append(chunks, c)
+		chunks = append(chunks, e.Data)
 	}
 	return chunks, done
 }
@@ -62,12 +31,8 @@ func chatChunks(t *testing.T, resp *http.Response) (chunks []map[string]any, don
 const chatTools = `"tools":[{"type":"function","function":{"name":"bash","description":"run","parameters":{"type":"object","properties":{"command":{"type":"string"}}}}},{"type":"function","function":{"name":"write","parameters":{"type":"object"}}}]`
 
 func TestChatStreamText(t *testing.T) {
-	s, err := Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	resp := chatPost(t, s, `{"model":"m","stream":true,"stream_options":{"include_usage":true},`+chatTools+`,
+	s := start(t)
+	resp := post(t, s, "/v1/chat/completions", `{"model":"m","stream":true,"stream_options":{"include_usage":true},`+chatTools+`,
 		"messages":[{"role":"system","content":"you are [[say not this]]"},{"role":"user","content":[{"type":"text","text":"[[say hello there]]"}]}]}`)
 	chunks, done := chatChunks(t, resp)
 	if !done {
@@ -109,12 +74,8 @@ func TestChatStreamText(t *testing.T) {
 }
 
 func TestChatStreamToolCall(t *testing.T) {
-	s, err := Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	resp := chatPost(t, s, `{"model":"m","stream":true,`+chatTools+`,
+	s := start(t)
+	resp := post(t, s, "/v1/chat/completions", `{"model":"m","stream":true,`+chatTools+`,
 		"messages":[{"role":"user","content":"[[tool bash {\"command\":\"touch x\"}]]"}]}`)
 	chunks, done := chatChunks(t, resp)
 	if !done {
@@ -155,14 +116,10 @@ func TestChatStreamToolCall(t *testing.T) {
 }
 
 func TestChatToolResultThenText(t *testing.T) {
-	s, err := Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := start(t)
 	// The result arrives as a role "tool" message; in parts form here,
 	// as a string in the next test.
-	resp := chatPost(t, s, `{"model":"m","stream":true,`+chatTools+`,"messages":[
+	resp := post(t, s, "/v1/chat/completions", `{"model":"m","stream":true,`+chatTools+`,"messages":[
 		{"role":"user","content":[{"type":"text","text":"[[tool bash {\"command\":\"touch x\"}]]\n[[say finished]]"}]},
 		{"role":"assistant","content":null,"tool_calls":[{"id":"call_1","type":"function","function":{"name":"bash","arguments":"{\"command\":\"touch x\"}"}}]},
 		{"role":"tool","tool_call_id":"call_1","content":[{"type":"text","text":"permission denied"}]}]}`)
@@ -183,11 +140,7 @@ func TestChatToolResultThenText(t *testing.T) {
 }
 
 func TestChatNonStreaming(t *testing.T) {
-	s, err := Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := start(t)
 	decode := func(resp *http.Response) map[string]any {
 		var out map[string]any
 		if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
@@ -196,7 +149,7 @@ func TestChatNonStreaming(t *testing.T) {
 		return out
 	}
 	// A call.
-	out := decode(chatPost(t, s, `{"model":"m",`+chatTools+`,"messages":[
+	out := decode(post(t, s, "/v1/chat/completions", `{"model":"m",`+chatTools+`,"messages":[
 		{"role":"user","content":"[[tool write {\"filePath\":\"/x\"}]] [[tool bash {}]]"},
 		{"role":"assistant","content":"","tool_calls":[{"id":"call_1","type":"function","function":{"name":"write","arguments":"{}"}}]},
 		{"role":"tool","tool_call_id":"call_1","content":"no"}]}`))
@@ -208,7 +161,7 @@ func TestChatNonStreaming(t *testing.T) {
 		t.Fatalf("response %v", out)
 	}
 	// No tools offered (a title request): text, never a call.
-	out = decode(chatPost(t, s, `{"model":"m","messages":[{"role":"system","content":"title"},
+	out = decode(post(t, s, "/v1/chat/completions", `{"model":"m","messages":[{"role":"system","content":"title"},
 		{"role":"user","content":"[[tool bash {}]] [[say a title]]"}]}`))
 	ch = out["choices"].([]any)[0].(map[string]any)
 	msg = ch["message"].(map[string]any)
@@ -218,17 +171,9 @@ func TestChatNonStreaming(t *testing.T) {
 }
 
 func TestChatBadRequest(t *testing.T) {
-	s, err := Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := start(t)
 	for _, body := range []string{`{`, `{"messages":[{"role":"user","content":42}]}`} {
-		resp, err := http.Post(s.URL()+"/v1/chat/completions", "application/json", bytes.NewBufferString(body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
+		resp := post(t, s, "/v1/chat/completions", body, anyStatus)
 		if resp.StatusCode != http.StatusBadRequest {
 			t.Fatalf("%s: status %d", body, resp.StatusCode)
 		}

@@ -1,41 +1,10 @@
 package scripted
 
 import (
-	"bufio"
 	"encoding/json"
-	"io"
 	"net/http"
-	"strings"
 	"testing"
 )
-
-func startGemini(t *testing.T) *Server {
-	t.Helper()
-	s, err := Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
-	return s
-}
-
-func geminiPost(t *testing.T, s *Server, path string, body any) *http.Response {
-	t.Helper()
-	b, err := json.Marshal(body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp, err := http.Post(s.URL()+path, "application/json", strings.NewReader(string(b)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = resp.Body.Close() })
-	if resp.StatusCode != http.StatusOK {
-		msg, _ := io.ReadAll(resp.Body)
-		t.Fatalf("POST %s: %s: %s", path, resp.Status, msg)
-	}
-	return resp
-}
 
 type geminiTestResponse struct {
 	Candidates []struct {
@@ -56,26 +25,19 @@ type geminiTestResponse struct {
 	} `json:"usageMetadata"`
 }
 
-// readGeminiSSE reads every data event of an alt=sse stream.
+// readGeminiSSE reads every data event of an alt=sse stream: nameless
+// events, each a response.
 func readGeminiSSE(t *testing.T, resp *http.Response) []geminiTestResponse {
 	t.Helper()
-	if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/event-stream") {
-		t.Fatalf("Content-Type %q, want text/event-stream", ct)
-	}
+	checkContentType(t, resp, "text/event-stream")
 	var out []geminiTestResponse
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		line := sc.Text()
-		data, ok := strings.CutPrefix(line, "data: ")
-		if !ok {
-			if line != "" {
-				t.Fatalf("unexpected SSE line %q", line)
-			}
-			continue
+	for _, e := range readSSE(t, resp) {
+		if e.Event != "" {
+			t.Fatalf("an event named %q", e.Event)
 		}
 		var r geminiTestResponse
-		if err := json.Unmarshal([]byte(data), &r); err != nil {
-			t.Fatalf("event %q: %v", data, err)
+		if err := json.Unmarshal([]byte(e.Raw), &r); err != nil {
+			t.Fatalf("event %q: %v", e.Raw, err)
 		}
 		out = append(out, r)
 	}
@@ -106,8 +68,8 @@ func userText(s string) map[string]any {
 const geminiStream = "/v1beta/models/gemini-2.5-pro:streamGenerateContent?alt=sse"
 
 func TestGeminiStreamText(t *testing.T) {
-	s := startGemini(t)
-	evs := readGeminiSSE(t, geminiPost(t, s, geminiStream, map[string]any{
+	s := start(t)
+	evs := readGeminiSSE(t, post(t, s, geminiStream, map[string]any{
 		"contents":          []any{userText("hello [[say hi there]]")},
 		"systemInstruction": map[string]any{"role": "user", "parts": []any{map[string]any{"text": "[[tool nope {}]] system text is not the user's"}}},
 		"tools":             geminiTools,
@@ -127,9 +89,9 @@ func TestGeminiStreamText(t *testing.T) {
 }
 
 func TestGeminiStreamToolCallThenResult(t *testing.T) {
-	s := startGemini(t)
+	s := start(t)
 	prompt := userText(`[[tool write_file {"file_path":"/tmp/x","content":"y"}]] [[say finished]]`)
-	evs := readGeminiSSE(t, geminiPost(t, s, geminiStream, map[string]any{
+	evs := readGeminiSSE(t, post(t, s, geminiStream, map[string]any{
 		"contents": []any{prompt},
 		"tools":    geminiTools,
 	}))
@@ -143,7 +105,7 @@ func TestGeminiStreamToolCallThenResult(t *testing.T) {
 
 	// The CLI sends the call back as a model content and the result as a
 	// user content holding a functionResponse.
-	evs = readGeminiSSE(t, geminiPost(t, s, geminiStream, map[string]any{
+	evs = readGeminiSSE(t, post(t, s, geminiStream, map[string]any{
 		"contents": []any{
 			prompt,
 			map[string]any{"role": "model", "parts": []any{map[string]any{"functionCall": map[string]any{"name": "write_file", "args": map[string]any{"file_path": "/tmp/x"}}}}},
@@ -168,15 +130,15 @@ func TestGeminiStreamToolCallThenResult(t *testing.T) {
 }
 
 func TestGeminiNonStreaming(t *testing.T) {
-	s := startGemini(t)
-	r := readGeminiJSON(t, geminiPost(t, s, "/v1beta/models/gemini-2.5-flash:generateContent", map[string]any{
+	s := start(t)
+	r := readGeminiJSON(t, post(t, s, "/v1beta/models/gemini-2.5-flash:generateContent", map[string]any{
 		"contents": []any{userText(`[[tool run_shell_command {"command":"true"}]]`)},
 		"tools":    geminiTools,
 	}))
 	if fc := r.Candidates[0].Content.Parts[0].FunctionCall; fc == nil || fc.Name != "run_shell_command" {
 		t.Fatalf("parts %+v", r.Candidates[0].Content.Parts)
 	}
-	r = readGeminiJSON(t, geminiPost(t, s, "/v1beta/models/gemini-2.5-flash:generateContent", map[string]any{
+	r = readGeminiJSON(t, post(t, s, "/v1beta/models/gemini-2.5-flash:generateContent", map[string]any{
 		"contents": []any{userText("a title please")},
 	}))
 	if p := r.Candidates[0].Content.Parts[0]; p.Text == nil || *p.Text != "done" {
@@ -187,7 +149,7 @@ func TestGeminiNonStreaming(t *testing.T) {
 // A request asking for JSON gets JSON matching its schema, never a call,
 // even when the conversation holds a pending tool step.
 func TestGeminiJSONSideRequests(t *testing.T) {
-	s := startGemini(t)
+	s := start(t)
 	nextSpeaker := map[string]any{
 		"type": "object",
 		"properties": map[string]any{
@@ -196,7 +158,7 @@ func TestGeminiJSONSideRequests(t *testing.T) {
 		},
 		"required": []any{"reasoning", "next_speaker"},
 	}
-	r := readGeminiJSON(t, geminiPost(t, s, "/v1beta/models/gemini-2.5-flash:generateContent", map[string]any{
+	r := readGeminiJSON(t, post(t, s, "/v1beta/models/gemini-2.5-flash:generateContent", map[string]any{
 		"contents": []any{userText(`[[tool write_file {"file_path":"/tmp/x"}]]`), userText("who speaks next?")},
 		"tools":    geminiTools,
 		"generationConfig": map[string]any{
@@ -217,7 +179,7 @@ func TestGeminiJSONSideRequests(t *testing.T) {
 	}
 
 	// Gemini Schema (upper-case types) in responseSchema, no mime type.
-	r = readGeminiJSON(t, geminiPost(t, s, "/v1beta/models/gemini-2.5-flash:generateContent", map[string]any{
+	r = readGeminiJSON(t, post(t, s, "/v1beta/models/gemini-2.5-flash:generateContent", map[string]any{
 		"contents": []any{userText("loop?")},
 		"generationConfig": map[string]any{"responseSchema": map[string]any{
 			"type": "OBJECT",
@@ -240,11 +202,11 @@ func TestGeminiJSONSideRequests(t *testing.T) {
 }
 
 func TestGeminiCountTokensAndModels(t *testing.T) {
-	s := startGemini(t)
+	s := start(t)
 	var ct struct {
 		TotalTokens int `json:"totalTokens"`
 	}
-	resp := geminiPost(t, s, "/v1beta/models/gemini-2.5-pro:countTokens", map[string]any{"contents": []any{userText("count me")}})
+	resp := post(t, s, "/v1beta/models/gemini-2.5-pro:countTokens", map[string]any{"contents": []any{userText("count me")}})
 	if err := json.NewDecoder(resp.Body).Decode(&ct); err != nil || ct.TotalTokens <= 0 {
 		t.Errorf("countTokens: %+v %v", ct, err)
 	}
@@ -258,11 +220,7 @@ func TestGeminiCountTokensAndModels(t *testing.T) {
 			t.Errorf("GET %s: %s", p, resp.Status)
 		}
 	}
-	resp, err := http.Post(s.URL()+"/v1beta/models/gemini-2.5-pro:frobnicate", "application/json", strings.NewReader("{}"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	_ = resp.Body.Close()
+	resp = post(t, s, "/v1beta/models/gemini-2.5-pro:frobnicate", "{}", anyStatus)
 	if resp.StatusCode != http.StatusNotFound || len(s.Errors()) != 1 {
 		t.Errorf("unknown method: %s, errors %q", resp.Status, s.Errors())
 	}

@@ -56,6 +56,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -196,26 +197,19 @@ func (s *Server) responses(w http.ResponseWriter, r *http.Request) {
 		ev("response.output_text.done", map[string]any{"item_id": itemID, "output_index": 0, "content_index": 0, "text": reply.Text})
 		part = map[string]any{"type": "output_text", "text": reply.Text, "annotations": []any{}}
 		ev("response.content_part.done", map[string]any{"item_id": itemID, "output_index": 0, "content_index": 0, "part": part})
-	case "function_call":
-		added := map[string]any{}
-		for k, v := range item {
-			added[k] = v
+	case "function_call", "custom_tool_call":
+		// A call streams its payload, the arguments or the freeform input,
+		// as one delta.
+		field, delta, done := "arguments", "response.function_call_arguments.delta", "response.function_call_arguments.done"
+		if item["type"] == "custom_tool_call" {
+			field, delta, done = "input", "response.custom_tool_call_input.delta", "response.custom_tool_call_input.done"
 		}
-		added["arguments"] = ""
+		added := maps.Clone(item)
+		added[field] = ""
 		added["status"] = "in_progress"
 		ev("response.output_item.added", map[string]any{"output_index": 0, "item": added})
-		ev("response.function_call_arguments.delta", map[string]any{"item_id": itemID, "output_index": 0, "delta": item["arguments"]})
-		ev("response.function_call_arguments.done", map[string]any{"item_id": itemID, "output_index": 0, "arguments": item["arguments"]})
-	case "custom_tool_call":
-		added := map[string]any{}
-		for k, v := range item {
-			added[k] = v
-		}
-		added["input"] = ""
-		added["status"] = "in_progress"
-		ev("response.output_item.added", map[string]any{"output_index": 0, "item": added})
-		ev("response.custom_tool_call_input.delta", map[string]any{"item_id": itemID, "output_index": 0, "delta": item["input"]})
-		ev("response.custom_tool_call_input.done", map[string]any{"item_id": itemID, "output_index": 0, "input": item["input"]})
+		ev(delta, map[string]any{"item_id": itemID, "output_index": 0, "delta": item[field]})
+		ev(done, map[string]any{"item_id": itemID, "output_index": 0, field: item[field]})
 	}
 	ev("response.output_item.done", map[string]any{"output_index": 0, "item": item})
 	ev("response.completed", map[string]any{"response": response("completed", []any{item}, true)})

@@ -1,10 +1,7 @@
 package scripted
 
 import (
-	"bufio"
-	"bytes"
 	"encoding/json"
-	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -21,57 +18,6 @@ var codexTools = []any{
 
 func userMsg(text string) map[string]any {
 	return map[string]any{"type": "message", "role": "user", "content": []any{map[string]any{"type": "input_text", "text": text}}}
-}
-
-func postResponses(t *testing.T, s *Server, body map[string]any) *http.Response {
-	t.Helper()
-	b, err := json.Marshal(body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp, err := http.Post(s.URL()+"/v1/responses", "application/json", bytes.NewReader(b))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { resp.Body.Close() })
-	if resp.StatusCode != http.StatusOK {
-		msg, _ := io.ReadAll(resp.Body)
-		t.Fatalf("status %d: %s", resp.StatusCode, msg)
-	}
-	return resp
-}
-
-type sseEvent struct {
-	Event string
-	Data  map[string]any
-}
-
-func readSSE(t *testing.T, r io.Reader) []sseEvent {
-	t.Helper()
-	var out []sseEvent
-	var cur sseEvent
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		switch {
-		case strings.HasPrefix(line, "event: "):
-			cur.Event = strings.TrimPrefix(line, "event: ")
-		case strings.HasPrefix(line, "data: "):
-			if err := json.Unmarshal([]byte(strings.TrimPrefix(line, "data: ")), &cur.Data); err != nil {
-				t.Fatalf("bad data line %q: %v", line, err)
-			}
-		case line == "":
-			if cur.Event != "" || cur.Data != nil {
-				out = append(out, cur)
-			}
-			cur = sseEvent{}
-		}
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return out
 }
 
 // doneItem returns the item of the single response.output_item.done event and
@@ -99,12 +45,10 @@ func doneItem(t *testing.T, events []sseEvent) map[string]any {
 			t.Errorf("usage lacks %s: %v", k, usage)
 		}
 	}
+	checkEventTypes(t, events)
 	var item map[string]any
 	n := 0
 	for _, e := range events {
-		if e.Data["type"] != e.Event {
-			t.Errorf("event %q carries type %v", e.Event, e.Data["type"])
-		}
 		if e.Event == "response.output_item.done" {
 			item, _ = e.Data["item"].(map[string]any)
 			n++
@@ -117,12 +61,8 @@ func doneItem(t *testing.T, events []sseEvent) map[string]any {
 }
 
 func TestResponsesStreamText(t *testing.T) {
-	s, err := Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	resp := postResponses(t, s, map[string]any{
+	s := start(t)
+	resp := post(t, s, "/v1/responses", map[string]any{
 		"model":  "gpt-5.5",
 		"stream": true,
 		"input": []any{
@@ -135,10 +75,8 @@ func TestResponsesStreamText(t *testing.T) {
 		},
 		"tools": codexTools,
 	})
-	if ct := resp.Header.Get("Content-Type"); ct != "text/event-stream" {
-		t.Errorf("content type %q", ct)
-	}
-	events := readSSE(t, resp.Body)
+	checkContentType(t, resp, "text/event-stream")
+	events := readSSE(t, resp)
 	item := doneItem(t, events)
 	if item["type"] != "message" || item["role"] != "assistant" {
 		t.Fatalf("item %v, want an assistant message", item)
@@ -171,18 +109,14 @@ func TestResponsesStreamText(t *testing.T) {
 }
 
 func TestResponsesStreamFunctionCall(t *testing.T) {
-	s, err := Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := start(t)
 	script := ToolStep("exec_command", map[string]any{"cmd": "touch marker"}) + "\n[[say finished]]"
-	resp := postResponses(t, s, map[string]any{
+	resp := post(t, s, "/v1/responses", map[string]any{
 		"stream": true,
 		"input":  []any{userMsg(script)},
 		"tools":  codexTools,
 	})
-	events := readSSE(t, resp.Body)
+	events := readSSE(t, resp)
 	item := doneItem(t, events)
 	if item["type"] != "function_call" || item["name"] != "exec_command" {
 		t.Fatalf("item %v, want a function_call of exec_command", item)
@@ -206,30 +140,26 @@ func TestResponsesStreamFunctionCall(t *testing.T) {
 }
 
 func TestResponsesCustomToolCall(t *testing.T) {
-	s, err := Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := start(t)
 	patch := "*** Begin Patch\n*** Add File: new.txt\n+x\n*** End Patch\n"
-	resp := postResponses(t, s, map[string]any{
+	resp := post(t, s, "/v1/responses", map[string]any{
 		"stream": true,
 		"input":  []any{userMsg(ToolStep("apply_patch", map[string]any{"input": patch}))},
 		"tools":  codexTools,
 	})
-	item := doneItem(t, readSSE(t, resp.Body))
+	item := doneItem(t, readSSE(t, resp))
 	if item["type"] != "custom_tool_call" || item["name"] != "apply_patch" || item["input"] != patch {
 		t.Fatalf("item %v, want a custom_tool_call of apply_patch with the raw patch", item)
 	}
 
 	// The same step against a function apply_patch is a function_call with
 	// the JSON arguments.
-	resp = postResponses(t, s, map[string]any{
+	resp = post(t, s, "/v1/responses", map[string]any{
 		"stream": true,
 		"input":  []any{userMsg(ToolStep("apply_patch", map[string]any{"input": patch}))},
 		"tools":  []any{map[string]any{"type": "function", "name": "apply_patch"}},
 	})
-	item = doneItem(t, readSSE(t, resp.Body))
+	item = doneItem(t, readSSE(t, resp))
 	if item["type"] != "function_call" || item["name"] != "apply_patch" {
 		t.Fatalf("item %v, want a function_call", item)
 	}
@@ -240,11 +170,7 @@ func TestResponsesCustomToolCall(t *testing.T) {
 }
 
 func TestResponsesToolResultsThenText(t *testing.T) {
-	s, err := Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := start(t)
 	script := ToolStep("exec_command", map[string]any{"cmd": "touch marker"}) + "\n" +
 		ToolStep("apply_patch", map[string]any{"input": "*** Begin Patch\n*** End Patch\n"}) + "\n[[say finished]]"
 	input := []any{
@@ -253,8 +179,8 @@ func TestResponsesToolResultsThenText(t *testing.T) {
 		map[string]any{"type": "function_call_output", "call_id": "c1", "output": "touch: cannot touch 'marker': Read-only file system"},
 	}
 	// One result: the next step is the second tool.
-	resp := postResponses(t, s, map[string]any{"stream": true, "input": input, "tools": codexTools})
-	item := doneItem(t, readSSE(t, resp.Body))
+	resp := post(t, s, "/v1/responses", map[string]any{"stream": true, "input": input, "tools": codexTools})
+	item := doneItem(t, readSSE(t, resp))
 	if item["type"] != "custom_tool_call" || item["name"] != "apply_patch" {
 		t.Fatalf("item %v, want the second step", item)
 	}
@@ -263,8 +189,8 @@ func TestResponsesToolResultsThenText(t *testing.T) {
 		map[string]any{"type": "custom_tool_call", "call_id": "c2", "name": "apply_patch", "input": "..."},
 		map[string]any{"type": "custom_tool_call_output", "call_id": "c2", "output": []any{map[string]any{"type": "input_text", "text": "patch rejected by user"}}},
 	)
-	resp = postResponses(t, s, map[string]any{"stream": true, "input": input, "tools": codexTools})
-	item = doneItem(t, readSSE(t, resp.Body))
+	resp = post(t, s, "/v1/responses", map[string]any{"stream": true, "input": input, "tools": codexTools})
+	item = doneItem(t, readSSE(t, resp))
 	content, _ := item["content"].([]any)
 	if item["type"] != "message" || len(content) != 1 {
 		t.Fatalf("item %v, want the final message", item)
@@ -282,12 +208,8 @@ func TestResponsesToolResultsThenText(t *testing.T) {
 }
 
 func TestResponsesNonStreaming(t *testing.T) {
-	s, err := Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	resp := postResponses(t, s, map[string]any{
+	s := start(t)
+	resp := post(t, s, "/v1/responses", map[string]any{
 		"input": []any{userMsg(ToolStep("exec_command", map[string]any{"cmd": "ls"}))},
 		"tools": codexTools,
 	})
@@ -308,7 +230,7 @@ func TestResponsesNonStreaming(t *testing.T) {
 	}
 
 	// A string input, no tools: plain text.
-	resp = postResponses(t, s, map[string]any{"input": "[[tool exec_command {}]] [[say hi]]"})
+	resp = post(t, s, "/v1/responses", map[string]any{"input": "[[tool exec_command {}]] [[say hi]]"})
 	out.Output = nil
 	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
 		t.Fatal(err)
@@ -319,38 +241,26 @@ func TestResponsesNonStreaming(t *testing.T) {
 }
 
 func TestResponsesBadRequest(t *testing.T) {
-	s, err := Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	resp, err := http.Post(s.URL()+"/v1/responses", "application/json", strings.NewReader("{not json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
+	s := start(t)
+	resp := post(t, s, "/v1/responses", "{not json", anyStatus)
 	if resp.StatusCode != http.StatusBadRequest || len(s.Errors()) != 1 {
 		t.Errorf("bad request: status %d, errors %v", resp.StatusCode, s.Errors())
 	}
 }
 
 func TestResponsesReviewerAllows(t *testing.T) {
-	s, err := Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := start(t)
 	schema := map[string]any{"type": "object", "properties": map[string]any{
 		"outcome": map[string]any{"type": "string", "enum": []any{"allow", "deny"}},
 	}}
-	resp := postResponses(t, s, map[string]any{
+	resp := post(t, s, "/v1/responses", map[string]any{
 		"model":  "codex-auto-review",
 		"stream": true,
 		"input":  []any{userMsg(">>> TRANSCRIPT START\n[1] user: " + ToolStep("exec_command", map[string]any{"cmd": "touch marker"}))},
 		"tools":  codexTools,
 		"text":   map[string]any{"format": map[string]any{"type": "json_schema", "name": "codex_output_schema", "schema": schema}},
 	})
-	item := doneItem(t, readSSE(t, resp.Body))
+	item := doneItem(t, readSSE(t, resp))
 	if item["type"] != "message" {
 		t.Fatalf("item %v, want the verdict message", item)
 	}
