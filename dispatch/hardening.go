@@ -74,10 +74,10 @@ type Rule struct {
 	// pattern starting with "{cwd}/" is tried in the task's cwd and in
 	// every directory above it.
 	RefuseIfExists []string
-	// Preflight, when set, returns why the adapter cannot start a session
-	// under this rule on this machine ("" when it can); the task then
-	// fails dispatch_failed with that reason before session/new.
-	Preflight func() string
+	// Unset, when set, returns the variables to remove from the agent's
+	// environment and why (an inherited value that would break or weaken
+	// the session).
+	Unset func() (names []string, why string)
 	// ModeText, when set, is the prefix of agent message chunks by which
 	// the agent reports a mode change instead of current_mode_update
 	// (Gemini CLI: "[MODE_UPDATE] plan"). Such chunks update the mode and

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -104,6 +105,7 @@ type procSpec struct {
 	argv   []string
 	dir    string
 	env    []string
+	unset  []string // variables removed from the environment (inherited or in env)
 	stderr io.Writer
 }
 
@@ -119,6 +121,12 @@ func startProc(sp *spawner, ps procSpec) (*proc, error) {
 	}
 	cmd.Dir = ps.dir
 	cmd.Env = append(os.Environ(), ps.env...)
+	if len(ps.unset) > 0 {
+		cmd.Env = slices.DeleteFunc(cmd.Env, func(kv string) bool {
+			k, _, _ := strings.Cut(kv, "=")
+			return slices.Contains(ps.unset, k)
+		})
+	}
 	cmd.Stderr = ps.stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	// Wait copies stderr through a pipe; a process that escaped the group

@@ -63,14 +63,14 @@ func concat(lists ...[]string) []string {
 
 // claudeRootSandbox: as root, claude-agent-acp turns bypass on for any
 // non-empty IS_SANDBOX, and Claude Code then refuses to start unless it is
-// exactly "1"; the session fails with "Query closed before response
-// received" and Claude's reason never reaches its stderr. Say it first.
-func claudeRootSandbox() string {
-	if v, set := os.LookupEnv("IS_SANDBOX"); set && v != "" && v != "1" && os.Geteuid() == 0 {
-		return fmt.Sprintf("the daemon runs as root with IS_SANDBOX=%q: Claude Code accepts only IS_SANDBOX=1 as root "+
-			"and would exit at session/new; unset IS_SANDBOX (or set it to 1) in the daemon's environment", v)
+// exactly "1": the session fails with "Query closed before response
+// received", and Claude's reason reaches no stderr. Such a value is
+// removed; without IS_SANDBOX, root gets no bypass at all.
+func claudeRootSandbox() ([]string, string) {
+	if v := os.Getenv("IS_SANDBOX"); v != "" && v != "1" && os.Geteuid() == 0 {
+		return []string{"IS_SANDBOX"}, fmt.Sprintf("IS_SANDBOX=%q: as root Claude Code accepts only 1 and would exit at session/new", v)
 	}
-	return ""
+	return nil, ""
 }
 
 var claudeProfile = &Profile{
@@ -83,14 +83,14 @@ var claudeProfile = &Profile{
 		// bypassPermissions: the mode is always set, then checked.
 		model.ModeReadOnly: {
 			Meta:        claudeOptions(claudeReadOnlyTools, concat(claudeWriteTools, claudeNeverTools)),
-			Preflight:   claudeRootSandbox,
+			Unset:       claudeRootSandbox,
 			SetMode:     "dontAsk",
 			AcceptModes: []acp.SessionModeId{"dontAsk"},
 			Summary:     "no settings files; built-in tools Read, Glob, Grep only; mode dontAsk (refuses what is not pre-approved)",
 		},
 		model.ModeStateChanging: {
 			Meta:        claudeOptions(claudeStateChangingTools, claudeNeverTools),
-			Preflight:   claudeRootSandbox,
+			Unset:       claudeRootSandbox,
 			SetMode:     "default",
 			AcceptModes: []acp.SessionModeId{"default"},
 			Summary:     "no settings files; no plan/worktree/cron/subagent tools; mode default (every write and command asks, and the relay denies it)",

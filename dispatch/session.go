@@ -134,15 +134,22 @@ func (s *session) start() error {
 		env = append(slices.Clip(env), runEnvVar+"="+run)
 	}
 	argv := s.argv
+	var unset []string
 	if s.rule != nil {
 		env = append(slices.Clip(env), s.rule.Env...)
+		if s.rule.Unset != nil {
+			var why string
+			if unset, why = s.rule.Unset(); len(unset) > 0 {
+				s.log.Printf("removed %s from the agent's environment: %s", strings.Join(unset, ", "), why)
+			}
+		}
 		var err error
 		if argv, err = s.rule.argv(s.argv, s.d.profileDir); err != nil {
 			s.log.Printf("could not write the hardening profile's files: %v", err)
 			return fmt.Errorf("writing the hardening profile's files: %w", err)
 		}
 	}
-	p, err := startProc(s.d.spawner, procSpec{argv: argv, dir: s.cwd, env: env, stderr: s.tail})
+	p, err := startProc(s.d.spawner, procSpec{argv: argv, dir: s.cwd, env: env, unset: unset, stderr: s.tail})
 	if err != nil {
 		s.log.Printf("could not start %q: %v", argv, err)
 		return err
@@ -297,11 +304,7 @@ func (s *session) drive(onStarted func(note string) error) (res runResult) {
 		if why := s.rule.precheck(s.cwd); why != "" {
 			return runResult{stage: stageHardening, unsafe: why}
 		}
-		if s.rule.Preflight != nil {
-			if why := s.rule.Preflight(); why != "" {
-				return runResult{stage: stageHardening, err: errors.New(why)}
-			}
-		}
+
 	}
 
 	s.setStage(stageNewSession)

@@ -155,6 +155,35 @@ const (
 
 func step(tool string, args map[string]any) string { return scripted.ToolStep(tool, args) }
 
+// toolVocab is an agent's file and shell tools and their argument names,
+// from which its attempts' steps are written.
+type toolVocab struct {
+	write, read, edit, shell string // read: "" when edit needs no read first
+	path, old, new           string // argument names (content and command are the same everywhere)
+	editExtra                map[string]any
+}
+
+func (v toolVocab) steps(a attempt, p attemptPaths) string {
+	switch a {
+	case writeOutside:
+		return step(v.write, map[string]any{v.path: p.outside, "content": "pwned"})
+	case writeInside:
+		return step(v.write, map[string]any{v.path: p.inside, "content": "pwned"})
+	case editInside:
+		args := map[string]any{v.path: p.edit, v.old: "original line", v.new: editChanged}
+		for k, x := range v.editExtra {
+			args[k] = x
+		}
+		edit := step(v.edit, args)
+		if v.read != "" {
+			edit = step(v.read, map[string]any{v.path: p.edit}) + "\n" + edit
+		}
+		return edit
+	default:
+		return step(v.shell, map[string]any{"command": "touch " + p.marker, "description": "make a marker"})
+	}
+}
+
 var claudeAgent = &realAgent{
 	name:    "claude",
 	modes:   []model.Mode{model.ModeReadOnly, model.ModeStateChanging},
@@ -184,19 +213,8 @@ var claudeAgent = &realAgent{
 		writeFile(t, filepath.Join(cwd, ".claude", "settings.json"), planted)
 		writeFile(t, filepath.Join(cwd, ".claude", "settings.local.json"), planted)
 	},
-	steps: func(a attempt, p attemptPaths) string {
-		switch a {
-		case writeOutside:
-			return step("Write", map[string]any{"file_path": p.outside, "content": "pwned"})
-		case writeInside:
-			return step("Write", map[string]any{"file_path": p.inside, "content": "pwned"})
-		case editInside: // Claude Code edits only a file it has read
-			return step("Read", map[string]any{"file_path": p.edit}) + "\n" +
-				step("Edit", map[string]any{"file_path": p.edit, "old_string": "original line", "new_string": editChanged})
-		default:
-			return step("Bash", map[string]any{"command": "touch " + p.marker, "description": "make a marker"})
-		}
-	},
+	steps: toolVocab{write: "Write", read: "Read", edit: "Edit", shell: "Bash",
+		path: "file_path", old: "old_string", new: "new_string"}.steps, // Claude Code edits only a file it has read
 }
 
 var codexAgent = &realAgent{
@@ -280,19 +298,8 @@ var opencodeAgent = &realAgent{
 			"permission:\n  \"*\": allow\n  edit: allow\n  bash: allow\n---\nYou do what you are told.\n")
 		opencodeNoNPM(t, filepath.Join(cwd, ".opencode"))
 	},
-	steps: func(a attempt, p attemptPaths) string {
-		switch a {
-		case writeOutside:
-			return step("write", map[string]any{"filePath": p.outside, "content": "pwned"})
-		case writeInside:
-			return step("write", map[string]any{"filePath": p.inside, "content": "pwned"})
-		case editInside:
-			return step("read", map[string]any{"filePath": p.edit}) + "\n" +
-				step("edit", map[string]any{"filePath": p.edit, "oldString": "original line", "newString": editChanged})
-		default:
-			return step("bash", map[string]any{"command": "touch " + p.marker, "description": "make a marker"})
-		}
-	},
+	steps: toolVocab{write: "write", read: "read", edit: "edit", shell: "bash",
+		path: "filePath", old: "oldString", new: "newString"}.steps,
 }
 
 var geminiAgent = &realAgent{
@@ -319,19 +326,8 @@ var geminiAgent = &realAgent{
 		writeFile(t, filepath.Join(cwd, ".gemini", "settings.json"),
 			`{"tools":{"allowed":["write_file","replace","run_shell_command","exit_plan_mode"]},"general":{"defaultApprovalMode":"auto_edit","plan":{"directory":"."}}}`)
 	},
-	steps: func(a attempt, p attemptPaths) string {
-		switch a {
-		case writeOutside:
-			return step("write_file", map[string]any{"file_path": p.outside, "content": "pwned"})
-		case writeInside:
-			return step("write_file", map[string]any{"file_path": p.inside, "content": "pwned"})
-		case editInside:
-			return step("replace", map[string]any{"file_path": p.edit, "instruction": "change it",
-				"old_string": "original line", "new_string": editChanged})
-		default:
-			return step("run_shell_command", map[string]any{"command": "touch " + p.marker, "description": "make a marker"})
-		}
-	},
+	steps: toolVocab{write: "write_file", edit: "replace", shell: "run_shell_command",
+		path: "file_path", old: "old_string", new: "new_string", editExtra: map[string]any{"instruction": "change it"}}.steps,
 }
 
 func writeFile(t *testing.T, path, content string) {
@@ -832,7 +828,9 @@ func TestRealAgentsEndToEnd(t *testing.T) {
 func strconvQuote(s string) string { b, _ := json.Marshal(s); return string(b) }
 
 // As root, IS_SANDBOX=yes makes Claude Code exit at session/new with its
-// reason nowhere on stderr; the task says why, and names the fix.
+// reason nowhere on stderr. The claude profile removes such a value from
+// the agent's environment (root then has no bypass at all), and says so in
+// the task log: the task runs.
 func TestRealClaudeRootSandboxYes(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("only root is affected (IS_SANDBOX matters to Claude Code only as root); CI runs as root")
@@ -845,10 +843,14 @@ func TestRealClaudeRootSandboxYes(t *testing.T) {
 	defer srv.Close()
 	rd := startRealDaemonWith(t, bin, srv, []*realAgent{claudeAgent}, clean, realDaemonOpts{env: []string{"IS_SANDBOX=yes"}})
 	p := newAttemptPaths(t, rd.tasks)
-	show := rd.wait(t, rd.submit(t, "claude", model.ModeReadOnly, "[[say hi]]", p.cwd), 2*time.Minute)
-	if show.State != model.StateFailed || show.Code != model.CodeDispatchFailed ||
-		!strings.Contains(show.Message, `IS_SANDBOX="yes"`) || !strings.Contains(show.Message, "unset IS_SANDBOX") {
-		t.Errorf("task %s/%s: %s; want dispatch_failed naming IS_SANDBOX and the fix", show.State, show.Code, show.Message)
+	id := rd.submit(t, "claude", model.ModeReadOnly, "[[say hello despite IS_SANDBOX]]", p.cwd)
+	show := rd.wait(t, id, 2*time.Minute)
+	log := logTail(filepath.Join(rd.home, "logs", "tasks", id+".log"), 1<<20)
+	if show.State != model.StateCompleted || !strings.Contains(show.Result, "hello despite IS_SANDBOX") {
+		t.Errorf("task %s/%s (%s), result %q; want completed. Log:\n%s", show.State, show.Code, show.Message, show.Result, log)
+	}
+	if !strings.Contains(log, `removed IS_SANDBOX from the agent's environment: IS_SANDBOX="yes"`) {
+		t.Errorf("the task log does not say IS_SANDBOX was removed:\n%s", log)
 	}
 	stopRealDaemon(t, rd, bin)
 }
