@@ -18,7 +18,7 @@ import (
 )
 
 // Interop: the relay against the official SDKs, not our own fakes. The
-// Node project in interop/ (installed by scripts/test with `npm ci`) holds
+// Node project in interop/ (installed by scripts/test with `npm install`) holds
 // an MCP client on @modelcontextprotocol/sdk that drives `relay mcp`, and an
 // ACP agent on @agentclientprotocol/sdk 1.x (AgentSideConnection) that the
 // relay dispatches. Under CI these tests run, never skip; locally they skip
@@ -76,14 +76,14 @@ func requireInterop(t *testing.T) interopEnv {
 		}
 		b, err := os.ReadFile(filepath.Join(dir, "node_modules", filepath.FromSlash(dep), "package.json"))
 		if err != nil {
-			t.Fatalf("interop/node_modules is missing or incomplete (%s: %v): run ./scripts/test, which runs `npm ci` in interop/, or `cd interop && npm ci`", dep, err)
+			t.Fatalf("interop/node_modules is missing or incomplete (%s: %v): run ./scripts/test, which installs interop/, or `cd interop && npm install --no-save`", dep, err)
 		}
 		var got struct{ Version string }
 		if err := json.Unmarshal(b, &got); err != nil {
 			t.Fatalf("interop/node_modules/%s/package.json: %v", dep, err)
 		}
 		if got.Version != want {
-			t.Fatalf("interop/node_modules has %s %s, package.json pins %s: run `cd interop && npm ci` (./scripts/test does when package-lock.json is newer)", dep, got.Version, want)
+			t.Fatalf("interop/node_modules has %s %s, package.json pins %s: run `cd interop && npm install --no-save` (./scripts/test does when package-lock.json is newer)", dep, got.Version, want)
 		}
 	}
 	if v := pkg.Dependencies["@agentclientprotocol/sdk"]; !strings.HasPrefix(v, "1.") {

@@ -43,7 +43,7 @@ func requireRealAgents(t *testing.T) string {
 	for pkg, want := range realAgentPackages {
 		b, err := os.ReadFile(filepath.Join(dir, filepath.FromSlash(pkg), "package.json"))
 		if err != nil {
-			msg := fmt.Sprintf("the real agents are not installed (%s: %v): run ./scripts/test, which runs `npm ci` in interop/", pkg, err)
+			msg := fmt.Sprintf("the real agents are not installed (%s: %v): run ./scripts/test, which installs interop/", pkg, err)
 			if inCI() {
 				t.Fatal("CI=true: " + msg)
 			}
@@ -54,7 +54,7 @@ func requireRealAgents(t *testing.T) string {
 			t.Fatalf("%s/package.json: %v", pkg, err)
 		}
 		if got.Version != want {
-			t.Fatalf("interop/node_modules has %s %s, the tests pin %s: run `cd interop && npm ci`", pkg, got.Version, want)
+			t.Fatalf("interop/node_modules has %s %s, the tests pin %s: run `cd interop && npm install --no-save`", pkg, got.Version, want)
 		}
 	}
 	return filepath.Join(dir, ".bin")
@@ -745,7 +745,8 @@ func TestRealAgentsEndToEnd(t *testing.T) {
 	}
 	out, _, code := cli(t, rd.home, "tasks", "show", deniedID)
 	for _, want := range []string{"denied    1 permission request(s), every one refused by the relay", "tool      ",
-		"session   mode default", "agent log " + filepath.Join(rd.home, "logs", "tasks", deniedID+".log")} {
+		"session   mode default", "setup     session mode \"default\"; hardening profile claude-agent-acp (verified on 0.23.1",
+		"agent log " + filepath.Join(rd.home, "logs", "tasks", deniedID+".log")} {
 		if code != 0 || !strings.Contains(out, want) {
 			t.Errorf("relay tasks show (exit %d) lacks %q:\n%s", code, want, out)
 		}

@@ -81,7 +81,18 @@ func runTasksShow(ctx context.Context, e *env, args []string) error {
 	if d.SessionMode != "" {
 		fmt.Fprintf(w, "session   mode %s\n", oneLine(d.SessionMode, 60))
 	}
-	fmt.Fprintf(w, "denied    %d permission request(s), every one refused by the relay\n", d.DeniedPermissions)
+	for _, ev := range d.Events {
+		if ev.To == model.StateWorking && ev.Message != "" {
+			// How the session was set up: its mode, the hardening profile
+			// and the adapter version (cut in the timeline below).
+			fmt.Fprintf(w, "setup     %s\n", oneLine(ev.Message, 600))
+		}
+	}
+	if d.DeniedPermissions == 0 {
+		fmt.Fprintln(w, "denied    none: no permission request reached the relay")
+	} else {
+		fmt.Fprintf(w, "denied    %d permission request(s), every one refused by the relay\n", d.DeniedPermissions)
+	}
 	for _, tc := range d.ToolCalls {
 		fmt.Fprintf(w, "tool      %s [%s] %s\n", oneLine(tc.Title, 160), oneLine(tc.Kind, 20), oneLine(tc.Status, 20))
 	}
