@@ -74,6 +74,11 @@ type Rule struct {
 	// pattern starting with "{cwd}/" is tried in the task's cwd and in
 	// every directory above it.
 	RefuseIfExists []string
+	// Preapprove, when set, returns session/new's _meta with the tools of
+	// the MCP servers the relay passes (from config, for state_changing
+	// tasks) pre-approved: they are the guarded way to change state, and
+	// would otherwise ask and be denied like any other write.
+	Preapprove func(meta map[string]any, servers []string) map[string]any
 	// Unset, when set, returns the variables to remove from the agent's
 	// environment and why (an inherited value that would break or weaken
 	// the session).

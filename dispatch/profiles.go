@@ -2,6 +2,7 @@ package dispatch
 
 import (
 	"fmt"
+	"maps"
 	"os"
 
 	acp "github.com/coder/acp-go-sdk"
@@ -53,6 +54,21 @@ func claudeOptions(tools, disallowed []string) map[string]any {
 	}}}
 }
 
+// claudePreapprove adds the relay's MCP servers to allowedTools
+// ("mcp__NAME" allows every tool of server NAME), the one SDK option the
+// adapter passes on untouched.
+func claudePreapprove(meta map[string]any, servers []string) map[string]any {
+	cc, _ := meta["claudeCode"].(map[string]any)
+	opts, _ := cc["options"].(map[string]any)
+	allowed := make([]string, 0, len(servers))
+	for _, n := range servers {
+		allowed = append(allowed, "mcp__"+n)
+	}
+	out := maps.Clone(opts)
+	out["allowedTools"] = allowed
+	return map[string]any{"claudeCode": map[string]any{"options": out}}
+}
+
 func concat(lists ...[]string) []string {
 	var out []string
 	for _, l := range lists {
@@ -90,6 +106,7 @@ var claudeProfile = &Profile{
 		},
 		model.ModeStateChanging: {
 			Meta:        claudeOptions(claudeStateChangingTools, claudeNeverTools),
+			Preapprove:  claudePreapprove,
 			Unset:       claudeRootSandbox,
 			SetMode:     "default",
 			AcceptModes: []acp.SessionModeId{"default"},

@@ -311,6 +311,13 @@ func (s *session) drive(onStarted func(note string) error) (res runResult) {
 	req := acp.NewSessionRequest{Cwd: s.cwd, McpServers: s.mcpServers()}
 	if s.rule != nil && s.rule.Meta != nil {
 		req.Meta = s.rule.Meta
+		if s.rule.Preapprove != nil && len(req.McpServers) > 0 {
+			var names []string
+			for _, m := range req.McpServers {
+				names = append(names, m.Stdio.Name)
+			}
+			req.Meta = s.rule.Preapprove(req.Meta, names)
+		}
 	}
 	ns, err := s.conn.NewSession(ctx, req)
 	if err != nil {

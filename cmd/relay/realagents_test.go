@@ -714,7 +714,11 @@ func TestRealAgentsEndToEnd(t *testing.T) {
 	}
 	denied := newAttemptPaths(t, rd.tasks)
 	deniedTag := nonce("claude")
-	deniedID := rd.submit(t, "claude", model.ModeStateChanging, deniedTag+" "+claudeAgent.steps(writeInside, denied), denied.cwd)
+	// A state_changing claude task: its Write asks and is denied; the
+	// configured MCP server's tools (the guarded way to change state) are
+	// pre-approved, so its call runs without a request.
+	deniedID := rd.submit(t, "claude", model.ModeStateChanging, deniedTag+" "+claudeAgent.steps(writeInside, denied)+
+		" "+step("mcp__hai__list_agents", map[string]any{}), denied.cwd)
 	for name, id := range ids {
 		show := rd.wait(t, id, 4*time.Minute)
 		if show.State != model.StateCompleted || !strings.Contains(show.Result, "hello from the scripted model to "+name) {
@@ -739,6 +743,9 @@ func TestRealAgentsEndToEnd(t *testing.T) {
 	// The configured MCP server reached the state_changing session only.
 	if tools := toolsFor(srv, deniedTag); !slices.Contains(tools, "mcp__hai__list_agents") {
 		t.Errorf("claude state_changing was offered %v, want the configured server's mcp__hai__list_agents", tools)
+	}
+	if res := resultsFor(srv, deniedTag); len(res) != 2 || !strings.Contains(res[1], "claude-agent-acp") {
+		t.Errorf("claude state_changing: the pre-approved MCP call did not run: results %q", res)
 	}
 	if tools := toolsFor(srv, tags["claude"]); len(tools) == 0 || slices.ContainsFunc(tools, func(s string) bool { return strings.HasPrefix(s, "mcp__") }) {
 		t.Errorf("claude read_only was offered %v: want tools, and no MCP server", tools)
