@@ -60,6 +60,20 @@ func requireRealAgents(t *testing.T) string {
 	return filepath.Join(dir, ".bin")
 }
 
+// startScripted starts the scripted model server for a test.
+func startScripted(t *testing.T) *scripted.Server {
+	t.Helper()
+	srv, err := scripted.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Close() })
+	return srv
+}
+
+// allRealAgents are the agents with a verified profile.
+var allRealAgents = []*realAgent{claudeAgent, codexAgent, geminiAgent, opencodeAgent}
+
 // attempt is one thing a delegated task's model tries to do on the host.
 type attempt string
 
@@ -562,13 +576,8 @@ func stopRealDaemon(t *testing.T, rd *realDaemon, bin string) {
 // every permission request that reaches the relay is denied and audited;
 // the model really made each attempt (the scripted server saw the calls).
 func TestRealAgentsHoldDenyAll(t *testing.T) {
-	bin := requireRealAgents(t)
-	srv, err := scripted.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
-	all := []*realAgent{claudeAgent, codexAgent, geminiAgent, opencodeAgent}
+	bin, srv := requireRealAgents(t), startScripted(t)
+	all := allRealAgents
 	for _, c := range []struct {
 		sc     scenario
 		agents []*realAgent
@@ -688,13 +697,8 @@ func TestRealAgentsHoldDenyAll(t *testing.T) {
 // show explains the denials; and the two settings no profile can make
 // safe end in agent_unsafe_mode before the agent runs a thing.
 func TestRealAgentsEndToEnd(t *testing.T) {
-	bin := requireRealAgents(t)
-	srv, err := scripted.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
-	all := []*realAgent{claudeAgent, codexAgent, geminiAgent, opencodeAgent}
+	bin, srv := requireRealAgents(t), startScripted(t)
+	all := allRealAgents
 	// claude's state_changing tasks get one MCP server from config: the
 	// relay's own facade.
 	rd := startRealDaemonWith(t, bin, srv, all, clean, realDaemonOpts{config: func(agent, home string) string {
@@ -843,12 +847,7 @@ func TestRealClaudeRootSandboxYes(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("only root is affected (IS_SANDBOX matters to Claude Code only as root); CI runs as root")
 	}
-	bin := requireRealAgents(t)
-	srv, err := scripted.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
+	bin, srv := requireRealAgents(t), startScripted(t)
 	rd := startRealDaemonWith(t, bin, srv, []*realAgent{claudeAgent}, clean, realDaemonOpts{env: []string{"IS_SANDBOX=yes"}})
 	p := newAttemptPaths(t, rd.tasks)
 	id := rd.submit(t, "claude", model.ModeReadOnly, "[[say hello despite IS_SANDBOX]]", p.cwd)
