@@ -56,10 +56,21 @@ type Engine struct {
 	mu    sync.Mutex
 	locks map[string]*taskLock
 
+	// admit guards authorizations against a stop: an authorize transition
+	// holds it for reading from its compare-and-set write to the end of
+	// its dispatch; Quiesce takes it for writing to set stopping, so once
+	// Quiesce returns no task is being or will be authorized.
+	admit    sync.RWMutex
+	stopping bool
+
 	bg       sync.WaitGroup
 	stopOnce sync.Once
 	stopped  chan struct{}
 }
+
+// errStopping abandons an evaluation whose gates passed after Quiesce: the
+// task is not authorized and stays submitted.
+var errStopping = errors.New("the engine is stopping; the task stays submitted")
 
 type taskLock struct {
 	mu   sync.Mutex
@@ -158,9 +169,31 @@ func (e *Engine) all(ctx context.Context, f model.TaskFilter) ([]model.Task, err
 	}
 }
 
-// Stop waits for background evaluations to finish. It is idempotent.
-func (e *Engine) Stop(ctx context.Context) error {
+// Quiesce stops the engine from authorizing anything: after it returns, no
+// task is authorized (so none is dispatched); tasks waiting for a slot, and
+// those whose gates are still being evaluated, stay submitted and are
+// evaluated again by the next Start. A transition already authorizing
+// finishes its dispatch first. Everything else (a run's reports, cancels)
+// goes on. The daemon calls it before stopping the dispatcher, so a slot
+// freed by a stopped run is not handed to a queued task that would then
+// fail for want of a dispatcher. It is idempotent; Stop implies it.
+func (e *Engine) Quiesce() {
+	e.admit.Lock()
+	e.stopping = true
+	e.admit.Unlock()
 	e.stopOnce.Do(func() { close(e.stopped) })
+}
+
+func (e *Engine) quiescing() bool {
+	e.admit.RLock()
+	defer e.admit.RUnlock()
+	return e.stopping
+}
+
+// Stop quiesces the engine and waits for background evaluations to finish.
+// It is idempotent.
+func (e *Engine) Stop(ctx context.Context) error {
+	e.Quiesce()
 	done := make(chan struct{})
 	go func() { e.bg.Wait(); close(done) }()
 	select {
@@ -306,7 +339,7 @@ func CheckArtifacts(as []model.Artifact) error {
 // tryEvaluate evaluates a submitted task's gates when a dispatch slot is
 // free; otherwise the task waits in submitted until one frees.
 func (e *Engine) tryEvaluate(ctx context.Context, id string) (model.Task, error) {
-	if !e.slots.acquire(id) {
+	if e.quiescing() || !e.slots.acquire(id) {
 		return e.store.GetTask(ctx, id)
 	}
 	unlock := e.lock(id)
@@ -336,6 +369,9 @@ func (e *Engine) evaluateLocked(ctx context.Context, t model.Task) (model.Task, 
 	err := o.fire(ctx)
 	var unmet *UnmetGatesError
 	switch {
+	case errors.Is(err, errStopping):
+		e.abandoned(ctx, t, o.eval)
+		return t, nil
 	case errors.As(err, &unmet):
 		v := unmet.Failed
 		trig := model.TriggerReject
@@ -365,6 +401,25 @@ func (e *Engine) evaluateLocked(ctx context.Context, t model.Task) (model.Task, 
 		return o3.task, nil
 	}
 	return o.task, nil
+}
+
+// abandoned records an evaluation whose gates all passed but that the stop
+// kept from authorizing. Its verdicts belong to no transition, so none is
+// stored with the task (the next Start evaluates every gate again and
+// stores those); one audit row says the gates were consulted and why
+// nothing followed — the authority adapter may have logged an answer that
+// led to no authorization.
+func (e *Engine) abandoned(ctx context.Context, t model.Task, ev *evaluation) {
+	var gs []string
+	for _, v := range ev.verdicts {
+		gs = append(gs, string(v.Gate))
+	}
+	data := map[string]string{"reason": "the daemon is stopping", "gates_passed": strings.Join(gs, ",")}
+	if err := e.store.Audit(context.WithoutCancel(ctx), model.AuditEvent{At: e.now(), Kind: "task.evaluation_abandoned",
+		Actor: model.RelayAgent, TaskID: t.ID, Data: data}); err != nil {
+		e.log.Warn("audit abandoned evaluation", "task_id", t.ID, "err", err)
+	}
+	e.log.Info("evaluation abandoned: the daemon is stopping; the task stays submitted", "task_id", t.ID)
 }
 
 // outcome is the state a failing gate's code leads to; a code the catalogue

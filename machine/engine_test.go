@@ -2,6 +2,7 @@ package machine_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"strings"
@@ -493,5 +494,115 @@ func TestNotifySubmitterAtEveryEnd(t *testing.T) {
 	if task.State != model.StateBlocked || len(got) != 1 ||
 		got[0].Body != "task "+task.ID+" blocked (authority_not_configured): "+task.Message {
 		t.Errorf("blocked task %+v, notices %+v", task, got)
+	}
+}
+
+// blockingAuthority allows every task, but only once release is closed;
+// consulted is signalled at each call.
+type blockingAuthority struct {
+	consulted chan struct{}
+	release   chan struct{}
+}
+
+func (a *blockingAuthority) Consult(ctx context.Context, _ model.AuthorityRequest) (model.AuthorityAnswer, error) {
+	a.consulted <- struct{}{}
+	<-a.release
+	return model.AuthorityAnswer{Allow: true, Assurance: model.AssuranceGuarded}, nil
+}
+
+// Once the engine quiesces (the daemon is stopping), a slot freed by a
+// run that ends does not authorize the next queued task: it stays
+// submitted, untouched, and the next engine on the store runs it.
+func TestQuiesceKeepsQueuedTasksSubmitted(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, machine.Options{Authority: &allowAuthority{}, MaxDispatch: 1})
+	ctx := context.Background()
+	first := r.submit(t, model.SubmitRequest{})
+	queued := r.submit(t, model.SubmitRequest{})
+	if first.State != model.StateAuthorized || queued.State != model.StateSubmitted {
+		t.Fatalf("before the stop: %s, %s", first.State, queued.State)
+	}
+	r.eng.Quiesce()
+	// The running task ends (as a stopped run reports): its slot frees.
+	if _, err := r.eng.Fire(ctx, first.ID, model.StateAuthorized, model.TriggerFail,
+		machine.FireOptions{Code: model.CodeDispatchInterrupted, Actor: model.RelayAgent}); err != nil {
+		t.Fatal(err)
+	}
+	// An operator's authorize is refused the same way: it stays submitted.
+	if got, err := r.eng.Fire(ctx, queued.ID, model.StateSubmitted, model.TriggerAuthorize, machine.FireOptions{}); err != nil || got.State != model.StateSubmitted {
+		t.Fatalf("authorize while quiesced: %s, %v", got.State, err)
+	}
+	ctx2, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := r.eng.Stop(ctx2); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := r.eng.Get(ctx, queued.ID)
+	evs, _ := r.db.TaskEvents(ctx, queued.ID)
+	vs, _ := r.db.TaskVerdicts(ctx, queued.ID)
+	if got.State != model.StateSubmitted || len(vs) != 0 || len(evs) > 1 || r.disp.total() != 1 {
+		t.Fatalf("queued task after the stop: %s, %d events, %d verdicts; %d dispatches, want submitted, untouched, 1",
+			got.State, len(evs), len(vs), r.disp.total())
+	}
+
+	// The next daemon's engine resumes it.
+	next := machine.New(machine.Options{Store: r.db, Dispatcher: r.disp, Registry: healthyRegistry(), Authority: &allowAuthority{}, MaxDispatch: 1})
+	t.Cleanup(func() { _ = next.Stop(context.Background()) })
+	if err := next.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "queued task authorized by the next engine", func() bool {
+		got, _ := next.Get(ctx, queued.ID)
+		return got.State == model.StateAuthorized
+	})
+}
+
+// An evaluation still in its gates when the engine quiesces is abandoned:
+// Quiesce does not wait for the authority, nothing is authorized or
+// dispatched, no verdict or event is stored with the task (the next
+// evaluation stores its own), and one audit row records the abandoned
+// evaluation; the chain verifies.
+func TestQuiesceAbandonsAnEvaluationInItsGates(t *testing.T) {
+	t.Parallel()
+	auth := &blockingAuthority{consulted: make(chan struct{}, 1), release: make(chan struct{})}
+	r := newRig(t, machine.Options{Authority: auth})
+	ctx := context.Background()
+	type res struct {
+		task model.Task
+		err  error
+	}
+	done := make(chan res, 1)
+	go func() {
+		task, _, err := r.eng.Submit(ctx, "codex", model.SubmitRequest{Target: "claude", Prompt: "p",
+			MissionID: "M-1", LeaseID: "S-1", Cwd: r.cwd})
+		done <- res{task, err}
+	}()
+	<-auth.consulted
+	r.eng.Quiesce() // returns while the authority is still deciding
+	close(auth.release)
+	got := <-done
+	if got.err != nil || got.task.State != model.StateSubmitted {
+		t.Fatalf("submit during the stop: %s, %v; want submitted, no error", got.task.State, got.err)
+	}
+	evs, _ := r.db.TaskEvents(ctx, got.task.ID)
+	vs, _ := r.db.TaskVerdicts(ctx, got.task.ID)
+	if r.disp.total() != 0 || len(vs) != 0 || len(evs) > 1 {
+		t.Fatalf("%d dispatches, %d verdicts, %d events; want none", r.disp.total(), len(vs), len(evs))
+	}
+	db, err := sql.Open("sqlite", "file:"+r.db.Path()+"?mode=ro")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var n int
+	var data string
+	if err := db.QueryRow(`SELECT count(*), coalesce(max(data), '') FROM audit_log WHERE kind = 'task.evaluation_abandoned' AND task_id = ?`, got.task.ID).Scan(&n, &data); err != nil {
+		t.Fatal(err)
+	}
+	if n != 1 || !strings.Contains(data, "authority") {
+		t.Fatalf("%d task.evaluation_abandoned rows (%s), want 1 naming the gates passed", n, data)
+	}
+	if rep, err := r.db.VerifyAudit(ctx); err != nil || !rep.OK {
+		t.Fatalf("audit verify: %+v %v", rep, err)
 	}
 }

@@ -28,6 +28,9 @@ type op struct {
 	// authorized ran; the engine fails the task with dispatch_failed on it.
 	dispatchErr error
 	dispatched  bool
+	// admitted: mutate took e.admit for reading (an authorize write); fire
+	// releases it once the entry action (the dispatch) has run.
+	admitted bool
 }
 
 type opKey struct{}
@@ -43,6 +46,14 @@ func (o *op) access(context.Context) (stateless.State, error) { return o.task.St
 
 func (o *op) mutate(ctx context.Context, s stateless.State) error {
 	to := s.(model.State)
+	if o.trigger == model.TriggerAuthorize && !o.admitted {
+		o.e.admit.RLock()
+		if o.e.stopping {
+			o.e.admit.RUnlock()
+			return errStopping
+		}
+		o.admitted = true
+	}
 	verdicts := o.verdicts
 	if o.eval != nil && to == model.StateAuthorized {
 		verdicts = o.eval.verdicts
@@ -70,6 +81,12 @@ func (o *op) mutate(ctx context.Context, s stateless.State) error {
 // fire runs the op's trigger through a freshly built machine. The caller
 // holds the task's lock.
 func (o *op) fire(ctx context.Context) error {
+	defer func() {
+		if o.admitted {
+			o.admitted = false
+			o.e.admit.RUnlock()
+		}
+	}()
 	return build(o.access, o.mutate).FireCtx(withOp(ctx, o), o.trigger)
 }
 

@@ -145,8 +145,12 @@ func (d *daemon) run(ctx context.Context) (err error) {
 	case err = <-served:
 		d.log.Error("socket server stopped", "err", err)
 	}
-	// Graceful stop: no new connections, in-flight requests finish, then
-	// agents are stopped (their tasks recover as dispatch_interrupted).
+	// Graceful stop: nothing more is authorized (queued tasks, and those
+	// still in their gates, stay submitted and run after the restart; a
+	// slot freed by a stopped run is not handed on), no new connections,
+	// in-flight requests finish, then running agents are stopped (their
+	// tasks fail dispatch_interrupted).
+	eng.Quiesce()
 	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
 	defer cancel()
 	if serr := srv.Shutdown(stopCtx); serr != nil {
