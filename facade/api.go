@@ -68,6 +68,12 @@ type ServerOptions struct {
 	OnRefused func(ctx context.Context, uid, pid int)
 	// MaxBody bounds a request body; 0 means DefaultMaxBody.
 	MaxBody int64
+	// RefusalBurst and RefusalEvery bound the log lines of refused
+	// requests per agent (a token bucket); zero means the defaults.
+	RefusalBurst int
+	RefusalEvery time.Duration
+	// Clock is the budget's clock (default time.Now).
+	Clock func() time.Time
 	// Per-connection deadlines; zero means the Default… constants. They
 	// keep a client that sends one byte a second, or never reads, from
 	// holding the daemon.
@@ -86,6 +92,8 @@ type Server struct {
 	log *slog.Logger
 	mux *http.ServeMux
 	hs  *http.Server
+
+	refusals *refusalBudget
 
 	connMu  sync.Mutex
 	conns   map[*apiPeerConn]struct{} // accepted, not yet closed
@@ -116,7 +124,13 @@ func NewServer(svc model.Service, o ServerOptions) *Server {
 	def(&o.WriteTimeout, DefaultWriteTimeout)
 	def(&o.IdleTimeout, DefaultIdleTimeout)
 
-	s := &Server{svc: svc, o: o, log: o.Logger, mux: http.NewServeMux(), conns: map[*apiPeerConn]struct{}{}}
+	if o.RefusalBurst <= 0 {
+		o.RefusalBurst = RefusalBurst
+	}
+	def(&o.RefusalEvery, RefusalEvery)
+
+	s := &Server{svc: svc, o: o, log: o.Logger, mux: http.NewServeMux(), conns: map[*apiPeerConn]struct{}{},
+		refusals: newRefusalBudget(o.RefusalBurst, o.RefusalEvery, o.Clock)}
 	s.routes()
 	s.hs = &http.Server{
 		Handler:           s,
@@ -542,13 +556,43 @@ func (s *Server) writeErrorStatus(w http.ResponseWriter, r *http.Request, status
 		pub.Hint = spec.Hint(pub.Code)
 	}
 	// Log once, here, at the top: the full internal error for failures of
-	// the daemon, a debug line for refused requests.
+	// the daemon, a debug line for refused requests. Every logged value is
+	// bounded (pub is; the path and the internal error are clipped), and
+	// refused requests are logged within a budget per agent.
+	path := model.Clip(r.URL.Path, 256)
 	if status >= 500 {
-		s.log.Error("api request failed", "method", r.Method, "path", r.URL.Path, "code", pub.Code, "err", err)
+		s.log.Error("api request failed", "method", r.Method, "path", path, "code", pub.Code,
+			"err", model.Clip(err.Error(), 2*model.MaxErrorText))
 	} else {
-		s.log.Debug("api request refused", "method", r.Method, "path", r.URL.Path, "code", pub.Code, "err", err)
+		s.logRefusal(r, path, pub, err)
 	}
 	s.writeJSON(w, r, status, pub)
+}
+
+// logRefusal logs a refused request within its agent's budget: past it, one
+// line says that the agent's refusals are no longer logged, and the next
+// logged one says how many were not.
+func (s *Server) logRefusal(r *http.Request, path string, pub *model.Error, err error) {
+	agent := r.Header.Get(AgentHeader)
+	switch {
+	case agent == "":
+		agent = "(operator)"
+	case !spec.ValidAgentName(agent):
+		agent = "(invalid name)"
+	}
+	ok, suppressed, first := s.refusals.take(agent)
+	if !ok {
+		if first {
+			s.log.Warn("api refusals suppressed: this agent's refused requests are not logged for a while",
+				"agent", agent, "every", s.o.RefusalEvery)
+		}
+		return
+	}
+	if suppressed > 0 {
+		s.log.Warn("api refusals suppressed: resumed logging", "agent", agent, "suppressed", suppressed)
+	}
+	s.log.Debug("api request refused", "method", r.Method, "path", path, "agent", agent,
+		"code", pub.Code, "err", model.Clip(err.Error(), model.MaxErrorText))
 }
 
 func (s *Server) writeJSON(w http.ResponseWriter, r *http.Request, status int, v any) {

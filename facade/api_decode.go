@@ -129,7 +129,7 @@ func apiJSONError(err error) error {
 		if field == "" {
 			field = "(body)"
 		}
-		return apiInvalid("field %q must be %s, not a JSON %s", field, apiTypeName(typeErr.Type.String()), typeErr.Value)
+		return apiInvalid("field %q must be %s, not a JSON %s", apiClip(field, 64), apiTypeName(typeErr.Type.String()), typeErr.Value)
 	case errors.As(err, &syntaxErr):
 		return apiInvalid("the request body is not valid JSON (offset %d): %s", syntaxErr.Offset, strings.TrimPrefix(syntaxErr.Error(), "json: "))
 	case errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):

@@ -283,7 +283,7 @@ func mcpArtifact(v any) (model.Artifact, error) {
 	slices.Sort(keys)
 	for _, k := range keys {
 		if !slices.Contains(mcpArtifactKeys, k) {
-			return model.Artifact{}, fmt.Errorf(" has unknown key %q (allowed: uri, media_type, name; artifacts are references, never content)", k)
+			return model.Artifact{}, fmt.Errorf(" has unknown key %q (allowed: uri, media_type, name; artifacts are references, never content)", apiClip(k, 64))
 		}
 	}
 	var a model.Artifact
@@ -349,7 +349,7 @@ func mcpDecodeObject(raw []byte) ([]string, map[string]json.RawMessage, error) {
 			return nil, nil, fmt.Errorf("arguments are not valid JSON: %v", err)
 		}
 		if _, dup := vals[k]; dup {
-			return nil, nil, fmt.Errorf("argument %q is given twice", k)
+			return nil, nil, fmt.Errorf("argument %q is given twice", apiClip(k, 64))
 		}
 		keys = append(keys, k)
 		vals[k] = v

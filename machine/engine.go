@@ -259,13 +259,13 @@ func (e *Engine) validate(caller string, r *model.SubmitRequest) error {
 		return invalidArgs("target is required")
 	}
 	if !e.registry.Known(r.Target) {
-		return model.Errorf(model.CodeUnknownAgent, "no agent named %q", r.Target).WithHint(spec.Hint(model.CodeUnknownAgent))
+		return model.Errorf(model.CodeUnknownAgent, "no agent named %q", model.Echo(r.Target)).WithHint(spec.Hint(model.CodeUnknownAgent))
 	}
 	if r.Mode == "" {
 		r.Mode = model.ModeReadOnly
 	}
 	if !r.Mode.Valid() {
-		return invalidArgs(fmt.Sprintf("mode %q is not read_only or state_changing", r.Mode))
+		return invalidArgs(fmt.Sprintf("mode %q is not read_only or state_changing", model.Echo(string(r.Mode))))
 	}
 	if r.Prompt == "" {
 		return invalidArgs("prompt is required")
@@ -290,7 +290,7 @@ func invalidArgs(msg string) *model.Error {
 // CheckCwd requires an absolute, clean path to an existing directory.
 func CheckCwd(cwd string) error {
 	bad := func(why string) error {
-		return model.Errorf(model.CodeInvalidCwd, "cwd %q %s", cwd, why).WithHint(spec.Hint(model.CodeInvalidCwd))
+		return model.Errorf(model.CodeInvalidCwd, "cwd %q %s", model.Echo(cwd), why).WithHint(spec.Hint(model.CodeInvalidCwd))
 	}
 	if cwd == "" {
 		return bad("is empty")
@@ -327,7 +327,7 @@ func CheckArtifacts(as []model.Artifact) error {
 		}
 		u, err := url.Parse(a.URI)
 		if a.URI == "" || err != nil || u.Scheme == "" {
-			return invalidArgs(fmt.Sprintf("artifacts[%d].uri %q is not an absolute URI", i, a.URI))
+			return invalidArgs(fmt.Sprintf("artifacts[%d].uri %q is not an absolute URI", i, model.Echo(a.URI)))
 		}
 		if strings.EqualFold(u.Scheme, "data") {
 			return invalidArgs(fmt.Sprintf("artifacts[%d].uri is a data: URI; artifacts are references, never content", i))
@@ -433,7 +433,7 @@ func outcome(c model.Code) model.State {
 
 func staleErr(id string, want, got model.State) error {
 	return &model.Error{Code: model.CodeStaleState, Err: model.ErrStaleState,
-		Message: fmt.Sprintf("task %s is %s, not %s", id, got, want), Hint: spec.Hint(model.CodeStaleState)}
+		Message: fmt.Sprintf("task %s is %s, not %s", model.Echo(id), got, want), Hint: spec.Hint(model.CodeStaleState)}
 }
 
 // FireOptions carry what a transition records besides its states.
@@ -491,7 +491,7 @@ func (e *Engine) Cancel(ctx context.Context, id string, code model.Code, actor s
 			return t, err
 		}
 		if t.State.Terminal() {
-			return t, model.Errorf(model.CodeTaskNotCancelable, "task %s is already %s", id, t.State).
+			return t, model.Errorf(model.CodeTaskNotCancelable, "task %s is already %s", model.Echo(id), t.State).
 				WithHint(spec.Hint(model.CodeTaskNotCancelable))
 		}
 		msg := "canceled by " + actor

@@ -66,7 +66,7 @@ func limitOf(n int) (int, error) {
 }
 
 func notFound(what, id string) *model.Error {
-	return model.Errorf(model.CodeNotFound, "no %s %q", what, id).WithHint(spec.Hint(model.CodeNotFound))
+	return model.Errorf(model.CodeNotFound, "no %s %q", what, model.Echo(id)).WithHint(spec.Hint(model.CodeNotFound))
 }
 
 // checkRecipient validates a message's recipient for sender caller.
@@ -75,7 +75,7 @@ func (s *Service) checkRecipient(caller, to string) error {
 	case to == "":
 		return invalidArgs("to is required")
 	case to == "*" || strings.EqualFold(to, "all") || strings.ContainsAny(to, ",; "):
-		return model.Errorf(model.CodeBroadcastNotSupported, "to %q names more than one agent", to).
+		return model.Errorf(model.CodeBroadcastNotSupported, "to %q names more than one agent", model.Echo(to)).
 			WithHint(spec.Hint(model.CodeBroadcastNotSupported))
 	case to == caller:
 		return model.Errorf(model.CodeInvalidRecipient, "you are %s; a message to yourself is refused", caller).
@@ -85,7 +85,7 @@ func (s *Service) checkRecipient(caller, to string) error {
 			WithHint(spec.Hint(model.CodeInvalidRecipient))
 	}
 	if !s.o.Registry.Known(to) {
-		return model.Errorf(model.CodeUnknownAgent, "no agent named %q", to).WithHint(spec.Hint(model.CodeUnknownAgent))
+		return model.Errorf(model.CodeUnknownAgent, "no agent named %q", model.Echo(to)).WithHint(spec.Hint(model.CodeUnknownAgent))
 	}
 	return nil
 }
@@ -198,7 +198,7 @@ func (s *Service) ListTasks(ctx context.Context, caller string, state model.Stat
 		return nil, err
 	}
 	if state != "" && !state.Valid() {
-		return nil, invalidArgs(fmt.Sprintf("state %q is not a task state", state))
+		return nil, invalidArgs(fmt.Sprintf("state %q is not a task state", model.Echo(string(state))))
 	}
 	ts, err := s.o.Store.ListTasks(ctx, model.TaskFilter{Visible: caller, State: state, Limit: n})
 	if ts == nil && err == nil {
@@ -238,7 +238,7 @@ func (s *Service) Tasks(ctx context.Context, f model.TaskFilter) ([]model.Task, 
 		return nil, err
 	}
 	if f.State != "" && !f.State.Valid() {
-		return nil, invalidArgs(fmt.Sprintf("state %q is not a task state", f.State))
+		return nil, invalidArgs(fmt.Sprintf("state %q is not a task state", model.Echo(string(f.State))))
 	}
 	f.Limit = n
 	ts, err := s.o.Store.ListTasks(ctx, f)
@@ -298,7 +298,7 @@ func (s *Service) Agents(ctx context.Context) ([]model.AgentInfo, error) {
 // ProbeAgent runs a live probe of an agent.
 func (s *Service) ProbeAgent(ctx context.Context, name string, timeout time.Duration) (model.AgentInfo, error) {
 	if !s.o.Registry.Known(name) {
-		return model.AgentInfo{}, model.Errorf(model.CodeUnknownAgent, "no agent named %q", name).WithHint(spec.Hint(model.CodeUnknownAgent))
+		return model.AgentInfo{}, model.Errorf(model.CodeUnknownAgent, "no agent named %q", model.Echo(name)).WithHint(spec.Hint(model.CodeUnknownAgent))
 	}
 	if s.o.Probe == nil {
 		return model.AgentInfo{}, model.Errorf(model.CodeInternal, "this relay has no dispatcher to probe with")

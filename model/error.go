@@ -117,9 +117,12 @@ func (e *Error) Error() string {
 // Unwrap returns the wrapped internal error.
 func (e *Error) Unwrap() error { return e.Err }
 
-// Errorf builds an *Error with a code and a formatted message.
+// Errorf builds an *Error with a code and a formatted message. Every
+// string argument longer than ErrorArgBytes is clipped (see Clip): a
+// message names what was wrong, it never carries a caller's input back
+// whole. Call sites quoting a request value clip it further with Echo.
 func Errorf(code Code, format string, args ...any) *Error {
-	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
+	return &Error{Code: code, Message: fmt.Sprintf(format, echoArgs(args)...)}
 }
 
 // WithHint returns e with its hint set.
@@ -138,13 +141,13 @@ func ErrorCode(err error) Code {
 	return CodeInternal
 }
 
-// Public returns the caller-safe form of err: its code, message and hint.
-// An error without a code becomes a generic internal error so that nothing
-// internal leaks.
+// Public returns the caller-safe form of err: its code, message and hint,
+// each at most MaxErrorText bytes (clipped as Clip does). An error without
+// a code becomes a generic internal error so that nothing internal leaks.
 func Public(err error) *Error {
 	var e *Error
 	if errors.As(err, &e) && e != nil {
-		return &Error{Code: e.Code, Message: e.Message, Hint: e.Hint}
+		return &Error{Code: e.Code, Message: Clip(e.Message, MaxErrorText), Hint: Clip(e.Hint, MaxErrorText)}
 	}
 	return &Error{Code: CodeInternal, Message: "internal error", Hint: "see the daemon log for details"}
 }

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/hai-relay/relay/model"
 )
@@ -330,5 +331,31 @@ func TestPublic(t *testing.T) {
 	b, _ := json.Marshal(p)
 	if strings.Contains(string(b), "secret") {
 		t.Errorf("Public's JSON leaks the internal error: %s", b)
+	}
+}
+
+// An error never quotes a caller's megabytes back: Clip cuts on a rune
+// boundary and says how much it cut; Errorf clips every long string
+// argument (of any string type); Public bounds message and hint.
+func TestErrorsClipEchoedValues(t *testing.T) {
+	t.Parallel()
+	if got := model.Clip("short", 10); got != "short" {
+		t.Errorf("Clip(short) = %q", got)
+	}
+	big := strings.Repeat("é", 1<<20) // 2 MiB, two bytes a rune
+	got := model.Echo(big)
+	if !utf8.ValidString(got) || len(got) > model.EchoBytes+32 || !strings.HasSuffix(got, "bytes cut]") {
+		t.Errorf("Echo(2 MiB) = %d bytes, valid %v: %q", len(got), utf8.ValidString(got), got[max(0, len(got)-40):])
+	}
+	if want := fmt.Sprintf("…[%d bytes cut]", 2<<20-model.EchoBytes); !strings.HasSuffix(got, want) {
+		t.Errorf("Echo does not say how much it cut: %q, want suffix %q", got[len(got)-40:], want)
+	}
+	e := model.Errorf(model.CodeNotFound, "no task %q in %s", big, model.State(big))
+	if len(e.Message) > 2*model.ErrorArgBytes+100 || !utf8.ValidString(e.Message) {
+		t.Errorf("Errorf message is %d bytes", len(e.Message))
+	}
+	p := model.Public(&model.Error{Code: model.CodeInvalidArgs, Message: big, Hint: big})
+	if len(p.Message) > model.MaxErrorText+32 || len(p.Hint) > model.MaxErrorText+32 || !utf8.ValidString(p.Message) {
+		t.Errorf("Public: message %d bytes, hint %d bytes", len(p.Message), len(p.Hint))
 	}
 }

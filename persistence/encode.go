@@ -150,7 +150,7 @@ func isUniqueViolation(err error) bool {
 
 // notFound builds the CodeNotFound error for a missing row.
 func notFound(what, id string) error {
-	return &model.Error{Code: model.CodeNotFound, Message: fmt.Sprintf("%s %q not found", what, id)}
+	return &model.Error{Code: model.CodeNotFound, Message: fmt.Sprintf("%s %q not found", what, model.Echo(id))}
 }
 
 // invalidArgs builds a CodeInvalidArgs error.

@@ -248,6 +248,9 @@ func (db *DB) Inbox(ctx context.Context, to string, unreadOnly bool, limit int) 
 	return out, unread, nil
 }
 
+// maxNamed is how many missing ids a refused Ack names.
+const maxNamed = 5
+
 // Ack marks to's messages acked (and read, if they were not), with one
 // "message.acked" audit row each, and returns how many changed; messages
 // already acked do not count. If any id is not one of to's messages, it
@@ -299,11 +302,20 @@ func (db *DB) Ack(ctx context.Context, to string, ids []string) (int, error) {
 			for _, h := range hits {
 				found[h.id] = true
 			}
+			// Name the first few missing ids, each clipped: the answer
+			// stays small whatever the caller sent.
 			var missing []string
+			n := 0
 			for _, id := range ids {
-				if !found[id] {
-					missing = append(missing, strconv.Quote(id))
+				if found[id] {
+					continue
 				}
+				if n++; n <= maxNamed {
+					missing = append(missing, strconv.Quote(model.Echo(id)))
+				}
+			}
+			if n > maxNamed {
+				missing = append(missing, fmt.Sprintf("and %d more", n-maxNamed))
 			}
 			return &model.Error{Code: model.CodeNotFound,
 				Message: fmt.Sprintf("no message %s in %s's inbox; nothing was acknowledged", strings.Join(missing, ", "), to)}

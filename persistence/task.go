@@ -258,7 +258,7 @@ func (db *DB) Transition(ctx context.Context, tr model.Transition) (model.Task, 
 		return model.Task{}, invalidArgs("transition of task %q without a trigger", tr.TaskID)
 	case tr.From.Terminal():
 		return model.Task{}, &model.Error{Code: model.CodeInvalidTransition,
-			Message: fmt.Sprintf("task %q: %s is terminal and never changes", tr.TaskID, tr.From)}
+			Message: fmt.Sprintf("task %q: %s is terminal and never changes", model.Echo(tr.TaskID), tr.From)}
 	}
 	at, err := stamp("transition time", tr.At, db.now)
 	if err != nil {
@@ -354,7 +354,7 @@ func casMiss(ctx context.Context, q querier, id string, from model.State) error 
 	}
 	return &model.Error{
 		Code:    model.CodeStaleState,
-		Message: fmt.Sprintf("task %q is %s, not %s", id, cur, from),
+		Message: fmt.Sprintf("task %q is %s, not %s", model.Echo(id), cur, from),
 		Err:     model.ErrStaleState,
 	}
 }

@@ -60,7 +60,7 @@ func (d *daemon) run(ctx context.Context) (err error) {
 	}
 	defer unlock()
 
-	logFile, err := openRotatingLog(filepath.Join(d.home, "relay.log"), logMaxBytes)
+	logFile, err := openRotatingLog(filepath.Join(d.home, "relay.log"), logMaxBytes, logGenerations)
 	if err != nil {
 		return homeUnwritable(d.home, "the log", err)
 	}
@@ -138,6 +138,7 @@ func (d *daemon) run(ctx context.Context) (err error) {
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	d.log.Info("relay daemon ready", "home", d.home, "socket", sockPath(d.home), "pid", os.Getpid(), "version", Version)
+	logFile.startupDone()
 
 	select {
 	case <-ctx.Done():
