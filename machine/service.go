@@ -74,6 +74,10 @@ func (s *Service) checkRecipient(caller, to string) error {
 	switch {
 	case to == "":
 		return invalidArgs("to is required")
+	case strings.TrimSpace(to) != to:
+		// A padded name is a malformed name, not a list of agents.
+		return invalidArgs(fmt.Sprintf("to %q has whitespace around the name; give exactly one agent name, such as %q",
+			model.Echo(to), model.Echo(strings.TrimSpace(to))))
 	case to == "*" || strings.EqualFold(to, "all") || strings.ContainsAny(to, ",; "):
 		return model.Errorf(model.CodeBroadcastNotSupported, "to %q names more than one agent", model.Echo(to)).
 			WithHint(spec.Hint(model.CodeBroadcastNotSupported))

@@ -243,6 +243,15 @@ func TestVerifyAuditNamesTheFirstBadRow(t *testing.T) {
 			if rep.OK || rep.BadSeq != tc.bad || rep.Reason == "" {
 				t.Fatalf("VerifyAudit = %+v, want bad row %d", rep, tc.bad)
 			}
+			// The report counts the rows the log holds, not those read
+			// before the first bad one.
+			var n int64
+			if err := raw.QueryRow(`SELECT count(*) FROM audit_log`).Scan(&n); err != nil {
+				t.Fatal(err)
+			}
+			if rep.Rows != n {
+				t.Fatalf("VerifyAudit reports %d rows; the log holds %d", rep.Rows, n)
+			}
 			t.Logf("row %d: %s", rep.BadSeq, rep.Reason)
 		})
 	}

@@ -208,8 +208,11 @@ func TestReliabilityHostileSocketAPI(t *testing.T) {
 		{name: "control characters in a task id", method: "GET", path: "/v1/tasks/T-%01%0A%1B%5B2J", agent: "codex", code: model.CodeNotFound},
 		{name: "control characters in message ids", method: "POST", path: "/v1/inbox/ack", agent: "codex",
 			body: send(`{"message_ids":["MSG-\u0001\n","\u001b[2J"]}`), code: model.CodeNotFound},
+		// A name padded with whitespace is malformed (issue 12), not unknown.
 		{name: "control characters in a recipient", method: "POST", path: "/v1/messages", agent: "claude",
-			body: send(`{"to":"codex\n","body":"x"}`), code: model.CodeUnknownAgent},
+			body: send(`{"to":"codex\n","body":"x"}`), code: model.CodeInvalidArgs},
+		{name: "a space before a recipient", method: "POST", path: "/v1/messages", agent: "claude",
+			body: send(`{"to":" codex","body":"x"}`), code: model.CodeInvalidArgs},
 		{name: "unclean path", method: "GET", path: "/v1/tasks/../operator/tasks", agent: "codex", code: model.CodeNotFound},
 	}
 
