@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"path/filepath"
 	"strconv"
 	"sync"
@@ -40,6 +41,16 @@ type ClientOptions struct {
 	// StartWait is how long to wait for an autostarted daemon to answer;
 	// 0 means DefaultStartWait.
 	StartWait time.Duration
+	// BeforeDial, when set, is called before every new connection to the
+	// daemon, autostart included; its error refuses the call (a
+	// *model.Error as it is, anything else as daemon_unavailable). The
+	// relay checks its home's owner and mode here.
+	BeforeDial func() error
+	// PeerCred returns a connection's peer credentials; nil means PeerCred
+	// (SO_PEERCRED). Whatever it returns, a daemon running as another uid
+	// than the client's effective uid is refused before a byte is written
+	// to it. Tests inject their own.
+	PeerCred func(net.Conn) (uid, pid int, err error)
 	// Timeout bounds each call, including any wait for an autostarted
 	// daemon (a probe gets its own timeout on top); 0 means
 	// DefaultClientTimeout, negative means no bound beyond ctx.
@@ -80,6 +91,9 @@ func NewClient(sockPath string, o ClientOptions) *Client {
 	}
 	if o.Timeout == 0 {
 		o.Timeout = DefaultClientTimeout
+	}
+	if o.PeerCred == nil {
+		o.PeerCred = PeerCred
 	}
 	return &Client{sock: sockPath, o: o}
 }
@@ -135,10 +149,22 @@ func clientNoDaemon(err error) bool {
 
 // dial connects to the socket, autostarting the daemon if configured.
 func (c *Client) dial(ctx context.Context, _, _ string) (net.Conn, error) {
-	var d net.Dialer
-	conn, err := d.DialContext(ctx, "unix", c.sock)
+	if c.o.BeforeDial != nil {
+		if err := c.o.BeforeDial(); err != nil {
+			var me *model.Error
+			if errors.As(err, &me) {
+				return nil, me
+			}
+			return nil, c.unavailable(fmt.Sprintf("the relay home of %s cannot be used: %v", c.sock, err), err)
+		}
+	}
+	conn, err := c.connect(ctx)
 	if err == nil {
 		return conn, nil
+	}
+	var me *model.Error
+	if errors.As(err, &me) {
+		return nil, me
 	}
 	if !clientNoDaemon(err) {
 		return nil, c.unavailable(fmt.Sprintf("cannot connect to the relay daemon on %s", c.sock), err)
@@ -147,6 +173,33 @@ func (c *Client) dial(ctx context.Context, _, _ string) (net.Conn, error) {
 		return nil, c.unavailable(fmt.Sprintf("no relay daemon answers on %s", c.sock), err)
 	}
 	return c.autostartDial(ctx)
+}
+
+// connect dials the socket and checks who serves it: the daemon must run
+// as the client's effective uid, or anyone able to put a socket at this
+// path would read every request and forge every answer. A refusal is a
+// *model.Error; other errors are the dial's.
+func (c *Client) connect(ctx context.Context) (net.Conn, error) {
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "unix", c.sock)
+	if err != nil {
+		return nil, err
+	}
+	uid, pid, err := c.o.PeerCred(conn)
+	if err != nil {
+		_ = conn.Close()
+		return nil, &model.Error{Code: model.CodeDaemonUnavailable, Err: err,
+			Message: fmt.Sprintf("cannot tell who serves %s (%v); the relay refuses to talk to it", c.sock, err),
+			Hint:    "the relay needs SO_PEERCRED (Linux) to check that its daemon runs as you"}
+	}
+	if me := os.Geteuid(); uid != me {
+		_ = conn.Close()
+		return nil, &model.Error{Code: model.CodeDaemonUnavailable,
+			Message: fmt.Sprintf("the socket %s is served by uid %d (pid %d), not by uid %d who runs this client; the relay refuses to talk to it (nothing was sent)", c.sock, uid, pid, me),
+			Hint: fmt.Sprintf("another user's program listens in this relay home: stop using %s, and pass a --home only you can write "+
+				"(the default is $XDG_STATE_HOME/hai-relay, else ~/.local/state/hai-relay)", filepath.Dir(c.sock))}
+	}
+	return conn, nil
 }
 
 // autostartDial joins (or begins) an autostart attempt, then dials with a
@@ -179,17 +232,23 @@ func (c *Client) autostartDial(ctx context.Context) (net.Conn, error) {
 			return nil, c.unavailable("gave up waiting for the relay daemon to start", ctx.Err())
 		}
 	}
+	if me := (*model.Error)(nil); errors.As(a.err, &me) {
+		return nil, me // a refusal of Autostart's own, with its hint
+	}
 	if a.err != nil {
 		return nil, c.unavailable(fmt.Sprintf("no relay daemon answers on %s, and starting one failed: %v", c.sock, a.err), a.err)
 	}
 
-	var d net.Dialer
 	backoff := 5 * time.Millisecond
 	for {
-		conn, err := d.DialContext(ctx, "unix", c.sock)
+		conn, err := c.connect(ctx)
 		if err == nil {
 			a.answered.Store(true)
 			return conn, nil
+		}
+		var me *model.Error
+		if errors.As(err, &me) {
+			return nil, me
 		}
 		if !clientNoDaemon(err) {
 			return nil, c.unavailable(fmt.Sprintf("cannot connect to the relay daemon on %s", c.sock), err)

@@ -3,7 +3,10 @@ package facade
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -229,5 +232,38 @@ func TestClientUndecodableErrorBody(t *testing.T) {
 	err := clientDecodeError(502, []byte("<html>bad gateway</html>"))
 	if model.ErrorCode(err) != model.CodeInternal || !strings.Contains(err.Error(), "502") {
 		t.Errorf("non-JSON error body: %v", err)
+	}
+}
+
+// TestClientRefusesADaemonOfAnotherUID: a client whose socket is served by
+// another uid (as SO_PEERCRED reports it) refuses with daemon_unavailable
+// naming that uid, and the server never gets a request; BeforeDial's
+// refusal is returned as it is, before any connection.
+func TestClientRefusesADaemonOfAnotherUID(t *testing.T) {
+	t.Parallel()
+	f := &apiFakeService{}
+	s := apiServe(t, f, ServerOptions{})
+	other := os.Geteuid() + 1
+	c := apiNewClient(t, s.sock, ClientOptions{Agent: "claude",
+		PeerCred: func(conn net.Conn) (int, int, error) {
+			_, pid, err := PeerCred(conn)
+			return other, pid, err
+		}})
+	_, err := c.CheckInbox(context.Background(), "claude", true, 10)
+	var me *model.Error
+	if !errors.As(err, &me) || me.Code != model.CodeDaemonUnavailable || !strings.Contains(me.Message, fmt.Sprintf("served by uid %d", other)) || me.Hint == "" {
+		t.Fatalf("another uid's socket: %v, want daemon_unavailable naming uid %d with a hint", err, other)
+	}
+	if calls := f.Calls(); len(calls) != 0 {
+		t.Errorf("the server was called: %v", calls)
+	}
+
+	refusal := &model.Error{Code: model.CodeDaemonUnavailable, Message: "home owned by someone else", Hint: "h"}
+	c2 := apiNewClient(t, s.sock, ClientOptions{Agent: "claude", BeforeDial: func() error { return refusal }})
+	if _, err := c2.CheckInbox(context.Background(), "claude", true, 10); !errors.As(err, &me) || me != refusal {
+		t.Errorf("BeforeDial refusal: %v, want it as it is", err)
+	}
+	if calls := f.Calls(); len(calls) != 0 {
+		t.Errorf("the server was called: %v", calls)
 	}
 }

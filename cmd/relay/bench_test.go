@@ -261,7 +261,7 @@ func inProcessFacade(b *testing.B, home, agent string) *client.Client {
 	b.Helper()
 	cIn, sOut := io.Pipe() // server → client
 	sIn, cOut := io.Pipe() // client → server
-	svc := dial(home, agent, false)
+	svc := dial(home, agent, false, io.Discard)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {

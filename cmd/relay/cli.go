@@ -203,28 +203,6 @@ func resolveHome(flagHome string, getenv func(string) string) (string, error) {
 	return abs, nil
 }
 
-// ensureHome creates the home 0700, and takes group and other access away
-// from an existing one.
-func ensureHome(dir string) error {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return model.Errorf(model.CodeInternal, "create relay home %s: %v", dir, err).
-			WithHint("check the permissions of its parent, or pass --home DIR")
-	}
-	fi, err := os.Stat(dir)
-	if err != nil {
-		return err
-	}
-	// Take group and other access away; never add any: a home made
-	// read-only on purpose stays read-only (and the daemon refuses it).
-	if perm := fi.Mode().Perm(); perm&0o077 != 0 {
-		if err := os.Chmod(dir, perm&^0o077); err != nil {
-			return model.Errorf(model.CodeInternal, "relay home %s has mode %v and cannot be made private: %v", dir, perm, err).
-				WithHint("chmod 700 " + dir + ", or pass another --home")
-		}
-	}
-	return nil
-}
-
 func printJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")

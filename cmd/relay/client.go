@@ -2,27 +2,55 @@ package main
 
 import (
 	"context"
+	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"syscall"
 
 	"github.com/hai-relay/relay/facade"
+	"github.com/hai-relay/relay/model"
 )
 
-// dial returns a socket client for the home's daemon. With autostart, a
-// missing daemon is started in the background (detached, its own session)
-// and waited for; concurrent autostarts end with one daemon because the
-// home lock refuses the others.
-func dial(home, agent string, autostart bool) *facade.Client {
-	o := facade.ClientOptions{Agent: agent}
+// dial returns a socket client for the home's daemon. Before every new
+// connection the home is checked as the daemon checks it (secureHome,
+// checkHomeFiles), and the client refuses a socket served by another uid
+// (facade.Client checks SO_PEERCRED); both refusals are daemon_unavailable
+// and name what was found. With autostart, a missing daemon is started in
+// the background (detached, its own session) and waited for; concurrent
+// autostarts end with one daemon because the home lock refuses the
+// others. warn gets a line when the check took group or other access away
+// from the home.
+func dial(home, agent string, autostart bool, warn io.Writer) *facade.Client {
+	o := facade.ClientOptions{Agent: agent, BeforeDial: func() error { return clientHome(home, false, warn) }}
 	if autostart {
-		o.Autostart = func(ctx context.Context) error { return startDaemon(home) }
+		o.Autostart = func(ctx context.Context) error { return startDaemon(home, warn) }
 	}
 	return facade.NewClient(sockPath(home), o)
 }
 
-func startDaemon(home string) error {
-	if err := ensureHome(home); err != nil {
+// clientHome is a client's check of the home: secureHome and
+// checkHomeFiles with the clients' code. A missing home passes unless
+// create (there is nothing to trust; the dial finds no daemon).
+func clientHome(home string, create bool, warn io.Writer) error {
+	exists, fix, err := secureHome(home, create, model.CodeDaemonUnavailable)
+	if err != nil {
+		return err
+	}
+	if fix != nil {
+		fmt.Fprintf(warn, "relay: the relay home %s was open to group or others (mode %04o); access taken away (now %04o)\n", home, fix.from, fix.to)
+	}
+	if !exists {
+		return nil
+	}
+	return checkHomeFiles(home, model.CodeDaemonUnavailable)
+}
+
+// startDaemon starts `relay daemon` on home in the background, never on a
+// home the current user does not own (the daemon would refuse it too, but
+// nothing is started at all).
+func startDaemon(home string, warn io.Writer) error {
+	if err := clientHome(home, true, warn); err != nil {
 		return err
 	}
 	exe, err := os.Executable()

@@ -51,7 +51,14 @@ type daemon struct {
 }
 
 func (d *daemon) run(ctx context.Context) (err error) {
-	if err := ensureHome(d.home); err != nil {
+	// Before anything in the home is opened, read or run: it must be
+	// ours and private, and so must every file of ours in it (a link or
+	// another user's file planted there is refused, untouched).
+	_, fix, err := secureHome(d.home, true, model.CodeInvalidArgs)
+	if err != nil {
+		return err
+	}
+	if err := checkHomeFiles(d.home, model.CodeInvalidArgs); err != nil {
 		return err
 	}
 	unlock, err := lockHome(d.home)
@@ -62,6 +69,10 @@ func (d *daemon) run(ctx context.Context) (err error) {
 
 	logFile, err := openRotatingLog(filepath.Join(d.home, "relay.log"), logMaxBytes, logGenerations)
 	if err != nil {
+		var me *model.Error
+		if errors.As(err, &me) {
+			return err
+		}
 		return homeUnwritable(d.home, "the log", err)
 	}
 	defer logFile.Close()
@@ -69,8 +80,12 @@ func (d *daemon) run(ctx context.Context) (err error) {
 		slog.NewTextHandler(d.stderr, &slog.HandlerOptions{Level: slog.LevelInfo}),
 		slog.NewJSONHandler(logFile, &slog.HandlerOptions{Level: slog.LevelDebug}),
 	))
+	if fix != nil {
+		d.log.Warn("the relay home was open to group or others; access taken away",
+			"home", d.home, "mode_was", fmt.Sprintf("%04o", fix.from), "mode_now", fmt.Sprintf("%04o", fix.to))
+	}
 
-	cfg, err := spec.LoadConfig(filepath.Join(d.home, "config.toml"))
+	cfg, err := loadHomeConfig(d.home, model.CodeInvalidArgs)
 	if err != nil {
 		return err
 	}
@@ -195,12 +210,17 @@ func loadProbes(ctx context.Context, db *persistence.DB, r *dispatch.Registry) e
 // same home fails here, before it touches the socket or the database.
 func lockHome(home string) (func(), error) {
 	p := filepath.Join(home, "relay.lock")
-	fd, err := unix.Open(p, unix.O_RDWR|unix.O_CREAT|unix.O_CLOEXEC, 0o600)
+	f, err := openHomeFile(p, os.O_RDWR|os.O_CREATE, 0o600, model.CodeInvalidArgs)
 	if err != nil {
-		return nil, homeUnwritable(home, "the lock file", &os.PathError{Op: "open", Path: p, Err: err})
+		var me *model.Error
+		if errors.As(err, &me) {
+			return nil, err
+		}
+		return nil, homeUnwritable(home, "the lock file", err)
 	}
+	fd := int(f.Fd())
 	if err := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB); err != nil {
-		unix.Close(fd)
+		f.Close()
 		if errors.Is(err, unix.EWOULDBLOCK) {
 			pid, _ := os.ReadFile(p)
 			return nil, &model.Error{Code: model.CodeInvalidArgs,
@@ -211,7 +231,7 @@ func lockHome(home string) (func(), error) {
 	}
 	_ = unix.Ftruncate(fd, 0)
 	_, _ = unix.Pwrite(fd, []byte(strconv.Itoa(os.Getpid())+"\n"), 0)
-	return func() { unix.Close(fd) }, nil
+	return func() { f.Close() }, nil
 }
 
 // homeUnwritable is the error of a home the daemon cannot write in.

@@ -25,6 +25,9 @@ import (
 var relayBin string
 
 func TestMain(m *testing.M) {
+	if os.Getenv(fakeDaemonEnv) != "" {
+		os.Exit(fakeDaemonMain()) // a fake daemon (reliability_home_test.go)
+	}
 	dir, err := os.MkdirTemp("", "relay-e2e-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

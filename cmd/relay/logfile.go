@@ -6,6 +6,8 @@ import (
 	"os"
 	"sync"
 	"time"
+
+	"github.com/hai-relay/relay/model"
 )
 
 // logMaxBytes is the size at which relay.log is rotated, and
@@ -56,7 +58,10 @@ func openRotatingLog(path string, maxBytes int64, gens int) (*rotatingLog, error
 }
 
 func (l *rotatingLog) open() error {
-	f, err := os.OpenFile(l.path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	// Never through a link, and only a file of ours (see openHomeFile):
+	// a link planted as relay.log must not make the daemon append to
+	// another file.
+	f, err := openHomeFile(l.path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600, model.CodeInvalidArgs)
 	if err != nil {
 		return err
 	}

@@ -7,14 +7,12 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"runtime"
 	"sync"
 	"syscall"
 
 	"github.com/hai-relay/relay/facade"
 	"github.com/hai-relay/relay/model"
-	"github.com/hai-relay/relay/spec"
 )
 
 func init() {
@@ -32,7 +30,12 @@ func runMCP(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	cfg, err := spec.LoadConfig(filepath.Join(home, "config.toml"))
+	// Nothing of a home this user does not own is read or trusted, not
+	// even its config: the facade refuses at once.
+	if err := clientHome(home, false, e.stderr); err != nil {
+		return err
+	}
+	cfg, err := loadHomeConfig(home, model.CodeDaemonUnavailable)
 	if err != nil {
 		return err
 	}
@@ -48,7 +51,7 @@ func runMCP(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	c := dial(home, *as, !*noAuto)
+	c := dial(home, *as, !*noAuto, e.stderr)
 	defer c.Close()
 	in, restore := pollableStdin(e.stdin)
 	defer restore()

@@ -10,5 +10,5 @@ func operator(e *env, f *flags) (*facade.Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return dial(home, "", false), nil
+	return dial(home, "", false, e.stderr), nil
 }

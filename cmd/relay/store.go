@@ -16,8 +16,16 @@ func dbPath(home string) string { return filepath.Join(home, "relay.db") }
 // openExisting opens the home's database for an operator command that
 // only reads. It never creates a database where there is none.
 func openExisting(ctx context.Context, home string) (*persistence.DB, error) {
+	// The database is opened by path: first the home and its files must
+	// be this user's (see secureHome).
+	if _, _, err := secureHome(home, false, model.CodeInvalidArgs); err != nil {
+		return nil, err
+	}
+	if err := checkHomeFiles(home, model.CodeInvalidArgs); err != nil {
+		return nil, err
+	}
 	p := dbPath(home)
-	if _, err := os.Stat(p); errors.Is(err, os.ErrNotExist) {
+	if _, err := os.Lstat(p); errors.Is(err, os.ErrNotExist) {
 		return nil, model.Errorf(model.CodeNotFound, "no relay database at %s", p).
 			WithHint("start the daemon once with `relay daemon` (or pass the right --home)")
 	}

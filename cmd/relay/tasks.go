@@ -59,7 +59,7 @@ func runTasksShow(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	c := dial(home, "", false)
+	c := dial(home, "", false, e.stderr)
 	defer c.Close()
 	d, err := c.ShowTask(ctx, f.pos[0])
 	if err != nil {
