@@ -346,6 +346,18 @@ func clientPathArg(name, v string) (string, error) {
 	return url.PathEscape(v), nil
 }
 
+// clientTaskID is clientPathArg for a task id. One longer than
+// model.MaxLookupIDBytes names no task the relay made (its ids are 28
+// bytes): it is answered not_found here, as the daemon answers any id it
+// never made, instead of sending a URL the socket's header bound would cut.
+func clientTaskID(id string) (string, error) {
+	if len(id) > model.MaxLookupIDBytes {
+		return "", model.Errorf(model.CodeNotFound, "no task %q: it is %d bytes, and no task id is longer than %d",
+			model.Echo(id), len(id), model.MaxLookupIDBytes).WithHint(spec.Hint(model.CodeNotFound))
+	}
+	return clientPathArg("task_id", id)
+}
+
 func clientSet(q url.Values, k, v string) {
 	if v != "" {
 		q.Set(k, v)
@@ -409,7 +421,7 @@ func (c *Client) GetTask(ctx context.Context, caller, id string) (model.Task, er
 }
 
 func (c *Client) getTask(ctx context.Context, caller, id string, out any) error {
-	p, err := clientPathArg("task_id", id)
+	p, err := clientTaskID(id)
 	if err != nil {
 		return err
 	}
@@ -432,7 +444,7 @@ func (c *Client) listTasks(ctx context.Context, caller string, state model.State
 
 // CancelTask implements model.AgentService.
 func (c *Client) CancelTask(ctx context.Context, caller, id string) (model.Task, error) {
-	p, err := clientPathArg("task_id", id)
+	p, err := clientTaskID(id)
 	if err != nil {
 		return model.Task{}, err
 	}
@@ -491,7 +503,7 @@ func (c *Client) Tasks(ctx context.Context, f model.TaskFilter) ([]model.Task, e
 
 // ShowTask implements model.OperatorService.
 func (c *Client) ShowTask(ctx context.Context, id string) (model.TaskDetail, error) {
-	p, err := clientPathArg("task_id", id)
+	p, err := clientTaskID(id)
 	if err != nil {
 		return model.TaskDetail{}, err
 	}
@@ -502,7 +514,7 @@ func (c *Client) ShowTask(ctx context.Context, id string) (model.TaskDetail, err
 
 // CancelTaskAsOperator implements model.OperatorService.
 func (c *Client) CancelTaskAsOperator(ctx context.Context, id string) (model.Task, error) {
-	p, err := clientPathArg("task_id", id)
+	p, err := clientTaskID(id)
 	if err != nil {
 		return model.Task{}, err
 	}

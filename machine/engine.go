@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -274,13 +273,13 @@ func (e *Engine) validate(caller string, r *model.SubmitRequest) error {
 		return model.Errorf(model.CodePayloadTooLarge, "prompt is %d bytes; the limit is %d", len(r.Prompt), e.maxPrompt).
 			WithHint(spec.Hint(model.CodePayloadTooLarge))
 	}
+	if err := checkSubmitBounds(r); err != nil {
+		return err
+	}
 	if err := CheckCwd(r.Cwd); err != nil {
 		return err
 	}
-	if err := CheckArtifacts(r.Artifacts); err != nil {
-		return err
-	}
-	return nil
+	return CheckArtifacts(r.Artifacts)
 }
 
 func invalidArgs(msg string) *model.Error {
@@ -304,34 +303,6 @@ func CheckCwd(cwd string) error {
 	}
 	if !fi.IsDir() {
 		return bad("is not a directory")
-	}
-	return nil
-}
-
-// MaxArtifacts and MaxURIBytes bound artifact references.
-const (
-	MaxArtifacts = 64
-	MaxURIBytes  = 4096
-)
-
-// CheckArtifacts validates artifact references: each needs an absolute URI
-// that points at content rather than carrying it (no data: URIs). The
-// content is never fetched.
-func CheckArtifacts(as []model.Artifact) error {
-	if len(as) > MaxArtifacts {
-		return invalidArgs(fmt.Sprintf("%d artifacts; at most %d", len(as), MaxArtifacts))
-	}
-	for i, a := range as {
-		if len(a.URI) > MaxURIBytes {
-			return invalidArgs(fmt.Sprintf("artifacts[%d].uri is %d bytes; at most %d", i, len(a.URI), MaxURIBytes))
-		}
-		u, err := url.Parse(a.URI)
-		if a.URI == "" || err != nil || u.Scheme == "" {
-			return invalidArgs(fmt.Sprintf("artifacts[%d].uri %q is not an absolute URI", i, model.Echo(a.URI)))
-		}
-		if strings.EqualFold(u.Scheme, "data") {
-			return invalidArgs(fmt.Sprintf("artifacts[%d].uri is a data: URI; artifacts are references, never content", i))
-		}
 	}
 	return nil
 }

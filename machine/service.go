@@ -106,6 +106,9 @@ func (s *Service) SendMessage(ctx context.Context, caller string, r model.SendRe
 		return model.Message{}, model.Errorf(model.CodePayloadTooLarge, "body is %d bytes; the limit is %d (limits.message_bytes)", len(r.Body), s.o.MessageBytes).
 			WithHint(spec.Hint(model.CodePayloadTooLarge))
 	}
+	if err := checkSendBounds(r); err != nil {
+		return model.Message{}, err
+	}
 	if err := CheckArtifacts(r.Artifacts); err != nil {
 		return model.Message{}, err
 	}
@@ -180,7 +183,7 @@ func (s *Service) SubmitTask(ctx context.Context, caller string, r model.SubmitR
 // visibleTask returns a task the caller submitted or targets; any other is
 // not_found, so its existence is not disclosed.
 func (s *Service) visibleTask(ctx context.Context, caller, id string) (model.Task, error) {
-	t, err := s.o.Store.GetTask(ctx, id)
+	t, err := s.task(ctx, id)
 	if err != nil {
 		return model.Task{}, err
 	}
@@ -188,6 +191,16 @@ func (s *Service) visibleTask(ctx context.Context, caller, id string) (model.Tas
 		return model.Task{}, notFound("task", id)
 	}
 	return t, nil
+}
+
+// task looks a task up by id. An id that is not of the shape the relay
+// makes (see model.ValidTaskID) names no task: it is not_found, without a
+// query, whatever its length.
+func (s *Service) task(ctx context.Context, id string) (model.Task, error) {
+	if !model.ValidTaskID(id) {
+		return model.Task{}, notFound("task", id)
+	}
+	return s.o.Store.GetTask(ctx, id)
 }
 
 // GetTask returns a task the caller can see.
@@ -254,7 +267,7 @@ func (s *Service) Tasks(ctx context.Context, f model.TaskFilter) ([]model.Task, 
 
 // ShowTask returns a task with its events and gate verdicts.
 func (s *Service) ShowTask(ctx context.Context, id string) (model.TaskDetail, error) {
-	t, err := s.o.Store.GetTask(ctx, id)
+	t, err := s.task(ctx, id)
 	if err != nil {
 		return model.TaskDetail{}, err
 	}
@@ -277,6 +290,9 @@ func (s *Service) ShowTask(ctx context.Context, id string) (model.TaskDetail, er
 
 // CancelTaskAsOperator cancels any non-terminal task.
 func (s *Service) CancelTaskAsOperator(ctx context.Context, id string) (model.Task, error) {
+	if !model.ValidTaskID(id) {
+		return model.Task{}, notFound("task", id)
+	}
 	return s.o.Engine.Cancel(ctx, id, model.CodeCanceledByOperator, "operator")
 }
 

@@ -40,3 +40,25 @@ func TestSendMessageRecipientShape(t *testing.T) {
 		t.Fatalf("a plain name: %v", err)
 	}
 }
+
+// The relay's ids are what model.ValidTaskID and model.ValidMessageID
+// accept, so a lookup or reference that fails them names nothing the
+// relay made; near misses are refused.
+func TestRelayIDShape(t *testing.T) {
+	t.Parallel()
+	for range 100 {
+		if id := machine.NewID(model.TaskIDPrefix); !model.ValidTaskID(id) || model.ValidMessageID(id) {
+			t.Fatalf("task id %q: ValidTaskID=%v ValidMessageID=%v", id, model.ValidTaskID(id), model.ValidMessageID(id))
+		}
+		if id := machine.NewID(model.MessageIDPrefix); !model.ValidMessageID(id) || model.ValidTaskID(id) {
+			t.Fatalf("message id %q: ValidMessageID=%v ValidTaskID=%v", id, model.ValidMessageID(id), model.ValidTaskID(id))
+		}
+	}
+	good := machine.NewID(model.TaskIDPrefix)
+	for _, bad := range []string{"", "T-1", "T-nope", good + "0", good[:len(good)-1], "t" + good[1:],
+		good[:5] + "i" + good[6:], good[:5] + "U" + good[6:], "T_" + good[2:], "T-" + good[2:len(good)-1] + "\n"} {
+		if model.ValidTaskID(bad) {
+			t.Errorf("ValidTaskID(%q) = true", bad)
+		}
+	}
+}

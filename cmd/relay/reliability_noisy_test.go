@@ -49,12 +49,16 @@ func TestReliabilityNoisyAgentCannotFlushTheLog(t *testing.T) {
 		// clip never splits one.
 		id := "MSG-" + strings.Repeat("é", (4<<20-200)/2)
 		var r apiResp
+		want := "not_found" // an id to acknowledge that names no message
 		if i%2 == 0 {
 			r = apiDo(t, c, "POST", "/v1/inbox/ack", "codex", mustJSON(t, map[string]any{"message_ids": []string{id}}))
 		} else {
+			// A reply_to that is not a message id is refused before any
+			// lookup (Medium 7).
+			want = "invalid_args"
 			r = apiDo(t, c, "POST", "/v1/messages", "codex", mustJSON(t, map[string]any{"to": "claude", "body": "hi", "reply_to": id}))
 		}
-		if r.code() != "not_found" {
+		if r.code() != want {
 			t.Fatalf("refusal %d: %d %s", i, r.status, clipText(string(r.body), 300))
 		}
 		msg := r.str("message")

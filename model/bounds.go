@@ -1,0 +1,73 @@
+package model
+
+// Bounds on every field a request may carry. Each is checked before
+// anything is stored; spec.RequestBounds lists them for spec/errors.md.
+// Message bodies and prompts are bounded by limits.message_bytes (config),
+// listings by limit 1–1000, and a socket request body by 4 MiB.
+const (
+	// MaxAuthorityIDBytes is the storage bound of mission_id and lease_id.
+	// Below it a malformed ID is stored and the task then rejected by the
+	// missionLease gate (invalid_mission_id / invalid_lease_id, 1–128
+	// characters), so the attempt is on record; above it the request is
+	// refused and nothing is stored.
+	MaxAuthorityIDBytes = 4096
+	// MaxContextIDBytes bounds context_id (a relay-made C-… or the
+	// caller's own thread name).
+	MaxContextIDBytes = 256
+	// MaxIdempotencyKeyBytes bounds idempotency_key.
+	MaxIdempotencyKeyBytes = 256
+	// MaxReferenceTaskIDs bounds how many reference_task_ids a task names;
+	// each must be a task id (see ValidTaskID).
+	MaxReferenceTaskIDs = 64
+	// MaxArtifacts bounds how many artifacts a task or message carries.
+	MaxArtifacts = 64
+	// MaxArtifactURIBytes bounds an artifact's uri.
+	MaxArtifactURIBytes = 4096
+	// MaxArtifactNameBytes bounds an artifact's name.
+	MaxArtifactNameBytes = 256
+	// MaxArtifactMediaTypeBytes bounds an artifact's media_type (RFC 6838:
+	// at most 127 characters each for type and subtype).
+	MaxArtifactMediaTypeBytes = 255
+	// MaxCwdBytes bounds cwd (Linux's PATH_MAX).
+	MaxCwdBytes = 4096
+	// MaxLookupIDBytes is the longest id a client sends to look something
+	// up (get_task, cancel_task, relay tasks show): relay-made ids are
+	// 28–30 bytes, so a longer one names nothing and is answered not_found
+	// without being sent.
+	MaxLookupIDBytes = 256
+)
+
+// The prefixes of the relay's ids.
+const (
+	TaskIDPrefix    = "T"
+	MessageIDPrefix = "MSG"
+	ContextIDPrefix = "C"
+)
+
+// RelayIDDigits is the number of Crockford base32 digits after an id's
+// prefix and dash (a ULID).
+const RelayIDDigits = 26
+
+// ValidTaskID reports whether id has the shape of a relay-made task id:
+// "T-" and 26 digits of Crockford base32 (upper case).
+func ValidTaskID(id string) bool { return validRelayID(id, TaskIDPrefix) }
+
+// ValidMessageID reports whether id has the shape of a relay-made message
+// id: "MSG-" and 26 digits of Crockford base32 (upper case).
+func ValidMessageID(id string) bool { return validRelayID(id, MessageIDPrefix) }
+
+func validRelayID(id, prefix string) bool {
+	if len(id) != len(prefix)+1+RelayIDDigits || id[:len(prefix)] != prefix || id[len(prefix)] != '-' {
+		return false
+	}
+	for i := len(prefix) + 1; i < len(id); i++ {
+		c := id[i]
+		switch {
+		case c >= '0' && c <= '9':
+		case c >= 'A' && c <= 'Z' && c != 'I' && c != 'L' && c != 'O' && c != 'U':
+		default:
+			return false
+		}
+	}
+	return true
+}
