@@ -119,6 +119,7 @@ func TestErrorsDocRows(t *testing.T) {
 			sections[spec.KindRequest] = p
 		case strings.HasPrefix(p, "Engine codes"):
 			sections[spec.KindEngine] = p
+		case strings.HasPrefix(p, "Request bounds"):
 		default:
 			t.Errorf("unexpected section %q", strings.SplitN(p, "\n", 2)[0])
 		}

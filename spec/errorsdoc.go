@@ -77,6 +77,20 @@ defaults; a message may come with a more specific one.
 				ci.Code, second, mdCell(ci.Meaning), mdCell(ci.Hint))
 		}
 	}
+	b.WriteString(`
+## Request bounds
+
+Every field a request may carry is bounded, and checked before anything is
+stored: a request past a bound is refused as a whole, with the code below and a
+message naming the field and its bound (quoting at most a clipped excerpt of the
+value). The relay's own ids are refused when malformed, never stored.
+
+| field | requests | accepted | beyond |
+|---|---|---|---|
+`)
+	for _, fb := range RequestBounds() {
+		fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", "`"+strings.ReplaceAll(fb.Field, ", ", "`, `")+"`", fb.Where, mdCell(fb.Bound), mdCell(fb.Beyond))
+	}
 	return b.Bytes()
 }
 
