@@ -33,6 +33,15 @@ const AgentHeader = "X-Relay-Agent"
 // DefaultMaxBody bounds a request body when ServerOptions.MaxBody is 0.
 const DefaultMaxBody int64 = 4 << 20
 
+// DefaultMaxAnswer bounds an answer's body when ServerOptions.MaxAnswer is
+// 0: half of what the socket client reads (64 MiB). Listings stop far
+// below it (model.AnswerBytes) and one stored item encodes to less (every
+// stored field arrives in a request of at most DefaultMaxBody, which
+// escapes to at most 6 times that); it is the backstop that turns an
+// answer too large to deliver into a prompt error instead of a cut
+// stream.
+const DefaultMaxAnswer = 32 << 20
+
 // Default per-connection deadlines of the socket server.
 const (
 	DefaultReadHeaderTimeout = 5 * time.Second
@@ -74,6 +83,8 @@ type ServerOptions struct {
 	RefusalEvery time.Duration
 	// Clock is the budget's clock (default time.Now).
 	Clock func() time.Time
+	// MaxAnswer bounds an answer's body; 0 means DefaultMaxAnswer.
+	MaxAnswer int
 	// Per-connection deadlines; zero means the Default… constants. They
 	// keep a client that sends one byte a second, or never reads, from
 	// holding the daemon.
@@ -113,6 +124,9 @@ func NewServer(svc model.Service, o ServerOptions) *Server {
 	}
 	if o.MaxBody <= 0 {
 		o.MaxBody = DefaultMaxBody
+	}
+	if o.MaxAnswer <= 0 {
+		o.MaxAnswer = DefaultMaxAnswer
 	}
 	def := func(d *time.Duration, v time.Duration) {
 		if *d <= 0 {
@@ -601,6 +615,15 @@ func (s *Server) writeJSON(w http.ResponseWriter, r *http.Request, status int, v
 		s.log.Error("api response encoding failed", "method", r.Method, "path", r.URL.Path, "err", err)
 		status = http.StatusInternalServerError
 		b, _ = json.Marshal(model.Public(err))
+	}
+	if len(b) >= s.o.MaxAnswer {
+		// Never reached by a listing (pages stop at model.AnswerBytes);
+		// an answer the client could not read whole is refused instead.
+		err := model.Errorf(model.CodeInternal, "the answer to %s %s would be %d bytes, over the socket API's bound of %d",
+			r.Method, r.URL.Path, len(b), s.o.MaxAnswer)
+		s.log.Error("api answer too large", "method", r.Method, "path", r.URL.Path, "bytes", len(b), "bound", s.o.MaxAnswer)
+		status = http.StatusInternalServerError
+		b, _ = json.Marshal(model.Public(err).WithHint(spec.Hint(model.CodeInternal)))
 	}
 	b = append(b, '\n')
 	h := w.Header()

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"reflect"
 	"strings"
@@ -656,5 +657,58 @@ func TestAPIShutdownDoesNotWaitForSilentConnections(t *testing.T) {
 	_ = silent.SetReadDeadline(time.Now().Add(5 * time.Second))
 	if n, err := silent.Read(make([]byte, 1)); n != 0 || err == nil {
 		t.Errorf("silent connection after Shutdown: read %d, %v; want closed", n, err)
+	}
+}
+
+// apiBigTaskService answers GetTask with a task whose result is n bytes.
+type apiBigTaskService struct {
+	apiFakeService
+	n int
+}
+
+func (f *apiBigTaskService) GetTask(ctx context.Context, caller, id string) (model.Task, error) {
+	t := apiTask(id, caller)
+	t.Result = strings.Repeat("<", f.n)
+	return t, nil
+}
+
+// TestAPIAnswerBound: an answer over the server's MaxAnswer is never sent
+// cut: the client gets a small internal error at once, and the daemon
+// logs it; an answer under the bound is sent whole.
+func TestAPIAnswerBound(t *testing.T) {
+	t.Parallel()
+	const bound = 64 << 10
+	for _, tc := range []struct {
+		name   string
+		n      int
+		status int
+	}{
+		{"under the bound", bound / 8, 200},
+		{"over the bound once escaped", bound / 4, 500}, // '<' escapes to 6 bytes
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s := NewServer(&apiBigTaskService{n: tc.n}, ServerOptions{MaxAnswer: bound})
+			req := httptest.NewRequest("GET", "/v1/tasks/T-1", nil)
+			req.Header.Set(AgentHeader, "claude")
+			w := httptest.NewRecorder()
+			s.ServeHTTP(w, req)
+			body := w.Body.Bytes()
+			if w.Code != tc.status || len(body) > bound {
+				t.Fatalf("status %d, %d bytes; want %d within %d", w.Code, len(body), tc.status, bound)
+			}
+			if tc.status == 200 {
+				var got model.Task
+				if err := json.Unmarshal(body, &got); err != nil || len(got.Result) != tc.n {
+					t.Fatalf("task result of %d bytes, want %d (%v)", len(got.Result), tc.n, err)
+				}
+				return
+			}
+			var e model.Error
+			if err := json.Unmarshal(body, &e); err != nil || e.Code != model.CodeInternal ||
+				!strings.Contains(e.Message, "over the socket API's bound") || e.Hint == "" {
+				t.Fatalf("error body %s (%v)", body, err)
+			}
+		})
 	}
 }

@@ -140,6 +140,8 @@ func mcpTools(o MCPOptions) []mcpTool {
 				"unread message it returns is marked read (audited) and is not returned again with unread_only=true. "+
 				"Returns {messages: [{message_id, from, to, body, context_id, reply_to, state, created_at}], unread: N}, "+
 				"where N is the exact number of unread messages still waiting after this call (N > 0: call again). "+
+				"A page stops early, before limit, when the next message would take the answer past 2 MiB of JSON; "+
+				"only the messages returned are marked read. "+
 				"Messages from \"relay\" report that a task you submitted ended: its task_id, final state and code or "+
 				"result. Acknowledge handled messages with ack_messages.", me),
 			params: []mcpParam{
@@ -258,7 +260,8 @@ func mcpTools(o MCPOptions) []mcpTool {
 			name:  "list_tasks",
 			title: "List tasks",
 			desc: "List the tasks you submitted or that target you, newest first, optionally only those in one state. " +
-				"Returns {tasks: [...]}, each task as get_task shows it. " + mcpStatesText,
+				"Returns {tasks: [...]}, each task as get_task shows it; the list stops early, before limit, when the " +
+				"next task would take the answer past 2 MiB of JSON (get_task shows any one). " + mcpStatesText,
 			params: []mcpParam{
 				{name: "state", kind: mcpEnum, enum: states, desc: "Only tasks in this state (default: every state)."},
 				{name: "limit", kind: mcpLimit, def: 50, desc: fmt.Sprintf("Maximum number of tasks to return, 1 to %d (default 50).", mcpMaxLimit)},

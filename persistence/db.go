@@ -68,6 +68,10 @@ type Options struct {
 	// It exists so tests can build the previous schema and then migrate
 	// forward; a DB opened at an older version is only fit for that.
 	MigrateTo int
+	// AnswerBytes bounds the encoded JSON of one page of Inbox,
+	// ListMessages and ListTasks (see model.AnswerBytes, the default for
+	// 0); tests lower it.
+	AnswerBytes int
 
 	// migrations replaces the embedded migrations; tests use it to inject
 	// a failing one.
@@ -80,6 +84,8 @@ type DB struct {
 	clock  func() time.Time
 	writer *bun.DB
 	reader *bun.DB
+	// answerBytes is Options.AnswerBytes, defaulted.
+	answerBytes int
 	// wstmts are prepared on the writer's one connection; rq runs reads
 	// on the reader pool with its prepared statements.
 	wstmts *stmtCache
@@ -149,7 +155,14 @@ func Open(ctx context.Context, path string, opts Options) (*DB, error) {
 		return nil, err
 	}
 
-	db := &DB{path: abs, clock: clock}
+	if opts.AnswerBytes < 0 {
+		return nil, fmt.Errorf("persistence: open: negative AnswerBytes %d", opts.AnswerBytes)
+	}
+	answer := opts.AnswerBytes
+	if answer == 0 {
+		answer = model.AnswerBytes
+	}
+	db := &DB{path: abs, clock: clock, answerBytes: answer}
 
 	// The writer never checkpoints on commit (wal_autocheckpoint 0): the
 	// checkpointer does it beside it (checkpointLoop), so that no write

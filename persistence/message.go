@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/uptrace/bun"
 
@@ -54,13 +55,14 @@ func (r messageRow) message() (model.Message, error) {
 
 // queryMessages runs a query returning messageColumns and maps the rows.
 func (db *DB) queryMessages(ctx context.Context, q querier, query string, args ...any) ([]model.Message, error) {
-	out, _, err := db.queryMessagesSeq(ctx, q, query, args...)
+	out, _, err := db.queryMessagesSeq(ctx, q, nil, query, args...)
 	return out, err
 }
 
 // queryMessagesSeq is queryMessages that also returns the highest seq of
-// the rows (0 when none).
-func (db *DB) queryMessagesSeq(ctx context.Context, q querier, query string, args ...any) ([]model.Message, int64, error) {
+// the rows returned (0 when none). With take, it stops at the first row
+// take refuses (a page's byte budget), reading no further.
+func (db *DB) queryMessagesSeq(ctx context.Context, q querier, take func(model.Message) bool, query string, args ...any) ([]model.Message, int64, error) {
 	rows, err := q.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, 0, err
@@ -78,11 +80,38 @@ func (db *DB) queryMessagesSeq(ctx context.Context, q querier, query string, arg
 		if err != nil {
 			return nil, 0, err
 		}
+		if take != nil && !take(m) {
+			break
+		}
 		out = append(out, m)
 		last = max(last, r.Seq)
 	}
 	return out, last, rows.Err()
 }
+
+// pageTake returns a take function for queryMessagesSeq that fills one
+// answer of db.answerBytes with messages as size measures them.
+func (db *DB) pageTake(size func(model.Message) int) func(model.Message) bool {
+	p := model.NewPage(db.answerBytes)
+	return func(m model.Message) bool { return p.Take(size(m)) }
+}
+
+// maxReadAt is a read_at as long as any the relay writes (RFC 3339 with
+// nanoseconds, in UTC): a stored message is measured with it, as it will
+// be returned once marked read.
+var maxReadAt = time.Date(9999, 12, 31, 23, 59, 59, 999999999, time.UTC)
+
+// inboxSize is the encoded size of m as Inbox returns it: a stored
+// message comes back read, with its read_at.
+func inboxSize(m model.Message) int {
+	if m.State == model.MessageStored {
+		m.State, m.ReadAt = model.MessageRead, &maxReadAt
+	}
+	return model.EncodedLen(m)
+}
+
+// messageSize is the encoded size of m as a listing returns it.
+func messageSize(m model.Message) int { return model.EncodedLen(m) }
 
 // CreateMessage persists m as a stored message and audits it
 // ("message.stored", actor m.From), in one transaction. The caller supplies
@@ -149,6 +178,11 @@ func insertMessage(ctx context.Context, w *writeTx, m model.Message) error {
 // messages left after the call. limit defaults to DefaultLimit and is
 // capped at MaxLimit.
 //
+// The page also stops before the message that would take its encoded
+// answer past the DB's answer bound (Options.AnswerBytes; it always holds
+// the oldest message): only the messages on the page are marked read, so a
+// message becomes read only in an answer that can be delivered.
+//
 // A call that would mark nothing (nothing unread among the page: the
 // common poll) is answered from one read snapshot on the reader pool and
 // never waits for the writer; it is exactly what a write transaction at
@@ -166,7 +200,7 @@ func (db *DB) Inbox(ctx context.Context, to string, unreadOnly bool, limit int) 
 	var unread int
 	var last int64 // the page's highest seq
 	readPage := func(ctx context.Context, q querier) (err error) {
-		out, last, err = db.queryMessagesSeq(ctx, q, query, qargs...)
+		out, last, err = db.queryMessagesSeq(ctx, q, db.pageTake(inboxSize), query, qargs...)
 		return err
 	}
 	countUnread := func(ctx context.Context, q querier) error {
@@ -210,7 +244,9 @@ func (db *DB) Inbox(ctx context.Context, to string, unreadOnly bool, limit int) 
 		if want == 0 {
 			return countUnread(ctx, w)
 		}
-		// One range UPDATE on the inbox index marks them all.
+		// One range UPDATE on the inbox index marks them all: the stored
+		// messages up to the page's last seq, which the byte bound may
+		// have cut short of limit; none after it.
 		res, err := w.ExecContext(ctx, qMarkReadUpTo, string(model.MessageRead), nowText,
 			to, string(model.MessageStored), last)
 		if err != nil {
@@ -356,7 +392,9 @@ func (db *DB) GetMessage(ctx context.Context, id string) (model.Message, error) 
 // ListMessages returns the messages matching f, newest first, for
 // operators. UnreadOnly selects stored messages; f.Limit defaults to
 // DefaultLimit and is capped at MaxLimit; f.Before is a message id, and
-// only older messages are returned.
+// only older messages are returned. The page stops before the message that
+// would take its encoded answer past the DB's answer bound (it always holds
+// one): page on with Before until a page is empty.
 //
 // A recipient's messages of every state are read as one newest-first walk
 // of messages_inbox (to_agent, state, seq) per state, each stopping at the
@@ -395,7 +433,7 @@ func (db *DB) ListMessages(ctx context.Context, f model.MessageFilter) ([]model.
 		}
 		query, qargs := messagePage(where, args, states, "DESC", n)
 		var err error
-		out, err = db.queryMessages(ctx, tx, query, qargs...)
+		out, _, err = db.queryMessagesSeq(ctx, tx, db.pageTake(messageSize), query, qargs...)
 		return err
 	})
 	if err != nil {

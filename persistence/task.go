@@ -114,6 +114,12 @@ func (r taskRow) task() (model.Task, error) {
 
 // queryTasks runs a query returning taskColumns and maps the rows.
 func (db *DB) queryTasks(ctx context.Context, q querier, query string, args ...any) ([]model.Task, error) {
+	return db.queryTasksUpTo(ctx, q, nil, query, args...)
+}
+
+// queryTasksUpTo is queryTasks that stops at the first row take refuses
+// (a page's byte budget), reading no further.
+func (db *DB) queryTasksUpTo(ctx context.Context, q querier, take func(model.Task) bool, query string, args ...any) ([]model.Task, error) {
 	rows, err := q.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, err
@@ -128,6 +134,9 @@ func (db *DB) queryTasks(ctx context.Context, q querier, query string, args ...a
 		t, err := r.task()
 		if err != nil {
 			return nil, err
+		}
+		if take != nil && !take(t) {
+			break
 		}
 		out = append(out, t)
 	}
@@ -361,7 +370,10 @@ func casMiss(ctx context.Context, q querier, id string, from model.State) error 
 
 // ListTasks returns the tasks matching f, newest first. f.Limit defaults to
 // DefaultLimit and is capped at MaxLimit; f.Before is the id of a task, and
-// only older tasks are returned (not_found if there is no such task).
+// only older tasks are returned (not_found if there is no such task). The
+// page stops before the task that would take its encoded answer past the
+// DB's answer bound (it always holds one): page on with Before until a page
+// is empty.
 //
 // A caller-or-target filter (Visible, Agent) is run as two index walks
 // newest first, one on tasks_caller_seq and one on tasks_target_seq, each
@@ -424,8 +436,10 @@ func (db *DB) ListTasks(ctx context.Context, f model.TaskFilter) ([]model.Task, 
 				`SELECT seq FROM (` + seqPage(append(where, `target = ?`)) + `)) ORDER BY seq DESC LIMIT ?`
 			qargs = append(append(append(slices.Clip(args), either[0], n), args...), either[0], n, n)
 		}
+		page := model.NewPage(db.answerBytes)
+		take := func(t model.Task) bool { return page.Take(model.EncodedLen(t)) }
 		var err error
-		out, err = db.queryTasks(ctx, tx, query, qargs...)
+		out, err = db.queryTasksUpTo(ctx, tx, take, query, qargs...)
 		return err
 	})
 	if err != nil {

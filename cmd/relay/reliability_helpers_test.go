@@ -144,7 +144,7 @@ func allMessages(t *testing.T, home string) []model.Message {
 		}
 		cliJSON(t, home, &page, args...)
 		out = append(out, page.Messages...)
-		if len(page.Messages) < 1000 {
+		if len(page.Messages) == 0 {
 			return out
 		}
 		before = page.Messages[len(page.Messages)-1].ID
@@ -164,7 +164,7 @@ func allTasks(t *testing.T, home string) []model.Task {
 		}
 		cliJSON(t, home, &page, args...)
 		out = append(out, page.Tasks...)
-		if len(page.Tasks) < 1000 {
+		if len(page.Tasks) == 0 {
 			return out
 		}
 		before = page.Tasks[len(page.Tasks)-1].ID

@@ -291,7 +291,7 @@ func countRows(t *testing.T, c *http.Client) rowCount {
 			} else {
 				out.msgs += len(items)
 			}
-			if len(items) < 1000 {
+			if len(items) == 0 {
 				break
 			}
 			last := items[len(items)-1].(map[string]any)
