@@ -3,7 +3,6 @@ package persistence
 import (
 	"context"
 	"path/filepath"
-	"strconv"
 	"testing"
 	"time"
 
@@ -120,7 +119,7 @@ func BenchmarkShowTask(b *testing.B) {
 	i := 0
 	start := cpuTime()
 	for b.Loop() {
-		id := "T-seed-" + strconv.Itoa(1+(i*7919)%20000)
+		id := SeedTaskID(int64(1 + (i*7919)%20000))
 		if _, err := db.GetTask(ctx, id); err != nil {
 			b.Fatal(err)
 		}

@@ -1,6 +1,7 @@
 package persistence
 
 import (
+	"fmt"
 	"context"
 	"database/sql"
 	"strconv"
@@ -49,7 +50,7 @@ func SeedUnread(messages int) int { return messages / 100 }
 //   - one audit row per envelope ("message.stored", "task.submitted"),
 //     chained like any other, so VerifyAudit still passes.
 //
-// Ids are "MSG-seed-N" and "T-seed-N" numbered from the rows already
+// Ids are SeedMessageID(N) and SeedTaskID(N), numbered from the rows already
 // seeded, so Seed may be called again to grow a store.
 func (db *DB) Seed(ctx context.Context, o SeedOptions) error {
 	if o.Messages < 0 || o.Tasks < 0 {
@@ -156,7 +157,7 @@ func (s *seeder) messages(ctx context.Context, w *writeTx, done, n int) error {
 	for i := done; i < done+n; i++ {
 		seq++
 		from, to := s.pair(i)
-		id := "MSG-seed-" + strconv.FormatInt(seq, 10)
+		id := SeedMessageID(seq)
 		body := "seeded message " + strconv.Itoa(i) + " from " + from + " to " + to + ": the build is green, please review the diff."
 		at := s.tick()
 		var state string
@@ -217,7 +218,7 @@ func (s *seeder) tasks(ctx context.Context, w *writeTx, done, n int) error {
 	for i := done; i < done+n; i++ {
 		seq++
 		caller, target := s.pair(i)
-		id := "T-seed-" + strconv.FormatInt(seq, 10)
+		id := SeedTaskID(seq)
 		created := s.tick()
 		prompt := "seeded task " + strconv.Itoa(i) + ": summarize the failing tests in ./pkg and propose a fix"
 		evs, result, stop, mission, lease := completed, "Done: the fix is in pkg/foo.go.", "end_turn", "M-seed", "S-seed"
@@ -257,3 +258,11 @@ func (s *seeder) tasks(ctx context.Context, w *writeTx, done, n int) error {
 	}
 	return nil
 }
+
+// SeedTaskID and SeedMessageID are the ids of seeded rows: "SEED" and N in
+// 22 decimal digits, so that they have the shape of relay-made ids (26
+// digits of Crockford base32) and pass the request bounds.
+func SeedTaskID(n int64) string { return fmt.Sprintf("T-SEED%022d", n) }
+
+// SeedMessageID: see SeedTaskID.
+func SeedMessageID(n int64) string { return fmt.Sprintf("MSG-SEED%022d", n) }
