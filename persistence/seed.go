@@ -1,9 +1,9 @@
 package persistence
 
 import (
-	"fmt"
 	"context"
 	"database/sql"
+	"fmt"
 	"strconv"
 	"time"
 
