@@ -18,6 +18,10 @@ const (
 	maxResultBytes = 256 << 10
 	// maxToolCalls bounds the kept tool calls (by distinct id).
 	maxToolCalls = 500
+	// maxToolField bounds each kept tool-call field (id, title, kind,
+	// status) and a denial's title and kind: an agent's output, not its
+	// free text, so a hostile agent cannot make one task's record huge.
+	maxToolField = 512
 	// maxQueuedDenials bounds denials waiting to be reported; beyond it
 	// they are still denied, and logged, but not reported one by one.
 	maxQueuedDenials = 4096
@@ -71,21 +75,22 @@ func (c *client) logf(format string, args ...any) {
 // the denial for reporting.
 func (c *client) RequestPermission(_ context.Context, p acp.RequestPermissionRequest) (acp.RequestPermissionResponse, error) {
 	outcome, optionID := decidePermission(p.Options)
-	d := model.Denial{OptionID: string(optionID), Outcome: outcomeCancelled}
+	d := model.Denial{OptionID: model.Clip(string(optionID), maxToolField), Outcome: outcomeCancelled}
 	if outcome.Selected != nil {
 		d.Outcome = outcomeSelected
 	}
 	if p.ToolCall.Title != nil {
-		d.ToolCallTitle = *p.ToolCall.Title
+		d.ToolCallTitle = model.Clip(*p.ToolCall.Title, maxToolField)
 	}
 	if p.ToolCall.Kind != nil {
-		d.ToolCallKind = string(*p.ToolCall.Kind)
+		d.ToolCallKind = model.Clip(string(*p.ToolCall.Kind), maxToolField)
 	}
-	if (d.ToolCallTitle == "" || d.ToolCallKind == "") && c.awaitUpdates != nil && !c.knowsTool(string(p.ToolCall.ToolCallId)) {
+	callID := model.Clip(string(p.ToolCall.ToolCallId), maxToolField)
+	if (d.ToolCallTitle == "" || d.ToolCallKind == "") && c.awaitUpdates != nil && !c.knowsTool(callID) {
 		c.awaitUpdates() // the tool_call update may still be queued
 	}
 	c.mu.Lock()
-	if i, ok := c.toolIdx[string(p.ToolCall.ToolCallId)]; ok {
+	if i, ok := c.toolIdx[callID]; ok {
 		if d.ToolCallTitle == "" {
 			d.ToolCallTitle = c.tools[i].Title
 		}
@@ -250,6 +255,7 @@ func (c *client) appendText(s string) {
 
 // upsertTool records a tool call by id, within maxToolCalls. c.mu is held.
 func (c *client) upsertTool(id string, title, kind, status *string) {
+	id = model.Clip(id, maxToolField)
 	i, ok := c.toolIdx[id]
 	if !ok {
 		if len(c.tools) >= maxToolCalls {
@@ -265,13 +271,13 @@ func (c *client) upsertTool(id string, title, kind, status *string) {
 	}
 	tc := &c.tools[i]
 	if title != nil && *title != "" {
-		tc.Title = *title
+		tc.Title = model.Clip(*title, maxToolField)
 	}
 	if kind != nil && *kind != "" {
-		tc.Kind = *kind
+		tc.Kind = model.Clip(*kind, maxToolField)
 	}
 	if status != nil && *status != "" {
-		tc.Status = *status
+		tc.Status = model.Clip(*status, maxToolField)
 	}
 }
 

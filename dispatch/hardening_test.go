@@ -302,3 +302,23 @@ func TestMCPServersOnlyForStateChanging(t *testing.T) {
 		}
 	}
 }
+
+// A hostile agent's tool-call ids, titles and option ids are kept clipped:
+// one task's record stays small however large they are.
+func TestToolCallFieldsAreClipped(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	out, r := e.run(t, e.task("fake", "big-tool 1048576", model.ModeReadOnly))
+	wantOutcome(t, out, model.StateCompleted, "")
+	if len(out.Result.ToolCalls) != 1 {
+		t.Fatalf("tool calls = %d", len(out.Result.ToolCalls))
+	}
+	tc := out.Result.ToolCalls[0]
+	if len(tc.ID) > 600 || len(tc.Title) > 600 || !strings.Contains(tc.Title, "bytes cut]") {
+		t.Fatalf("kept tool call: id %d bytes, title %d bytes (%.40q…)", len(tc.ID), len(tc.Title), tc.Title)
+	}
+	_, denials, _ := r.snapshot()
+	if len(denials) != 1 || len(denials[0].ToolCallTitle) > 600 || len(denials[0].OptionID) > 600 || denials[0].ToolCallKind != "edit" {
+		t.Fatalf("denials = %d, first title %d bytes, option id %d bytes", len(denials), len(denials[0].ToolCallTitle), len(denials[0].OptionID))
+	}
+}

@@ -27,6 +27,8 @@
 //	chunks-N               stream N chunks of 10 bytes, then end_turn
 //	bytes-N                reply N bytes in chunks of 4 KiB
 //	tools-N                report N tool calls (pending → completed)
+//	big-tool N             report a tool call whose id and title are N bytes,
+//	                       ask permission for it with an N-byte reject option id
 //	grandchild             start `sleep 300`, reply and write its pid to
 //	                       $FAKEAGENT_PIDFILE, then hang
 //	mode                   reply "mode:<current session mode>"
@@ -370,6 +372,17 @@ func (a *agent) Prompt(ctx context.Context, p acp.PromptRequest) (acp.PromptResp
 			n -= len(c)
 		}
 		return acp.PromptResponse{StopReason: acp.StopReasonEndTurn}, nil
+	case behaviour == "big-tool" && len(words) > 1:
+		n, _ := strconv.Atoi(words[1])
+		id := acp.ToolCallId(strings.Repeat("i", n))
+		_ = a.conn.SessionUpdate(ctx, acp.SessionNotification{SessionId: sid, Update: acp.StartToolCall(id,
+			strings.Repeat("t", n), acp.WithStartKind(acp.ToolKindEdit), acp.WithStartStatus(acp.ToolCallStatusPending))})
+		_, err := a.conn.RequestPermission(ctx, acp.RequestPermissionRequest{SessionId: sid, ToolCall: acp.ToolCallUpdate{ToolCallId: id},
+			Options: []acp.PermissionOption{{Kind: acp.PermissionOptionKindRejectOnce, Name: "no", OptionId: acp.PermissionOptionId(strings.Repeat("o", n))}}})
+		if err != nil {
+			return a.reply(ctx, sid, "permission error: "+err.Error())
+		}
+		return a.reply(ctx, sid, "big tool done")
 	case strings.HasPrefix(behaviour, "tools-"):
 		n, _ := strconv.Atoi(strings.TrimPrefix(behaviour, "tools-"))
 		for i := 0; i < n; i++ {
