@@ -1,15 +1,10 @@
 package main
 
 import (
-	"bufio"
 	"encoding/json"
 	"fmt"
-	"io"
-	"os"
-	"os/exec"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/hai-relay/relay/model"
 )
@@ -66,7 +61,7 @@ func TestReliabilityInboxPagesFitTheWire(t *testing.T) {
 	}
 
 	// The reader is the real facade, spoken to over stdio line by line.
-	reader := rawFacade(t, home, "codex")
+	reader := startRawMCP(t, home, "codex")
 	got := map[string]int{}
 	calls := 0
 	for left := total; ; {
@@ -142,93 +137,4 @@ func TestReliabilityInboxPagesFitTheWire(t *testing.T) {
 		t.Errorf("%d messages audited as read, want %d: %s", len(audited), total, fmt.Sprint(audited))
 	}
 	auditVerify(t, home)
-}
-
-// stdioFacade is `relay mcp` spoken to directly over its stdin and stdout,
-// one JSON-RPC line each way, without an MCP client library: a large
-// answer costs one decode.
-type stdioFacade struct {
-	in  io.WriteCloser
-	out *bufio.Reader
-	id  int
-}
-
-// rawFacade starts and initializes a facade as agent.
-func rawFacade(t *testing.T, home, agent string) *stdioFacade {
-	t.Helper()
-	cmd := exec.Command(relayBin, "mcp", "--as", agent, "--home", home, "--no-autostart")
-	cmd.Env = append(os.Environ(), fastExit...)
-	in, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { in.Close(); _ = cmd.Wait() })
-	f := &stdioFacade{in: in, out: bufio.NewReaderSize(out, 1<<20)}
-	f.rpc(t, "initialize", map[string]any{"protocolVersion": "2025-06-18", "capabilities": map[string]any{},
-		"clientInfo": map[string]any{"name": "relay-e2e", "version": "0"}})
-	if _, err := io.WriteString(in, `{"jsonrpc":"2.0","method":"notifications/initialized"}`+"\n"); err != nil {
-		t.Fatal(err)
-	}
-	return f
-}
-
-// rpc sends one request and returns its result; no answer within a
-// minute fails the test.
-func (f *stdioFacade) rpc(t *testing.T, method string, params any) json.RawMessage {
-	t.Helper()
-	f.id++
-	if _, err := f.in.Write(append(mustJSON(t, map[string]any{"jsonrpc": "2.0", "id": f.id, "method": method, "params": params}), '\n')); err != nil {
-		t.Fatalf("%s: write: %v", method, err)
-	}
-	type answer struct {
-		line []byte
-		err  error
-	}
-	ch := make(chan answer, 1)
-	go func() {
-		line, err := f.out.ReadBytes('\n')
-		ch <- answer{line, err}
-	}()
-	var a answer
-	select {
-	case a = <-ch:
-	case <-time.After(time.Minute):
-		t.Fatalf("%s: no answer from the facade within a minute", method)
-	}
-	if a.err != nil {
-		t.Fatalf("%s: read: %v", method, a.err)
-	}
-	var res struct {
-		ID     int             `json:"id"`
-		Result json.RawMessage `json:"result"`
-		Error  json.RawMessage `json:"error"`
-	}
-	if err := json.Unmarshal(a.line, &res); err != nil || res.ID != f.id || res.Error != nil {
-		t.Fatalf("%s: answer %q (%v)", method, clipText(string(a.line), 300), err)
-	}
-	return res.Result
-}
-
-// call calls a tool that must succeed and returns its text content (the
-// daemon's answer as it came).
-func (f *stdioFacade) call(t *testing.T, tool string, args map[string]any) string {
-	t.Helper()
-	var res struct {
-		IsError bool `json:"isError"`
-		Content []struct {
-			Text string `json:"text"`
-		} `json:"content"`
-	}
-	raw := f.rpc(t, "tools/call", map[string]any{"name": tool, "arguments": args})
-	if err := json.Unmarshal(raw, &res); err != nil || res.IsError || len(res.Content) != 1 {
-		t.Fatalf("%s: %q (%v)", tool, clipText(string(raw), 300), err)
-	}
-	return res.Content[0].Text
 }

@@ -536,6 +536,53 @@ func (m *rawMCP) read(t *testing.T) map[string]any {
 	}
 }
 
+// call calls a tool that must succeed and returns its text content (the
+// daemon's answer as it came); no answer within a minute fails the test.
+// The answer is decoded once, into only what is checked: it may be MiBs.
+func (m *rawMCP) call(t *testing.T, tool string, args map[string]any) string {
+	t.Helper()
+	m.id++
+	m.line(t, mustJSON(t, map[string]any{"jsonrpc": "2.0", "id": m.id, "method": "tools/call",
+		"params": map[string]any{"name": tool, "arguments": args}}))
+	type answer struct {
+		line []byte
+		err  error
+	}
+	ch := make(chan answer, 1)
+	go func() {
+		for {
+			line, err := m.out.ReadBytes('\n')
+			if err != nil || bytes.Contains(line, []byte(`"id":`)) {
+				ch <- answer{line, err}
+				return
+			}
+		}
+	}()
+	var a answer
+	select {
+	case a = <-ch:
+	case <-time.After(time.Minute):
+		t.Fatalf("%s: no answer from the facade within a minute", tool)
+	}
+	if a.err != nil {
+		t.Fatalf("%s: read: %v", tool, a.err)
+	}
+	var res struct {
+		ID     int             `json:"id"`
+		Error  json.RawMessage `json:"error"`
+		Result struct {
+			IsError bool `json:"isError"`
+			Content []struct {
+				Text string `json:"text"`
+			} `json:"content"`
+		} `json:"result"`
+	}
+	if err := json.Unmarshal(a.line, &res); err != nil || res.ID != m.id || res.Error != nil || res.Result.IsError || len(res.Result.Content) != 1 {
+		t.Fatalf("%s: answer %q (%v)", tool, clipText(string(a.line), 300), err)
+	}
+	return res.Result.Content[0].Text
+}
+
 // request sends one request with a fresh id and returns its answer.
 func (m *rawMCP) request(t *testing.T, method, params string) map[string]any {
 	t.Helper()
