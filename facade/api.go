@@ -85,6 +85,10 @@ type ServerOptions struct {
 	Clock func() time.Time
 	// MaxAnswer bounds an answer's body; 0 means DefaultMaxAnswer.
 	MaxAnswer int
+	// KnownAgent, when set, says whether a name is an agent of this relay:
+	// a request whose X-Relay-Agent names another is refused
+	// (unknown_agent), so that no identity is stored that no config names.
+	KnownAgent func(name string) bool
 	// Per-connection deadlines; zero means the Default… constants. They
 	// keep a client that sends one byte a second, or never reads, from
 	// holding the daemon.
@@ -340,6 +344,11 @@ func (s *Server) apiRoute(pattern string, agent bool, query []string, h apiHandl
 			// must be an agent name, never arbitrary text.
 			if !spec.ValidAgentName(caller) {
 				s.writeError(w, r, apiInvalid("the %s header %q is not an agent name (1–64 characters of [a-z0-9_-])", AgentHeader, apiClip(caller, 64)))
+				return
+			}
+			if s.o.KnownAgent != nil && !s.o.KnownAgent(caller) {
+				s.writeError(w, r, model.Errorf(model.CodeUnknownAgent, "the %s header names %q, which is no agent of this relay", AgentHeader, caller).
+					WithHint("run `relay agents` for the known agents; a custom agent needs an [agents.NAME] table in config.toml"))
 				return
 			}
 		}

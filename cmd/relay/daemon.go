@@ -144,7 +144,7 @@ func (d *daemon) run(ctx context.Context) (err error) {
 		return err
 	}
 	srv := facade.NewServer(svc, facade.ServerOptions{
-		Version: Version, Logger: d.log,
+		Version: Version, Logger: d.log, KnownAgent: registry.Known,
 		OnRefused: func(ctx context.Context, uid, pid int) {
 			_ = db.Audit(ctx, model.AuditEvent{At: time.Now().UTC(), Kind: "socket.refused", Actor: "uid:" + strconv.Itoa(uid),
 				Data: map[string]string{"uid": strconv.Itoa(uid), "pid": strconv.Itoa(pid)}})

@@ -167,3 +167,45 @@ func TestReliabilityRequestBounds(t *testing.T) {
 		t.Errorf("tasks, messages %v → %v through the facade; refused requests store nothing", before, after)
 	}
 }
+
+// X-Relay-Agent must name an agent of this relay: a caller no config names
+// is refused unknown_agent on every agent call, and nothing is stored
+// under its name.
+func TestReliabilityCallerMustBeAKnownAgent(t *testing.T) {
+	t.Parallel()
+	home := newHome(t, "[agents.my-bot]\ncommand = [\"/bin/true\"]\n")
+	launchDaemon(t, home)
+	c := apiClient(home)
+	db := openRO(t, home)
+	count := func() (n int) {
+		if err := db.QueryRow(`SELECT (SELECT count(*) FROM messages) + (SELECT count(*) FROM tasks)`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	before := count()
+	for _, rq := range []struct{ method, path, body string }{
+		{"POST", "/v1/messages", `{"to":"claude","body":"hi"}`},
+		{"POST", "/v1/tasks", `{"target":"claude","prompt":"p","mission_id":"M-1","lease_id":"S-1","cwd":"/tmp"}`},
+		{"POST", "/v1/inbox", `{}`},
+		{"GET", "/v1/tasks", ""},
+	} {
+		var body []byte
+		if rq.body != "" {
+			body = []byte(rq.body)
+		}
+		r := apiDo(t, c, rq.method, rq.path, "mallory", body)
+		if r.code() != string(model.CodeUnknownAgent) || !strings.Contains(r.str("message"), `"mallory"`) {
+			t.Errorf("%s %s as mallory: %d %s, want unknown_agent naming it", rq.method, rq.path, r.status, clipText(string(r.body), 200))
+		}
+	}
+	if n := count(); n != before {
+		t.Errorf("%d rows stored for an unknown caller", n-before)
+	}
+	// A custom agent from config, and a core one, are callers.
+	for _, who := range []string{"my-bot", "codex"} {
+		if r := apiDo(t, c, "POST", "/v1/messages", who, []byte(`{"to":"claude","body":"hi"}`)); r.str("message_id") == "" {
+			t.Errorf("send as %s: %d %s", who, r.status, clipText(string(r.body), 200))
+		}
+	}
+}
