@@ -15,6 +15,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/uptrace/bun"
@@ -152,6 +153,9 @@ func Open(ctx context.Context, path string, opts Options) (*DB, error) {
 	// Refuse anything that is not a SQLite file before the driver touches
 	// it: setting journal_mode on a foreign file must never be attempted.
 	if err := checkHeader(abs); err != nil {
+		return nil, err
+	}
+	if err := ownerOnly(abs); err != nil {
 		return nil, err
 	}
 
@@ -347,6 +351,34 @@ func checkHeader(path string) error {
 	if !bytes.Equal(head, sqliteHeader) {
 		return fmt.Errorf("persistence: open %s: %w (its header is not \"SQLite format 3\"); "+
 			"the file was left untouched: move it away or pass another path", path, ErrNotDatabase)
+	}
+	return nil
+}
+
+// ownerOnly makes the database owner-only before SQLite opens it: a new
+// file is created 0600 (SQLite gives its -wal and -shm files the database
+// file's mode), and an existing database, -wal or -shm file wider than
+// that is narrowed. Messages, prompts and the audit log are in there; the
+// process umask (often 022) must not make them world-readable.
+func ownerOnly(path string) error {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return fmt.Errorf("persistence: open %s: %w", path, err)
+	}
+	f.Close()
+	for _, p := range []string{path, path + "-wal", path + "-shm"} {
+		st, err := os.Lstat(p)
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("persistence: open %s: %w", p, err)
+		}
+		if st.Mode().IsRegular() && st.Mode().Perm()&0o077 != 0 {
+			if err := os.Chmod(p, st.Mode().Perm()&0o700); err != nil {
+				return fmt.Errorf("persistence: make %s owner-only: %w", p, err)
+			}
+		}
 	}
 	return nil
 }

@@ -11,7 +11,9 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/hai-relay/relay/model"
 )
@@ -238,4 +240,41 @@ func checkPragmas(t *testing.T, c *sql.Conn, want map[string]string) {
 			t.Errorf("PRAGMA %s = %s, want %s", name, got, v)
 		}
 	}
+}
+
+// The database and its WAL and SHM files are owner-only whatever the
+// umask: they hold every message, prompt and the audit log. A database a
+// looser umask left wider is narrowed at open.
+func TestOpenMakesTheFilesOwnerOnly(t *testing.T) {
+	old := syscall.Umask(0o002) // a permissive umask; not parallel: the umask is process-wide
+	defer syscall.Umask(old)
+	path := filepath.Join(t.TempDir(), "relay.db")
+	db := MustOpen(t, path, Options{})
+	if err := db.Audit(context.Background(), model.AuditEvent{At: time.Now(), Kind: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	check := func(when string) {
+		t.Helper()
+		for _, p := range []string{path, path + "-wal", path + "-shm"} {
+			st, err := os.Stat(p)
+			if err != nil {
+				t.Fatalf("%s: %v", when, err)
+			}
+			if st.Mode().Perm() != 0o600 {
+				t.Errorf("%s: %s is %v, want 0600", when, filepath.Base(p), st.Mode().Perm())
+			}
+		}
+	}
+	check("new database")
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(path, 0o664); err != nil {
+		t.Fatal(err)
+	}
+	db = MustOpen(t, path, Options{})
+	if err := db.Audit(context.Background(), model.AuditEvent{At: time.Now(), Kind: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	check("reopened after a chmod 0664")
 }
