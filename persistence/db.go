@@ -361,7 +361,7 @@ func checkHeader(path string) error {
 // that is narrowed. Messages, prompts and the audit log are in there; the
 // process umask (often 022) must not make them world-readable.
 func ownerOnly(path string) error {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
+	f, err := os.OpenFile(path, os.O_RDONLY|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
 	if err != nil {
 		return fmt.Errorf("persistence: open %s: %w", path, err)
 	}
