@@ -276,7 +276,7 @@ func mcpMustToolError(tb testing.TB, res *mcp.CallToolResult, code model.Code) m
 	return obj
 }
 
-// mcpWant is the shape brief §7 fixes for one tool.
+// mcpWant is the shape the interface contract (README.md) fixes for one tool.
 type mcpWant struct {
 	args                              []string
 	required                          []string

@@ -87,7 +87,7 @@ func mcpArtifactsParam() mcpParam {
 		desc: "References to content, each {uri (required), media_type, name}; the relay passes the references on and never uploads the content."}
 }
 
-// mcpTools returns the eight tools of the facade, as brief §7 names them.
+// mcpTools returns the eight tools of the facade, as the interface contract (README.md) names them.
 func mcpTools(o MCPOptions) []mcpTool {
 	states := make([]string, 0, len(model.AllStates()))
 	for _, s := range model.AllStates() {

@@ -23,7 +23,7 @@ import (
 // Defaults of the authority adapter client.
 const (
 	// DefaultAuthorityTimeout bounds one consultation when NewAuthority is
-	// given no positive timeout (brief §4: authority.timeout, 5 s).
+	// given no positive timeout (authority.timeout, 5 s; spec/authority.go).
 	DefaultAuthorityTimeout = 5 * time.Second
 	// DefaultAuthorityGrace is how long the client keeps reading the
 	// adapter's output after the adapter exited, and after its process group

@@ -20,7 +20,7 @@
 // state it leads to (rejected or blocked), fail-closed.
 //
 // NewAuthority returns the subprocess client of the authority adapter
-// contract (brief §4): argv run without a shell in its own process group,
+// contract (spec/authority.go): argv run without a shell in its own process group,
 // one JSON request on stdin, one JSON answer of at most 64 KiB on stdout,
 // bounded by a timeout after which the whole process group is killed.
 package gates

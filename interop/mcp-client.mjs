@@ -30,7 +30,7 @@ import { isDeepStrictEqual } from "node:util";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 
-// The eight tools and their arguments (brief §7, wire names): required
+// The eight tools and their arguments (wire names, as README.md lists them): required
 // arguments first.
 const TOOLS = {
   send_message: { required: ["to", "body"], optional: ["context_id", "reply_to", "artifacts"] },

@@ -229,7 +229,7 @@ func TestCoreAgents(t *testing.T) {
 	agents := model.CoreAgents()
 	want := []string{"claude", "codex", "cursor", "gemini", "opencode", "hermes"}
 	if !slices.Equal(slices.Sorted(slices.Values(agents)), slices.Sorted(slices.Values(want))) {
-		t.Errorf("CoreAgents() = %v, want brief §1's %v", agents, want)
+		t.Errorf("CoreAgents() = %v, want the README's agent list's %v", agents, want)
 	}
 	for i, a := range agents {
 		if slices.Index(agents, a) != i {

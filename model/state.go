@@ -3,7 +3,7 @@ package model
 // State is a task's lifecycle state. Names follow A2A where A2A has one.
 type State string
 
-// The task states of the lifecycle (brief §3).
+// The task states of the lifecycle (the lifecycle contract (spec/lifecycle.dot)).
 const (
 	// StateSubmitted: the envelope is persisted and audited; gates not yet passed.
 	StateSubmitted State = "submitted"

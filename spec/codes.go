@@ -55,7 +55,7 @@ func Catalogue() []CodeInfo {
 		t(model.CodeAuthorityNotConfigured, model.StateBlocked, "no authority adapter is configured, so nothing may run", "set [authority] command in config.toml"),
 		t(model.CodeAuthorityUnavailable, model.StateBlocked, "the authority adapter could not be started or exited non-zero", "run the adapter by hand with a request on stdin; see the audit row for its stderr"),
 		t(model.CodeAuthorityTimeout, model.StateBlocked, "the authority adapter did not answer within authority.timeout", "raise [authority] timeout or fix the adapter"),
-		t(model.CodeAuthorityInvalidResponse, model.StateBlocked, "the authority adapter's answer was not one valid JSON decision of at most 64 KiB", "check the adapter's output against the contract in the brief §4"),
+		t(model.CodeAuthorityInvalidResponse, model.StateBlocked, "the authority adapter's answer was not one valid JSON decision of at most 64 KiB", "check the adapter's output against the request and response types in spec/authority.go"),
 		t(model.CodeAuthorityDenied, model.StateRejected, "the authority adapter denied the task (its own code is kept with the verdict)", "ask the authority why; see the verdict's adapter code"),
 		t(model.CodeStateChangingRequiresGuardedClaude, model.StateRejected, "state_changing tasks run only on claude with the authority's guarded assurance", "submit read_only, or target claude under a guarded lease"),
 		t(model.CodeDispatchFailed, model.StateFailed, "the target agent could not be started or its ACP session set up", "run `relay agents probe NAME` and read the task log"),

@@ -19,7 +19,7 @@ import (
 // go test ./spec -update
 var update = flag.Bool("update", false, "rewrite the golden files (spec/errors.md) from the code")
 
-// briefTaskCodes and briefRequestCodes are brief §8's lists, written out
+// briefTaskCodes and briefRequestCodes are the code catalogue (spec/errors.md)'s lists, written out
 // here as the independent source the catalogue is checked against.
 var (
 	briefTaskCodes = []model.Code{
@@ -37,7 +37,7 @@ var (
 		"broadcast_not_supported", "payload_too_large", "invalid_cwd", "not_found",
 		"task_not_cancelable", "daemon_unavailable", "internal",
 	}
-	// briefTaskStates is the state brief §3 gives each task code it names
+	// briefTaskStates is the state the lifecycle contract (spec/lifecycle.dot) gives each task code it names
 	// (agent_auth_required is named only in §8).
 	briefTaskStates = map[model.Code]model.State{
 		"missing_mission_id":                     model.StateRejected,
@@ -190,12 +190,12 @@ func TestCatalogueMatchesBrief(t *testing.T) {
 	sameSet := func(what string, got, want []model.Code) {
 		for _, c := range want {
 			if !slices.Contains(got, c) {
-				t.Errorf("brief §8 %s code %s is missing from the catalogue", what, c)
+				t.Errorf("the code catalogue (spec/errors.md) %s code %s is missing from the catalogue", what, c)
 			}
 		}
 		for _, c := range got {
 			if !slices.Contains(want, c) {
-				t.Errorf("catalogue %s code %s is not in brief §8", what, c)
+				t.Errorf("catalogue %s code %s is not in the code catalogue (spec/errors.md)", what, c)
 			}
 		}
 	}
@@ -205,7 +205,7 @@ func TestCatalogueMatchesBrief(t *testing.T) {
 	for c, want := range briefTaskStates {
 		ci, ok := spec.Lookup(c)
 		if ok && ci.State != want {
-			t.Errorf("code %s leads to %s, brief §3 says %s", c, ci.State, want)
+			t.Errorf("code %s leads to %s, the lifecycle contract (spec/lifecycle.dot) says %s", c, ci.State, want)
 		}
 	}
 }

@@ -19,7 +19,7 @@ import (
 )
 
 // Config is the relay's configuration: config.toml in the relay home
-// (brief §7), merged over DefaultConfig. ParseConfig and LoadConfig only
+// (the interface contract (README.md)), merged over DefaultConfig. ParseConfig and LoadConfig only
 // return a Config that passes Validate.
 type Config struct {
 	// Authority is the [authority] table.
@@ -34,7 +34,7 @@ type Config struct {
 }
 
 // AuthorityConfig is the [authority] table: the external authority adapter
-// (brief §4).
+// (the authority contract (spec/authority.go)).
 type AuthorityConfig struct {
 	// Command is the adapter's argv, run without a shell (key command). Nil
 	// means no adapter is configured, and every task is then blocked with
@@ -49,7 +49,7 @@ type AuthorityConfig struct {
 // AgentConfig is one [agents.NAME] table.
 type AgentConfig struct {
 	// Command is the agent's ACP adapter argv, run without a shell (key
-	// command). Core agents default to their launch spec (brief §5); a
+	// command). Core agents default to their launch spec (the launch specs (docs/agents.md)); a
 	// custom agent must set it.
 	Command []string
 	// Enabled is the agent's policy signal (key enabled, default true). A
@@ -98,7 +98,7 @@ type StorageConfig struct {
 	// but the newest rows are gone. Worst case, a task's authorized or
 	// working state is lost after its agent was started; recovery then
 	// sees the task as submitted and may authorize and dispatch it again,
-	// which breaks the at-most-once promise of brief §3. FULL fsyncs every
+	// which breaks the at-most-once promise of the lifecycle contract (spec/lifecycle.dot). FULL fsyncs every
 	// commit and closes that window, at the cost of slower writes; it is
 	// the default for that reason.
 	Synchronous string
@@ -120,7 +120,7 @@ const (
 	DefaultSynchronous      = SynchronousFull
 )
 
-// defaultCommands are the launch specs of the core agents (brief §5).
+// defaultCommands are the launch specs of the core agents (the launch specs (docs/agents.md)).
 var defaultCommands = map[string][]string{
 	"claude":   {"claude-agent-acp"},
 	"codex":    {"codex-acp"},
@@ -236,7 +236,7 @@ func LoadConfig(path string) (Config, error) {
 // ParseConfig parses the TOML document data, the content of the config file
 // called name (used in error messages), and merges it over DefaultConfig.
 //
-// The format (brief §7), every table and key optional:
+// The format (the interface contract (README.md)), every table and key optional:
 //
 //	[authority]
 //	command = ["hai-authority", "--relay"]  # argv, no shell; absent: no adapter

@@ -15,7 +15,7 @@ import (
 	"github.com/hai-relay/relay/spec"
 )
 
-// briefLaunchSpecs is brief §5's table of default launch specs, written out
+// briefLaunchSpecs is the launch specs (docs/agents.md)'s table of default launch specs, written out
 // here as the independent source DefaultConfig is checked against.
 var briefLaunchSpecs = map[string][]string{
 	"claude":   {"claude-agent-acp"},
@@ -35,7 +35,7 @@ func TestDefaultConfig(t *testing.T) {
 		t.Fatalf("AgentNames() = %v, want the core agents %v", got, core)
 	}
 	if len(briefLaunchSpecs) != len(core) {
-		t.Fatalf("brief §5 lists %d agents, model.CoreAgents() %d", len(briefLaunchSpecs), len(core))
+		t.Fatalf("the launch specs (docs/agents.md) lists %d agents, model.CoreAgents() %d", len(briefLaunchSpecs), len(core))
 	}
 	for name, want := range briefLaunchSpecs {
 		a, ok := c.Agent(name)
@@ -44,7 +44,7 @@ func TestDefaultConfig(t *testing.T) {
 			continue
 		}
 		if !slices.Equal(a.Command, want) {
-			t.Errorf("agent %s command = %q, want %q (brief §5)", name, a.Command, want)
+			t.Errorf("agent %s command = %q, want %q (the launch specs (docs/agents.md))", name, a.Command, want)
 		}
 		if !a.Enabled {
 			t.Errorf("agent %s is disabled by default; the core agents are enabled in v1", name)

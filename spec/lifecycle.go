@@ -12,7 +12,7 @@ type Edge struct {
 	Gates []model.Gate
 }
 
-// Lifecycle is the task lifecycle of brief §3. The machine package builds
+// Lifecycle is the task lifecycle of the lifecycle contract (spec/lifecycle.dot). The machine package builds
 // its state machine from this table and nothing else.
 func Lifecycle() []Edge {
 	return []Edge{

@@ -8,7 +8,7 @@ import (
 	"github.com/hai-relay/relay/spec"
 )
 
-// briefEdges are the transitions brief §3 permits, as from → to pairs,
+// briefEdges are the transitions the lifecycle contract (spec/lifecycle.dot) permits, as from → to pairs,
 // written out here as the independent source the table is checked against.
 var briefEdges = [][2]model.State{
 	{model.StateSubmitted, model.StateAuthorized},
@@ -23,7 +23,7 @@ var briefEdges = [][2]model.State{
 	{model.StateWorking, model.StateCanceled},
 }
 
-// briefGates are brief §3's guards of the authorize transition, in order.
+// briefGates are the lifecycle contract (spec/lifecycle.dot)'s guards of the authorize transition, in order.
 var briefGates = []model.Gate{"missionLease", "acpDenial", "authority", "guardedClaude"}
 
 func TestLifecycleStates(t *testing.T) {
@@ -79,7 +79,7 @@ func TestLifecycleCancel(t *testing.T) {
 func TestLifecycleGates(t *testing.T) {
 	t.Parallel()
 	if !slices.Equal(model.AllGates(), briefGates) {
-		t.Errorf("model.AllGates() = %v, want brief §3's order %v", model.AllGates(), briefGates)
+		t.Errorf("model.AllGates() = %v, want the lifecycle contract (spec/lifecycle.dot)'s order %v", model.AllGates(), briefGates)
 	}
 	guarded := 0
 	for _, e := range spec.Lifecycle() {
@@ -153,12 +153,12 @@ func TestLifecycleMatchesBrief(t *testing.T) {
 	}
 	for _, want := range briefEdges {
 		if !slices.Contains(got, want) {
-			t.Errorf("brief §3 edge %s → %s is missing", want[0], want[1])
+			t.Errorf("the lifecycle contract (spec/lifecycle.dot) edge %s → %s is missing", want[0], want[1])
 		}
 	}
 	for _, g := range got {
 		if !slices.Contains(briefEdges, g) {
-			t.Errorf("edge %s → %s is not in brief §3", g[0], g[1])
+			t.Errorf("edge %s → %s is not in the lifecycle contract (spec/lifecycle.dot)", g[0], g[1])
 		}
 	}
 }

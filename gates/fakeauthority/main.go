@@ -1,6 +1,6 @@
 // Command fakeauthority is a fake authority adapter for tests: a real program
 // that speaks (or deliberately breaks) the authority adapter contract of
-// brief §4, so tests start it as a subprocess exactly as the relay starts a
+// the authority contract (spec/authority.go), so tests start it as a subprocess exactly as the relay starts a
 // real adapter.
 //
 // Usage:
