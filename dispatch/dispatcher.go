@@ -45,6 +45,16 @@ type Options struct {
 	Logger *slog.Logger
 	// Env is appended to the daemon's environment for every agent.
 	Env []string
+	// Shim is the command line of the agent shim (package subreaper),
+	// which every agent is started through: Shim[0] is its executable,
+	// the rest its arguments, then come the agent's resolved path and
+	// argv. The shim is a child subreaper: when the agent's run ends, or
+	// the daemon dies, it kills every descendant of the agent, those that
+	// left its process group and environment included. The relay sets it
+	// to its own binary's hidden subcommand. Empty: agents are started
+	// directly, and a descendant that calls setsid and drops HAI_RELAY_RUN
+	// can outlive its run.
+	Shim []string
 	// OnProbe, when set, is called with every recorded probe outcome so
 	// the daemon can persist it.
 	OnProbe func(name string, p Probe)
@@ -173,7 +183,7 @@ func (d *Dispatcher) Dispatch(_ context.Context, t model.Task, r model.RunReport
 			Message: fmt.Sprintf("could not start agent %s (%s): %v", t.Target, spec.Command[0], err),
 			Hint:    hint, Err: err}
 	}
-	d.log.Info("agent started", "task_id", t.ID, "agent", t.Target, "pid", s.p.pid, "mode", t.Mode)
+	d.log.Info("agent started", "task_id", t.ID, "agent", t.Target, "pid", s.p.agentPID, "group", s.p.pid, "mode", t.Mode)
 	go d.runTask(s, t.ID, r)
 	return nil
 }

@@ -153,7 +153,7 @@ func newEnv(tb testing.TB, tweak ...func(*dispatch.Options)) *env {
 	}
 	e.reg = dispatch.NewRegistry(specs, nil, nil)
 	o := dispatch.Options{
-		Registry: e.reg, Home: e.home, CancelGrace: time.Second,
+		Registry: e.reg, Home: e.home, CancelGrace: time.Second, Shim: []string{dispatchtest.BuildShim(tb)},
 		Env: []string{"FAKEAGENT_LOG=" + e.agentLog, "FAKEAGENT_PIDFILE=" + e.pidFile},
 		OnProbe: func(name string, p dispatch.Probe) {
 			e.probesMu.Lock()

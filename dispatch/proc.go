@@ -1,6 +1,7 @@
 package dispatch
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -9,6 +10,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -94,6 +96,11 @@ type proc struct {
 	// id cannot be reused, until reap: killGroup is always safe before it.
 	exited chan struct{}
 
+	// shim is set when the process is the agent shim (Options.Shim),
+	// which runs the agent as its child and agentPID is the agent's pid.
+	shim     bool
+	agentPID int
+
 	mu      sync.Mutex
 	reaped  bool
 	waitErr error
@@ -107,10 +114,21 @@ type procSpec struct {
 	env    []string
 	unset  []string // variables removed from the environment (inherited or in env)
 	stderr io.Writer
+	shim   []string // Options.Shim; empty: argv is started directly
 }
 
+// shimReportWait bounds how long startProc waits for the shim to report
+// the agent's pid; shimKillWait how long reap waits for a shim told to
+// stop before it SIGKILLs the shim's whole group instead.
+const (
+	shimReportWait = 30 * time.Second
+	shimKillWait   = 5 * time.Second
+)
+
 // startProc starts argv in its own process group with Pdeathsig SIGKILL,
-// stdin and stdout as pipes and stderr to ps.stderr.
+// stdin and stdout as pipes and stderr to ps.stderr. With a shim, the shim
+// leads the group (Pdeathsig SIGTERM, so that it can kill the agent's tree
+// when the daemon dies) and runs argv as its child in that group.
 func startProc(sp *spawner, ps procSpec) (*proc, error) {
 	if len(ps.argv) == 0 || ps.argv[0] == "" {
 		return nil, errors.New("empty command")
@@ -118,6 +136,26 @@ func startProc(sp *spawner, ps procSpec) (*proc, error) {
 	cmd := exec.Command(ps.argv[0], ps.argv[1:]...)
 	if cmd.Err != nil {
 		return nil, cmd.Err
+	}
+	deathSig := syscall.SIGKILL
+	var reportR, reportW *os.File
+	if len(ps.shim) > 0 {
+		// The agent's executable is resolved here, as without a shim, so
+		// that a missing agent fails the dispatch the same way.
+		args := append(slices.Clip(ps.shim[1:]), cmd.Path)
+		args = append(args, ps.argv...)
+		cmd = exec.Command(ps.shim[0], args...)
+		if cmd.Err != nil {
+			return nil, fmt.Errorf("agent shim: %w", cmd.Err)
+		}
+		var err error
+		if reportR, reportW, err = os.Pipe(); err != nil {
+			return nil, err
+		}
+		defer reportR.Close()
+		defer reportW.Close()
+		cmd.ExtraFiles = []*os.File{reportW} // fd 3
+		deathSig = syscall.SIGTERM
 	}
 	cmd.Dir = ps.dir
 	cmd.Env = append(os.Environ(), ps.env...)
@@ -128,7 +166,7 @@ func startProc(sp *spawner, ps procSpec) (*proc, error) {
 		})
 	}
 	cmd.Stderr = ps.stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: deathSig}
 	// Wait copies stderr through a pipe; a process that escaped the group
 	// and kept stderr open must not hold Wait forever.
 	cmd.WaitDelay = 2 * time.Second
@@ -146,9 +184,44 @@ func startProc(sp *spawner, ps procSpec) (*proc, error) {
 		_ = stdout.Close()
 		return nil, err
 	}
-	p := &proc{cmd: cmd, pid: cmd.Process.Pid, stdin: stdin, stdout: stdout, exited: make(chan struct{})}
+	p := &proc{cmd: cmd, pid: cmd.Process.Pid, agentPID: cmd.Process.Pid, stdin: stdin, stdout: stdout, exited: make(chan struct{})}
 	go p.watchExit()
+	if reportW != nil {
+		p.shim = true
+		_ = reportW.Close()
+		pid, err := readShimReport(reportR)
+		if err != nil {
+			_ = p.reap()
+			return nil, err
+		}
+		p.agentPID = pid
+	}
 	return p, nil
+}
+
+// readShimReport reads the shim's one line on fd 3: the agent's pid, or
+// why it could not be started.
+func readShimReport(r *os.File) (int, error) {
+	_ = r.SetReadDeadline(time.Now().Add(shimReportWait))
+	var buf [512]byte
+	n := 0
+	for n < len(buf) {
+		k, err := r.Read(buf[n:])
+		n += k
+		if err != nil || bytes.IndexByte(buf[:n], '\n') >= 0 {
+			break
+		}
+	}
+	line, _, _ := strings.Cut(string(buf[:n]), "\n")
+	if rest, ok := strings.CutPrefix(line, "pid "); ok {
+		if pid, err := strconv.Atoi(rest); err == nil && pid > 0 {
+			return pid, nil
+		}
+	}
+	if msg, ok := strings.CutPrefix(line, "error: "); ok {
+		return 0, errors.New(msg)
+	}
+	return 0, fmt.Errorf("the agent shim did not report the agent's pid (got %q)", line)
 }
 
 // watchExit closes exited once the leader has exited.
@@ -221,6 +294,12 @@ func (p *proc) killGroup() {
 		return
 	}
 	p.killed.Store(true)
+	if p.shim {
+		// The shim SIGKILLs the agent and every descendant, escaped ones
+		// included, then exits the way the agent did.
+		_ = syscall.Kill(p.pid, syscall.SIGTERM)
+		return
+	}
 	_ = syscall.Kill(-p.pid, syscall.SIGKILL)
 }
 
@@ -230,7 +309,20 @@ func (p *proc) reap() error {
 	// Until the leader is reaped it is alive or a zombie, so its group id
 	// is still ours: kill the group (leftover descendants included).
 	p.killGroup()
-	<-p.exited
+	if p.shim {
+		t := time.NewTimer(shimKillWait)
+		select {
+		case <-p.exited:
+		case <-t.C:
+			// A shim that does not stop (it never should): kill its
+			// group, which leaves escaped descendants to init.
+			_ = syscall.Kill(-p.pid, syscall.SIGKILL)
+			<-p.exited
+		}
+		t.Stop()
+	} else {
+		<-p.exited
+	}
 	p.mu.Lock()
 	if p.reaped {
 		p.mu.Unlock()

@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/hai-relay/relay/dispatch"
 	"github.com/hai-relay/relay/model"
 )
@@ -162,7 +164,8 @@ func TestReapKillsAbandonedRun(t *testing.T) {
 	agent := int(starts[0]["pid"].(float64))
 
 	// The record while the run is alive: 0600 in a 0700 dir, naming the
-	// agent's pid and start time.
+	// pid and start time of the group's leader, the agent shim, in whose
+	// process group the agent runs.
 	path := filepath.Join(e.home, "run", "agents", task.ID+".json")
 	st, err := os.Stat(path)
 	if err != nil {
@@ -179,7 +182,9 @@ func TestReapKillsAbandonedRun(t *testing.T) {
 	if err := json.Unmarshal(b, &rec); err != nil {
 		t.Fatalf("record %s: %v", b, err)
 	}
-	if int(rec["pid"].(float64)) != agent || uint64(rec["start_time"].(float64)) != startTime(t, agent) ||
+	leader := int(rec["pid"].(float64))
+	if pgid, err := syscall.Getpgid(agent); err != nil || pgid != leader || leader == agent ||
+		uint64(rec["start_time"].(float64)) != startTime(t, leader) ||
 		rec["task_id"] != task.ID || rec["argv0"] != e.bin || rec["run"] == "" {
 		t.Fatalf("record %s (agent pid %d)", b, agent)
 	}
@@ -188,9 +193,10 @@ func TestReapKillsAbandonedRun(t *testing.T) {
 	}
 
 	killed, err := newReaper(t, e.home).Reap(context.Background())
-	if err != nil || killed != 2 {
-		t.Fatalf("Reap = %d, %v; want the agent and its child killed", killed, err)
+	if err != nil || killed != 3 {
+		t.Fatalf("Reap = %d, %v; want the shim, the agent and its child killed", killed, err)
 	}
+	waitDead(t, leader, "agent shim")
 	waitDead(t, agent, "agent")
 	waitDead(t, grand, "grandchild")
 	mustNotExist(t, path)
@@ -437,4 +443,48 @@ func TestReapSkipsOwnRuns(t *testing.T) {
 	e.d.Cancel(task.ID)
 	wantOutcome(t, r.waitFinished(t), model.StateCanceled, model.CodeCanceledBySubmitter)
 	wantNoRecords(t, e.home)
+}
+
+// A descendant of the agent that leaves its session and process group
+// (setsid) and drops HAI_RELAY_RUN from its environment dies with its run
+// however the run ends: the agent shim is its subreaper and kills it.
+func TestEscapedDescendantDiesWithItsRun(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name, prompt string
+		end          func(*env, model.Task)
+		state        model.State
+		code         model.Code
+	}{
+		{"completed", "escape", nil, model.StateCompleted, ""},
+		{"cancel", "escape-hang", func(e *env, task model.Task) { e.d.Cancel(task.ID) }, model.StateCanceled, model.CodeCanceledBySubmitter},
+		{"stop", "escape-hang", func(e *env, _ model.Task) { _ = e.d.Close() }, model.StateFailed, model.CodeDispatchInterrupted},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t)
+			task := e.task("fake", c.prompt, model.ModeReadOnly)
+			r := newRecorder()
+			if err := e.d.Dispatch(context.Background(), task, r); err != nil {
+				t.Fatal(err)
+			}
+			escaped := e.grandchild(t)
+			killChildAtCleanup(t, escaped)
+			if c.end != nil {
+				r.waitStarted(t)
+				// It really escaped: another session, no run id.
+				if sid, err := unix.Getsid(escaped); err != nil || sid != escaped {
+					t.Fatalf("escaped child's session = %d, %v; want its own", sid, err)
+				}
+				if b, err := os.ReadFile("/proc/" + strconv.Itoa(escaped) + "/environ"); err != nil || strings.Contains(string(b), dispatch.RunEnvVar) {
+					t.Fatalf("escaped child's environment %q, %v", b, err)
+				}
+				c.end(e, task)
+			}
+			wantOutcome(t, r.waitFinished(t), c.state, c.code)
+			waitDead(t, escaped, "escaped descendant")
+			e.assertAgentsDead(t)
+			wantNoRecords(t, e.home)
+		})
+	}
 }

@@ -149,7 +149,7 @@ func (s *session) start() error {
 			return fmt.Errorf("writing the hardening profile's files: %w", err)
 		}
 	}
-	p, err := startProc(s.d.spawner, procSpec{argv: argv, dir: s.cwd, env: env, unset: unset, stderr: s.tail})
+	p, err := startProc(s.d.spawner, procSpec{argv: argv, dir: s.cwd, env: env, unset: unset, stderr: s.tail, shim: s.d.o.Shim})
 	if err != nil {
 		s.log.Printf("could not start %q: %v", argv, err)
 		return err
@@ -166,7 +166,11 @@ func (s *session) start() error {
 	s.p = p
 	s.rec = rec
 	s.mu.Unlock()
-	s.log.Printf("started %q pid %d in %s", argv, p.pid, s.cwd)
+	if p.shim {
+		s.log.Printf("started %q pid %d in %s, under agent shim pid %d", argv, p.agentPID, s.cwd, p.pid)
+	} else {
+		s.log.Printf("started %q pid %d in %s", argv, p.pid, s.cwd)
+	}
 	s.client = newClient(s.log.Printf)
 	if s.rule != nil {
 		s.client.modeText = s.rule.ModeText

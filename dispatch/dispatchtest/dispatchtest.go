@@ -14,6 +14,42 @@ import (
 // FakeAgentPackage is the import path of the fake agent.
 const FakeAgentPackage = "github.com/hai-relay/relay/dispatch/fakeagent"
 
+// ShimPackage is the import path of the agent shim as a program of its
+// own (the relay binary runs the same code as a hidden subcommand).
+const ShimPackage = "github.com/hai-relay/relay/dispatch/agentshim"
+
+var (
+	shimOnce sync.Once
+	shimBin  string
+	shimErr  error
+	shimOut  []byte
+)
+
+// BuildShim builds the agent shim once per test binary, beside the fake
+// agent, and returns the executable's path. Cleanup removes it.
+func BuildShim(tb testing.TB) string {
+	tb.Helper()
+	BuildFakeAgent(tb) // creates buildDir
+	shimOnce.Do(func() {
+		shimBin = filepath.Join(buildDir, "agentshim")
+		shimOut, shimErr = goBuild(shimBin, ShimPackage)
+	})
+	if shimErr != nil {
+		tb.Fatalf("build agent shim: %v\n%s", shimErr, shimOut)
+	}
+	return shimBin
+}
+
+func goBuild(out, pkg string) ([]byte, error) {
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
+	}
+	cmd := exec.Command(goBin, "build", "-o", out, pkg)
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	return cmd.CombinedOutput()
+}
+
 var (
 	buildOnce sync.Once
 	buildDir  string
@@ -33,13 +69,7 @@ func BuildFakeAgent(tb testing.TB) string {
 			return
 		}
 		buildBin = filepath.Join(buildDir, "fakeagent")
-		goBin, err := exec.LookPath("go")
-		if err != nil {
-			goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
-		}
-		cmd := exec.Command(goBin, "build", "-o", buildBin, FakeAgentPackage)
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		buildOut, buildErr = cmd.CombinedOutput()
+		buildOut, buildErr = goBuild(buildBin, FakeAgentPackage)
 	})
 	if buildErr != nil {
 		tb.Fatalf("build fake agent: %v\n%s", buildErr, buildOut)

@@ -31,6 +31,10 @@
 //	                       ask permission for it with an N-byte reject option id
 //	grandchild             start `sleep 300`, reply and write its pid to
 //	                       $FAKEAGENT_PIDFILE, then hang
+//	escape                 start `sleep 300` in a new session (setsid) with an
+//	                       empty environment, write its pid to
+//	                       $FAKEAGENT_PIDFILE, reply "escaped:<pid>" and end the turn
+//	escape-hang            the same, then hang
 //	mode                   reply "mode:<current session mode>"
 //	switch-mode MODE       report current_mode_update MODE, then hang
 //	switch-option VALUE    report config option mode = VALUE, then hang
@@ -72,6 +76,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	acp "github.com/coder/acp-go-sdk"
@@ -404,6 +409,26 @@ func (a *agent) Prompt(ctx context.Context, p acp.PromptRequest) (acp.PromptResp
 		}
 		a.log.event("grandchild", map[string]any{"child": pid})
 		a.say(ctx, sid, fmt.Sprintf("grandchild:%d", pid))
+		<-ctx.Done()
+		return acp.PromptResponse{StopReason: acp.StopReasonCancelled}, nil
+	case behaviour == "escape" || behaviour == "escape-hang":
+		// A descendant that leaves the agent's session and process group
+		// and drops the relay's environment tag.
+		cmd := exec.Command("sleep", "300")
+		cmd.Env = []string{}
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+		if err := cmd.Start(); err != nil {
+			return a.reply(ctx, sid, "escape error: "+err.Error())
+		}
+		pid := cmd.Process.Pid
+		if f := os.Getenv("FAKEAGENT_PIDFILE"); f != "" {
+			_ = os.WriteFile(f, []byte(strconv.Itoa(pid)), 0o600)
+		}
+		a.log.event("escaped", map[string]any{"child": pid})
+		if behaviour == "escape" {
+			return a.reply(ctx, sid, fmt.Sprintf("escaped:%d", pid))
+		}
+		a.say(ctx, sid, fmt.Sprintf("escaped:%d", pid))
 		<-ctx.Done()
 		return acp.PromptResponse{StopReason: acp.StopReasonCancelled}, nil
 	case behaviour == "switch-mode" && len(words) > 1:

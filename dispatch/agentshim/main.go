@@ -1,0 +1,12 @@
+// Command agentshim is the relay's agent shim (dispatch/subreaper) as a
+// program of its own, for dispatch's tests; the relay binary runs the same
+// code as its hidden `__agent-shim` subcommand.
+package main
+
+import (
+	"os"
+
+	"github.com/hai-relay/relay/dispatch/subreaper"
+)
+
+func main() { os.Exit(subreaper.Main(os.Args[1:])) }
