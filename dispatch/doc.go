@@ -5,7 +5,8 @@
 //
 // A run, from Dispatch to Finished:
 //
-//	spawn (own process group, Pdeathsig SIGKILL, stderr → bounded task log)
+//	spawn (through the agent shim when Options.Shim is set; own process
+//	group, Pdeathsig, stderr → bounded task log)
 //	initialize (protocol 1; no fs, no terminal) → session/new (task cwd, no MCP)
 //	→ session/set_mode (read_only tasks, when the agent offers plan/ask/read-only)
 //	→ RunReporter.Started → session/prompt → stop reason → teardown → Finished
@@ -19,7 +20,10 @@
 // No agent process outlives the daemon: Pdeathsig kills the leader when
 // the daemon dies, and a run record under Home/run, kept while the group
 // may be alive, lets the next daemon's Reap kill the rest of the group
-// (descendants of the agent, which Pdeathsig does not reach).
+// (descendants of the agent, which Pdeathsig does not reach). With
+// Options.Shim the leader is the agent shim (package subreaper), a child
+// subreaper that kills every descendant of the agent when the run ends or
+// the daemon dies, those that left the group and its environment too.
 //
 // Files: policy.go (capabilities and the deny-all decision, from which
 // Policy is derived), client.go (the acp.Client), gate.go (stdout framing

@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/hai-relay/relay/dispatch"
+	"github.com/hai-relay/relay/dispatch/subreaper"
 	"github.com/hai-relay/relay/facade"
 	"github.com/hai-relay/relay/gates"
 	"github.com/hai-relay/relay/machine"
@@ -112,6 +113,9 @@ func (d *daemon) run(ctx context.Context) (err error) {
 	}
 	disp := dispatch.New(dispatch.Options{
 		Registry: registry, Home: d.home, TaskTimeout: cfg.Limits.TaskTimeout, Logger: d.log,
+		// This very binary, even if the file is replaced while the daemon
+		// runs: /proc/self/exe is resolved in the forked child.
+		Shim: []string{"/proc/self/exe", subreaper.Command},
 		OnProbe: func(name string, p dispatch.Probe) {
 			if err := db.RecordProbe(context.Background(), persistence.Probe{Name: name, WorkedLive: p.OK, At: p.At, Reason: p.Reason}); err != nil {
 				d.log.Error("save probe", "agent", name, "err", err)

@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/hai-relay/relay/model"
 	_ "modernc.org/sqlite"
 )
@@ -287,5 +289,48 @@ func TestE2EBadConfigIsRefusedAndNothingIsWritten(t *testing.T) {
 		if _, errOut, code := cli(t, home, "mcp", "--as", "claude"); code == 0 || !strings.Contains(errOut, c.key) {
 			t.Errorf("mcp with %q: exit %d\n%s", c.config, code, errOut)
 		}
+	}
+}
+
+// An agent's descendant that leaves the agent's session and process group
+// (setsid) and drops HAI_RELAY_RUN is killed when the daemon stops
+// (SIGTERM) and when it is killed (kill -9): the agent shim, its
+// subreaper, kills it on the parent-death signal.
+func TestE2EEscapedDescendantDiesWithTheDaemon(t *testing.T) {
+	t.Parallel()
+	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGKILL} {
+		t.Run(sig.String(), func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			agentLog, pidFile := filepath.Join(dir, "agent.log"), filepath.Join(dir, "escaped.pid")
+			home := newHome(t, fullConfig(t, "allow-guarded", ""))
+			env := []string{"FAKEAGENT_LOG=" + agentLog, "FAKEAGENT_PIDFILE=" + pidFile}
+			d := launchDaemonEnv(t, home, env)
+			codex := startFacade(t, home, "codex", "--no-autostart")
+			mustOK(t, codex, "submit_task", map[string]any{"target": "claude", "prompt": "escape-hang",
+				"mission_id": "M-1", "lease_id": "S-1", "cwd": dir})
+			var escaped int
+			eventually(t, "escaped descendant started", 60*time.Second, func() bool {
+				b, err := os.ReadFile(pidFile)
+				if err != nil {
+					return false
+				}
+				escaped, err = strconv.Atoi(strings.TrimSpace(string(b)))
+				return err == nil && escaped > 0
+			})
+			t.Cleanup(func() {
+				if alive(escaped) {
+					_ = syscall.Kill(escaped, syscall.SIGKILL)
+				}
+			})
+			if sid, err := unix.Getsid(escaped); err != nil || sid != escaped {
+				t.Fatalf("the descendant did not leave the agent's session: sid %d, %v", sid, err)
+			}
+			starts := agentStarts(t, agentLog)
+			d.stop(t, sig)
+			eventually(t, "agent and its escaped descendant gone", 10*time.Second, func() bool {
+				return !alive(starts[0]) && !alive(escaped)
+			})
+		})
 	}
 }

@@ -11,9 +11,16 @@ import (
 	"path/filepath"
 	"runtime/pprof"
 	"syscall"
+
+	"github.com/hai-relay/relay/dispatch/subreaper"
 )
 
 func main() {
+	// The agent shim the daemon starts every agent through: before any
+	// signal handling or profiling of the relay's own.
+	if len(os.Args) > 1 && os.Args[1] == subreaper.Command {
+		os.Exit(subreaper.Main(os.Args[2:]))
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	stopProfile := startProfile(os.Getenv("RELAY_CPUPROFILE"), os.Args[1:])
 	code := run(ctx, os.Args[1:], &env{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr, getenv: os.Getenv})
