@@ -85,6 +85,21 @@ func (s *spawner) stop() {
 	<-s.done
 }
 
+// Starter starts processes from a thread of their own, as the dispatcher
+// starts agents (see spawner), for other processes the daemon starts with a
+// parent-death signal: the authority adapter's shim.
+type Starter struct{ s *spawner }
+
+// NewStarter starts a Starter's goroutine and thread.
+func NewStarter() *Starter { return &Starter{s: newSpawner()} }
+
+// Start runs cmd.Start on the Starter's thread. After Stop it fails.
+func (st *Starter) Start(cmd *exec.Cmd) error { return st.s.start(cmd) }
+
+// Stop ends the Starter's goroutine and thread, which sends the parent-death
+// signal to every process it started that still runs: call it last.
+func (st *Starter) Stop() { st.s.stop() }
+
 // proc is one started agent process, leader of its own process group.
 type proc struct {
 	cmd    *exec.Cmd

@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -40,9 +41,41 @@ const (
 type AuthorityOption func(*adapter)
 
 // WithEnv adds environment entries ("KEY=value") to the adapter's
-// environment, which otherwise is the relay's own.
+// environment, which otherwise holds only the relay's own PATH, HOME, LANG
+// and TZ (BaseEnv): an adapter sees no secret of the daemon's environment
+// that its configuration did not name.
 func WithEnv(env ...string) AuthorityOption {
 	return func(a *adapter) { a.env = append(a.env, env...) }
+}
+
+// BaseEnv names the variables of the relay's environment every adapter
+// gets; WithEnv adds more.
+var BaseEnv = []string{"PATH", "HOME", "LANG", "TZ"}
+
+// WithShim runs the adapter through a process shim: shim[0] is its
+// executable, the rest its arguments, then come the adapter's resolved path
+// and argv. The relay passes its own `__agent-shim` (package
+// dispatch/subreaper), a child subreaper: when the adapter exits, or the
+// shim gets SIGTERM (this client's stop, or the parent-death signal when
+// the daemon dies), it kills every descendant of the adapter, those that
+// left its process group included, and then exits the way the adapter did.
+// Without a shim, a descendant that leaves the adapter's process group
+// outlives the consultation.
+func WithShim(shim ...string) AuthorityOption {
+	return func(a *adapter) { a.shim = append([]string(nil), shim...) }
+}
+
+// WithStart sets what starts the adapter's process (default
+// (*exec.Cmd).Start). The adapter (or its shim) gets a parent-death signal,
+// which Linux sends when the *thread* that forked it ends (prctl(2),
+// golang/go#27505): the daemon passes the dispatcher's StartProcess, whose
+// thread lives as long as the daemon.
+func WithStart(start func(*exec.Cmd) error) AuthorityOption {
+	return func(a *adapter) {
+		if start != nil {
+			a.start = start
+		}
+	}
 }
 
 // WithDir runs the adapter in dir instead of the relay's working directory.
@@ -134,6 +167,7 @@ func NewAuthority(argv []string, timeout time.Duration, opts ...AuthorityOption)
 		timeout = DefaultAuthorityTimeout
 	}
 	a := &adapter{
+		start:     (*exec.Cmd).Start,
 		argv:      append([]string(nil), argv...),
 		timeout:   timeout,
 		grace:     DefaultAuthorityGrace,
@@ -147,6 +181,8 @@ func NewAuthority(argv []string, timeout time.Duration, opts ...AuthorityOption)
 }
 
 type adapter struct {
+	start     func(*exec.Cmd) error
+	shim      []string
 	argv      []string
 	timeout   time.Duration
 	grace     time.Duration
@@ -280,13 +316,16 @@ func (a *adapter) run(ctx context.Context, input []byte) (r runResult) {
 	}
 
 	cmd := exec.Command(a.argv[0], a.argv[1:]...)
-	cmd.Dir = a.dir
-	if len(a.env) > 0 {
-		cmd.Env = append(os.Environ(), a.env...)
+	shimmed := len(a.shim) > 0 && cmd.Err == nil // a missing adapter fails the same way with a shim
+	if shimmed {
+		args := append(slices.Clip(a.shim[1:]), cmd.Path)
+		cmd = exec.Command(a.shim[0], append(args, a.argv...)...)
 	}
+	cmd.Dir = a.dir
+	cmd.Env = append(baseEnv(os.Getenv), a.env...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdinR, stdoutW, stderrW
-	cmd.SysProcAttr = groupAttr()
-	r.startErr = cmd.Start()
+	cmd.SysProcAttr = groupAttr(shimmed)
+	r.startErr = a.start(cmd)
 	// The child holds its own copies of these ends now; ours must go so
 	// that EOF on stdout and stderr means every writer is gone.
 	_, _, _ = stdinR.Close(), stdoutW.Close(), stderrW.Close()
@@ -340,6 +379,9 @@ func (a *adapter) run(ctx context.Context, input []byte) (r runResult) {
 	default:
 	}
 
+	if shimmed {
+		stopShim(pid, exited)
+	}
 	killGroup(pid)
 	// After SIGKILL the group's ends of the pipes close at once; only a
 	// process that left the group could keep them open. Take what is
@@ -580,4 +622,16 @@ func (e *excerpt) String() string {
 	return strings.ToValidUTF8(string(e.head), "\uFFFD") +
 		"\n… [" + strconv.FormatInt(e.total-kept, 10) + " bytes omitted] …\n" +
 		strings.ToValidUTF8(string(e.tail), "\uFFFD")
+}
+
+// baseEnv returns the BaseEnv entries of the environment getenv reads, in
+// that order, leaving out the unset and empty ones.
+func baseEnv(getenv func(string) string) []string {
+	env := make([]string, 0, len(BaseEnv))
+	for _, k := range BaseEnv {
+		if v := getenv(k); v != "" {
+			env = append(env, k+"="+v)
+		}
+	}
+	return env
 }

@@ -44,6 +44,26 @@ type AuthorityConfig struct {
 	// DefaultAuthorityTimeout); then the adapter is killed and the task is
 	// blocked with authority_timeout.
 	Timeout time.Duration
+	// Env is what the adapter's environment holds beyond PATH, HOME, LANG
+	// and TZ (key env, an array of strings): "NAME" passes the daemon's
+	// own value of NAME, when set; "NAME=value" sets it. Nothing else of
+	// the daemon's environment reaches the adapter.
+	Env []string
+}
+
+// Environ returns the adapter's extra environment entries ("NAME=value")
+// for Env, reading the daemon's environment with getenv: a bare name that
+// is unset or empty there is left out.
+func (a AuthorityConfig) Environ(getenv func(string) string) []string {
+	var env []string
+	for _, e := range a.Env {
+		if strings.Contains(e, "=") {
+			env = append(env, e)
+		} else if v := getenv(e); v != "" {
+			env = append(env, e+"="+v)
+		}
+	}
+	return env
 }
 
 // AgentConfig is one [agents.NAME] table.
@@ -374,6 +394,14 @@ var leafKeys = map[string]leaf{
 		set: func(c *Config, _ string, v any) error {
 			argv, err := parseArgv(v)
 			c.Authority.Command = argv
+			return err
+		},
+	},
+	"authority.env": {
+		want:    `an array of "NAME" (passed from the daemon's environment) or "NAME=value" entries`,
+		example: `env = ["HAI_AUTHORITY_TOKEN", "HAI_AUTHORITY_URL=http://127.0.0.1:8700"]`,
+		set: func(c *Config, _ string, v any) (err error) {
+			c.Authority.Env, err = parseEnvList(v)
 			return err
 		},
 	},
@@ -782,6 +810,40 @@ func parseArgv(v any) ([]string, error) {
 		argv[i] = s
 	}
 	return argv, checkArgv(argv)
+}
+
+// parseEnvList reads an array of "NAME" or "NAME=value" strings, NAME being
+// [A-Za-z_][A-Za-z0-9_]*.
+func parseEnvList(v any) ([]string, error) {
+	arr, ok := v.([]any)
+	if !ok {
+		return nil, fmt.Errorf("want an array of strings, got %s", describe(v))
+	}
+	env := make([]string, len(arr))
+	for i, el := range arr {
+		s, ok := el.(string)
+		if !ok {
+			return nil, fmt.Errorf("element %d is %s, want a string", i, describe(el))
+		}
+		name, value, _ := strings.Cut(s, "=")
+		if !envNameShape(name) || strings.IndexByte(value, 0) >= 0 {
+			return nil, fmt.Errorf("element %d, %s, is not NAME or NAME=value with NAME of [A-Za-z_][A-Za-z0-9_]*", i, quote(s))
+		}
+		env[i] = s
+	}
+	return env, nil
+}
+
+func envNameShape(name string) bool {
+	if name == "" {
+		return false
+	}
+	for i, r := range name {
+		if !(r == '_' || 'A' <= r && r <= 'Z' || 'a' <= r && r <= 'z' || i > 0 && '0' <= r && r <= '9') {
+			return false
+		}
+	}
+	return true
 }
 
 // parseMCPServers reads an mcp_servers array: each entry a table with a

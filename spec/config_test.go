@@ -256,6 +256,9 @@ var badConfigs = []struct {
 	{"message_bytes is a boolean", "[limits]\nmessage_bytes = true\n", "limits.message_bytes", 2, "got boolean true"},
 	{"enabled is a string", "[agents.codex]\nenabled = \"yes\"\n", "agents.codex.enabled", 2, `want true or false, got string "yes"`},
 	{"timeout is an integer", "[authority]\ntimeout = 5\n", "authority.timeout", 2, "want a duration string"},
+	{"authority env is a string", "[authority]\nenv = \"TOKEN\"\n", "authority.env", 2, "want an array of strings"},
+	{"authority env has a bad name", "[authority]\nenv = [\"OK\", \"1BAD=x\"]\n", "authority.env", 2, `element 1, "1BAD=x", is not NAME`},
+	{"authority env has a number", "[authority]\nenv = [3]\n", "authority.env", 2, "element 0 is integer 3"},
 	{"timeout is a datetime", "[limits]\ntask_timeout = 1979-05-27\n", "limits.task_timeout", 2, "got a datetime"},
 	{"synchronous is a number", "[storage]\nsynchronous = 2\n", "storage.synchronous", 2, "got integer 2"},
 	{"command is a string", "[agents.claude]\ncommand = \"claude-agent-acp --debug\"\n", "agents.claude.command", 2, `such as ["claude-agent-acp", "--debug"]`},
@@ -581,5 +584,19 @@ mcp_servers = [{name = "hai", command = ["hai-mcp", "serve", "--guarded"], env =
 		if err == nil || !strings.Contains(err.Error(), "mcp_servers") || !strings.Contains(err.Error(), bad.more) {
 			t.Errorf("%s: error %v, want one naming mcp_servers and saying %q", bad.doc, err, bad.more)
 		}
+	}
+}
+
+// authority.env passes a bare name's value from the daemon's environment
+// (when set) and a NAME=value as it is; nothing else.
+func TestAuthorityEnviron(t *testing.T) {
+	t.Parallel()
+	c, err := spec.ParseConfig([]byte("[authority]\ncommand = [\"hai\"]\nenv = [\"TOKEN\", \"UNSET\", \"URL=http://x=y\"]\n"), "config.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := c.Authority.Environ(func(k string) string { return map[string]string{"TOKEN": "t0k", "OTHER": "no"}[k] })
+	if want := []string{"TOKEN=t0k", "URL=http://x=y"}; !slices.Equal(got, want) {
+		t.Fatalf("Environ = %q, want %q", got, want)
 	}
 }

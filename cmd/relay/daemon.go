@@ -111,11 +111,13 @@ func (d *daemon) run(ctx context.Context) (err error) {
 	if err := loadProbes(ctx, db, registry); err != nil {
 		return err
 	}
+	// Agents and the authority adapter run under this very binary's shim,
+	// even if the file is replaced while the daemon runs: /proc/self/exe is
+	// resolved in the forked child.
+	shim := []string{"/proc/self/exe", subreaper.Command}
 	disp := dispatch.New(dispatch.Options{
 		Registry: registry, Home: d.home, TaskTimeout: cfg.Limits.TaskTimeout, Logger: d.log,
-		// This very binary, even if the file is replaced while the daemon
-		// runs: /proc/self/exe is resolved in the forked child.
-		Shim: []string{"/proc/self/exe", subreaper.Command},
+		Shim: shim,
 		OnProbe: func(name string, p dispatch.Probe) {
 			if err := db.RecordProbe(context.Background(), persistence.Probe{Name: name, WorkedLive: p.OK, At: p.At, Reason: p.Reason}); err != nil {
 				d.log.Error("save probe", "agent", name, "err", err)
@@ -129,9 +131,17 @@ func (d *daemon) run(ctx context.Context) (err error) {
 	} else if n > 0 {
 		d.log.Warn("killed left-behind agent processes", "count", n)
 	}
+	// The authority adapter runs under the same shim as agents, so that
+	// nothing it starts outlives a consultation or the daemon, with only
+	// the environment its config names. Its starter stops last, when no
+	// consultation can run any more.
+	authStarter := dispatch.NewStarter()
+	defer authStarter.Stop()
+	authority := gates.NewAuthority(cfg.Authority.Command, cfg.Authority.Timeout, gates.WithDir(d.home),
+		gates.WithShim(shim...), gates.WithStart(authStarter.Start), gates.WithEnv(cfg.Authority.Environ(os.Getenv)...))
 	eng := machine.New(machine.Options{
 		Store: db, Dispatcher: disp, Registry: registry,
-		Authority:   gates.NewAuthority(cfg.Authority.Command, cfg.Authority.Timeout, gates.WithDir(d.home)),
+		Authority:   authority,
 		MaxDispatch: cfg.Limits.MaxDispatch, MaxPromptBytes: cfg.Limits.MessageBytes,
 		NotifySubmitter: true, Logger: d.log,
 	})

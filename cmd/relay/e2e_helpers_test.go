@@ -85,12 +85,17 @@ func newHome(t *testing.T, config string) string {
 
 // fullConfig wires the fake authority (in the given mode) and points every
 // core agent at the fake ACP agent.
+// fakeAuthorityEnv is the authority.env of fullConfig.
+const fakeAuthorityEnv = `["FAKEAUTHORITY_LOG", "FAKEAUTHORITY_DELAY", "FAKEAUTHORITY_MODE"]`
+
 func fullConfig(t *testing.T, authMode string, extra string) string {
 	t.Helper()
 	auth := gatestest.BuildFakeAuthority(t)
 	agent := dispatchtest.BuildFakeAgent(t)
 	var b strings.Builder
-	fmt.Fprintf(&b, "[authority]\ncommand = [%q, %q]\ntimeout = \"5s\"\n\n", auth, authMode)
+	// The adapter sees only the environment its config names: the fake's
+	// knobs are passed from the daemon's environment when a test sets them.
+	fmt.Fprintf(&b, "[authority]\ncommand = [%q, %q]\ntimeout = \"5s\"\nenv = %s\n\n", auth, authMode, fakeAuthorityEnv)
 	for _, n := range []string{"claude", "codex", "gemini", "cursor", "opencode", "hermes"} {
 		fmt.Fprintf(&b, "[agents.%s]\ncommand = [%q]\n\n", n, agent)
 	}

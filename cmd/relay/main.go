@@ -19,7 +19,7 @@ func main() {
 	// The agent shim the daemon starts every agent through: before any
 	// signal handling or profiling of the relay's own.
 	if len(os.Args) > 1 && os.Args[1] == subreaper.Command {
-		os.Exit(subreaper.Main(os.Args[2:]))
+		subreaper.Exit(os.Args[2:])
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	stopProfile := startProfile(os.Getenv("RELAY_CPUPROFILE"), os.Args[1:])

@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -143,5 +145,79 @@ func TestReliabilityProcessFaults(t *testing.T) {
 			t.Errorf("task log is %d bytes for a 10 MiB stderr (bound 1 MiB)", fi.Size())
 		}
 		auditVerify(t, home)
+	})
+}
+
+// The authority adapter is contained: it sees only PATH, HOME, LANG, TZ and
+// what [authority] env names; a descendant that leaves its session and
+// process group and drops its environment dies with the consultation; and
+// neither the adapter nor such a descendant survives a kill -9 of the
+// daemon in the middle of a consultation.
+func TestReliabilityAuthorityAdapterIsContained(t *testing.T) {
+	t.Parallel()
+
+	t.Run("minimal environment", func(t *testing.T) {
+		t.Parallel()
+		authLog := filepath.Join(t.TempDir(), "authority.log")
+		cfg := strings.Replace(fullConfig(t, "allow-guarded", ""), "env = "+fakeAuthorityEnv,
+			`env = ["FAKEAUTHORITY_LOG", "HAI_AUTHORITY_URL=http://127.0.0.1:1", "UNSET_IN_DAEMON"]`, 1)
+		home := newHome(t, cfg)
+		launchDaemonEnv(t, home, append([]string{"FAKEAUTHORITY_LOG=" + authLog,
+			"RELAY_TEST_SECRET=s3cr3t", "LANG=C.UTF-8", "TZ=UTC"}, fastExit...))
+		task, _ := submitAndWait(t, home, "claude", "echo env", t.TempDir())
+		if task.State != model.StateCompleted {
+			t.Fatalf("task %s/%s (%s), want completed", task.State, task.Code, task.Message)
+		}
+		runs := gatestest.ReadFakeLog(t, authLog)
+		if len(runs) != 1 {
+			t.Fatalf("authority runs %+v, want one", runs)
+		}
+		want := []string{"FAKEAUTHORITY_LOG", "HAI_AUTHORITY_URL", "HOME", "LANG", "PATH", "TZ"}
+		if !slices.Equal(runs[0].Env, want) {
+			t.Errorf("the adapter's environment holds %v, want exactly %v", runs[0].Env, want)
+		}
+	})
+
+	t.Run("escaped descendant ends with the consultation", func(t *testing.T) {
+		t.Parallel()
+		authLog := filepath.Join(t.TempDir(), "authority.log")
+		home := newHome(t, fullConfig(t, "escape", ""))
+		launchDaemonEnv(t, home, append([]string{"FAKEAUTHORITY_LOG=" + authLog}, fastExit...))
+		task, _ := submitAndWait(t, home, "claude", "echo escaped", t.TempDir())
+		if task.State != model.StateCompleted {
+			t.Fatalf("task %s/%s (%s), want completed", task.State, task.Code, task.Message)
+		}
+		runs := gatestest.ReadFakeLog(t, authLog)
+		if len(runs) != 1 || runs[0].GrandchildPID == 0 {
+			t.Fatalf("authority runs %+v, want one with a grandchild", runs)
+		}
+		escaped := runs[0].GrandchildPID
+		t.Cleanup(func() { _ = syscall.Kill(escaped, syscall.SIGKILL) })
+		// The task completed after the consultation ended, so the shim had
+		// swept the adapter's tree by then.
+		if alive(escaped) {
+			t.Errorf("the adapter's descendant %d (own session, empty environment) outlived the consultation", escaped)
+		}
+	})
+
+	t.Run("daemon killed mid-consultation", func(t *testing.T) {
+		t.Parallel()
+		authLog := filepath.Join(t.TempDir(), "authority.log")
+		home := newHome(t, strings.Replace(fullConfig(t, "escape-sleep", ""), `timeout = "5s"`, `timeout = "5m"`, 1))
+		d := launchDaemonEnv(t, home, append([]string{"FAKEAUTHORITY_LOG=" + authLog}, fastExit...))
+		go func() { // its answer is lost with the daemon
+			_, _ = apiTry(apiClient(home), "POST", "/v1/tasks", "codex", mustJSON(t, map[string]any{
+				"target": "claude", "prompt": "echo never", "mission_id": "M-f", "lease_id": "S-f", "cwd": t.TempDir()}))
+		}()
+		var run gatestest.FakeRun
+		eventually(t, "the adapter started its descendant", 30*time.Second, func() bool {
+			b, _ := os.ReadFile(authLog)
+			return len(b) > 0 && json.Unmarshal(b[:strings.IndexByte(string(b), '\n')+1], &run) == nil && run.GrandchildPID > 0
+		})
+		t.Cleanup(func() { _ = syscall.Kill(run.PID, syscall.SIGKILL); _ = syscall.Kill(run.GrandchildPID, syscall.SIGKILL) })
+		d.stop(t, syscall.SIGKILL)
+		eventually(t, "adapter and its escaped descendant gone after the daemon's kill -9", 10*time.Second, func() bool {
+			return !alive(run.PID) && !alive(run.GrandchildPID)
+		})
 	})
 }

@@ -9,4 +9,4 @@ import (
 	"github.com/hai-relay/relay/dispatch/subreaper"
 )
 
-func main() { os.Exit(subreaper.Main(os.Args[1:])) }
+func main() { subreaper.Exit(os.Args[1:]) }

@@ -16,8 +16,9 @@
 //
 // The shim does not relay bytes: the agent gets the shim's stdin, stdout
 // and stderr, and the shim keeps only stderr (for its own error lines).
-// It reports the agent's pid, or why the agent could not be started, on
-// fd 3 ("pid N\n" or "error: ...\n") and closes it.
+// When started with fd 3 open, it reports the agent's pid, or why the
+// agent could not be started, on fd 3 ("pid N\n" or "error: ...\n") and
+// closes it. The authority adapter runs under the same shim without one.
 //
 // The relay binary runs it as a hidden subcommand (Command); dispatch's
 // tests build it as dispatch/agentshim.
@@ -40,6 +41,14 @@ import (
 // Command is the relay's hidden subcommand that runs Main.
 const Command = "__agent-shim"
 
+// Exit runs Main and ends the process with its code through syscall.Exit,
+// which runs no exit hooks: the shim has nothing to flush, and the race
+// detector's exit hook sleeps a second (GORACE atexit_sleep_ms) that a
+// race-enabled build would otherwise add to every run's teardown.
+func Exit(args []string) {
+	syscall.Exit(Main(args))
+}
+
 // Main runs the shim: args are PATH ARGV0 [ARGS...], the agent's resolved
 // executable and its argv. It returns the exit code when the agent exited
 // normally; when the agent was killed by a signal, Main kills the shim with
@@ -49,8 +58,12 @@ func Main(args []string) int {
 	// when the forking *thread* ends: pin this goroutine (which lives until
 	// the shim exits) to its thread, and fork from it.
 	runtime.LockOSThread()
-	report := os.NewFile(3, "report")
-	if report != nil {
+	// fd 3 is the report pipe when the parent passed one (the dispatcher
+	// does; the authority adapter's client does not): a started process
+	// holds no descriptor above 2 that its parent did not pass.
+	var report *os.File
+	if _, err := unix.FcntlInt(3, unix.F_GETFD, 0); err == nil {
+		report = os.NewFile(3, "report")
 		syscall.CloseOnExec(3) // never inherited by the agent
 	}
 	fail := func(format string, a ...any) int {

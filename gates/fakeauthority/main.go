@@ -12,9 +12,10 @@
 // its whole stdin (the relay closes it after one request line), then, when a
 // log file is named, appends one JSON line to it:
 //
-//	{"pid":123,"mode":"allow-guarded","grandchild_pid":0,"stdin":"{...}\n"}
+//	{"pid":123,"mode":"allow-guarded","grandchild_pid":0,"stdin":"{...}\n","env":["HOME","PATH"]}
 //
-// so tests can count runs and check the request exactly as it arrived.
+// so tests can count runs and check the request exactly as it arrived,
+// and which variables (names only, sorted) its environment held.
 // Then it waits -delay and behaves as MODE says:
 //
 //	allow-guarded        {"decision":"allow","assurance":"guarded"}
@@ -41,11 +42,16 @@
 //	                     then sleeps itself (until killed; 10 min at most)
 //	fork-hold            starts a grandchild that sleeps holding stdout,
 //	                     prints a guarded allow and exits 0
+//	escape               starts a grandchild that leaves the adapter's
+//	                     session and process group (setsid), with an empty
+//	                     environment and no pipe of the adapter's, then
+//	                     prints a guarded allow and exits 0
+//	escape-sleep         starts the same grandchild, then sleeps
 //	stderr-flood         writes 10 MiB to stderr (starting with
 //	                     STDERR-HEAD, ending with STDERR-TAIL), then allows
 //	                     guarded
 //
-// Grandchildren stay in the adapter's process group and record their pid in
+// Grandchildren other than escape's stay in the adapter's process group and record their pid in
 // the log line as grandchild_pid; they exit by themselves after 10 minutes
 // at most, so a failing test leaks nothing for long.
 package main
@@ -57,8 +63,10 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -85,9 +93,9 @@ func main() {
 	stdin, _ := io.ReadAll(os.Stdin)
 
 	grandchild := 0
-	if mode == "sleep" || mode == "fork-hold" {
+	if mode == "sleep" || mode == "fork-hold" || mode == "escape" || mode == "escape-sleep" {
 		var err error
-		if grandchild, err = startGrandchild(); err != nil {
+		if grandchild, err = startGrandchild(strings.HasPrefix(mode, "escape")); err != nil {
 			fmt.Fprintln(os.Stderr, "fakeauthority: grandchild:", err)
 			os.Exit(4)
 		}
@@ -160,8 +168,10 @@ func main() {
 	case "exit-allow":
 		out(guarded)
 		os.Exit(3)
-	case "sleep":
+	case "sleep", "escape-sleep":
 		time.Sleep(longest)
+	case "escape":
+		out(guarded)
 	case "fork-hold":
 		out(guarded)
 	case "stderr-flood":
@@ -181,8 +191,9 @@ func main() {
 }
 
 // startGrandchild starts this program again in grandchild mode, sharing
-// stdout and stderr and staying in this process's group.
-func startGrandchild() (int, error) {
+// stdout and stderr and staying in this process's group; or, escaping, in
+// a session of its own with an empty environment and no pipe of ours.
+func startGrandchild(escape bool) (int, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return 0, err
@@ -190,6 +201,11 @@ func startGrandchild() (int, error) {
 	cmd := exec.Command(self, grandchildMode)
 	cmd.Env = append(os.Environ(), "FAKEAUTHORITY_MODE=")
 	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+	if escape {
+		cmd.Env = []string{}
+		cmd.Stdout, cmd.Stderr = nil, nil
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	}
 	if err := cmd.Start(); err != nil {
 		return 0, err
 	}
@@ -200,11 +216,12 @@ func startGrandchild() (int, error) {
 
 func appendLog(path, mode string, grandchild int, stdin []byte) error {
 	line, err := json.Marshal(struct {
-		PID           int    `json:"pid"`
-		Mode          string `json:"mode"`
-		GrandchildPID int    `json:"grandchild_pid"`
-		Stdin         string `json:"stdin"`
-	}{os.Getpid(), mode, grandchild, string(stdin)})
+		PID           int      `json:"pid"`
+		Mode          string   `json:"mode"`
+		GrandchildPID int      `json:"grandchild_pid"`
+		Stdin         string   `json:"stdin"`
+		Env           []string `json:"env"`
+	}{os.Getpid(), mode, grandchild, string(stdin), envNames()})
 	if err != nil {
 		return err
 	}
@@ -217,6 +234,17 @@ func appendLog(path, mode string, grandchild int, stdin []byte) error {
 		return err
 	}
 	return f.Close()
+}
+
+// envNames returns the names of this process's environment, sorted.
+func envNames() []string {
+	names := []string{}
+	for _, e := range os.Environ() {
+		k, _, _ := strings.Cut(e, "=")
+		names = append(names, k)
+	}
+	slices.Sort(names)
+	return names
 }
 
 func out(s string) {

@@ -93,11 +93,13 @@ func RemoveFakeAuthority() {
 type FakeRun struct {
 	PID  int    `json:"pid"`
 	Mode string `json:"mode"`
-	// GrandchildPID is the pid of the grandchild the sleep and fork-hold
-	// modes start (0 otherwise).
+	// GrandchildPID is the pid of the grandchild the sleep, fork-hold
+	// and escape modes start (0 otherwise).
 	GrandchildPID int `json:"grandchild_pid"`
 	// Stdin is everything the program read from its stdin.
 	Stdin string `json:"stdin"`
+	// Env names the variables of the program's environment, sorted.
+	Env []string `json:"env"`
 }
 
 // Request decodes the run's stdin as exactly one spec.AuthorityRequest line:
