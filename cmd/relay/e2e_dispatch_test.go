@@ -295,7 +295,8 @@ func TestE2EBadConfigIsRefusedAndNothingIsWritten(t *testing.T) {
 // An agent's descendant that leaves the agent's session and process group
 // (setsid) and drops HAI_RELAY_RUN is killed when the daemon stops
 // (SIGTERM) and when it is killed (kill -9): the agent shim, its
-// subreaper, kills it on the parent-death signal.
+// subreaper, kills it on the parent-death signal. The daemon runs its own
+// __agent-shim (ownShim).
 func TestE2EEscapedDescendantDiesWithTheDaemon(t *testing.T) {
 	t.Parallel()
 	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGKILL} {
@@ -304,7 +305,7 @@ func TestE2EEscapedDescendantDiesWithTheDaemon(t *testing.T) {
 			dir := t.TempDir()
 			agentLog, pidFile := filepath.Join(dir, "agent.log"), filepath.Join(dir, "escaped.pid")
 			home := newHome(t, fullConfig(t, "allow-guarded", ""))
-			env := []string{"FAKEAGENT_LOG=" + agentLog, "FAKEAGENT_PIDFILE=" + pidFile}
+			env := []string{"FAKEAGENT_LOG=" + agentLog, "FAKEAGENT_PIDFILE=" + pidFile, ownShim}
 			d := launchDaemonEnv(t, home, env)
 			codex := startFacade(t, home, "codex", "--no-autostart")
 			mustOK(t, codex, "submit_task", map[string]any{"target": "claude", "prompt": "escape-hang",

@@ -42,6 +42,15 @@ func TestMain(m *testing.M) {
 		fmt.Fprintf(os.Stderr, "build relay: %v\n%s", err, out)
 		os.Exit(1)
 	}
+	// Agents and authority adapters run under a shim built without the
+	// race detector (testShimEnv), except where a test unsets it to check
+	// the relay's own __agent-shim.
+	shim := filepath.Join(dir, "agentshim")
+	if out, err := exec.Command("go", "build", "-o", shim, dispatchtest.ShimPackage).CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "build agent shim: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	os.Setenv(testShimEnv, shim)
 	code := m.Run()
 	gatestest.RemoveFakeAuthority()
 	dispatchtest.Cleanup()
@@ -85,6 +94,10 @@ func newHome(t *testing.T, config string) string {
 
 // fullConfig wires the fake authority (in the given mode) and points every
 // core agent at the fake ACP agent.
+// ownShim, in a daemon's environment, has it run agents and adapters under
+// its own __agent-shim rather than the tests' race-free build (TestMain).
+const ownShim = testShimEnv + "="
+
 // fakeAuthorityEnv is the authority.env of fullConfig.
 const fakeAuthorityEnv = `["FAKEAUTHORITY_LOG", "FAKEAUTHORITY_DELAY", "FAKEAUTHORITY_MODE"]`
 

@@ -153,6 +153,9 @@ func TestReliabilityProcessFaults(t *testing.T) {
 // process group and drops its environment dies with the consultation; and
 // neither the adapter nor such a descendant survives a kill -9 of the
 // daemon in the middle of a consultation.
+//
+// The daemons here run the relay's own __agent-shim (ownShim), not the
+// tests' race-free build of it.
 func TestReliabilityAuthorityAdapterIsContained(t *testing.T) {
 	t.Parallel()
 
@@ -182,7 +185,7 @@ func TestReliabilityAuthorityAdapterIsContained(t *testing.T) {
 		t.Parallel()
 		authLog := filepath.Join(t.TempDir(), "authority.log")
 		home := newHome(t, fullConfig(t, "escape", ""))
-		launchDaemonEnv(t, home, append([]string{"FAKEAUTHORITY_LOG=" + authLog}, fastExit...))
+		launchDaemonEnv(t, home, append([]string{"FAKEAUTHORITY_LOG=" + authLog, ownShim}, fastExit...))
 		task, _ := submitAndWait(t, home, "claude", "echo escaped", t.TempDir())
 		if task.State != model.StateCompleted {
 			t.Fatalf("task %s/%s (%s), want completed", task.State, task.Code, task.Message)
@@ -204,7 +207,7 @@ func TestReliabilityAuthorityAdapterIsContained(t *testing.T) {
 		t.Parallel()
 		authLog := filepath.Join(t.TempDir(), "authority.log")
 		home := newHome(t, strings.Replace(fullConfig(t, "escape-sleep", ""), `timeout = "5s"`, `timeout = "5m"`, 1))
-		d := launchDaemonEnv(t, home, append([]string{"FAKEAUTHORITY_LOG=" + authLog}, fastExit...))
+		d := launchDaemonEnv(t, home, append([]string{"FAKEAUTHORITY_LOG=" + authLog, ownShim}, fastExit...))
 		go func() { // its answer is lost with the daemon
 			_, _ = apiTry(apiClient(home), "POST", "/v1/tasks", "codex", mustJSON(t, map[string]any{
 				"target": "claude", "prompt": "echo never", "mission_id": "M-f", "lease_id": "S-f", "cwd": t.TempDir()}))

@@ -170,9 +170,42 @@ func sweep(agent int) (syscall.WaitStatus, bool) {
 	}
 }
 
-// children lists the pids whose parent is ppid, from /proc. A child's pid
-// cannot be reused until its parent reaps it, so killing one is safe.
-func children(ppid int) []int {
+// children lists the shim's children: from /proc/self/task/*/children
+// (each thread's children, reparented orphans included), or, where the
+// kernel lacks that file (CONFIG_PROC_CHILDREN), from every /proc/<pid>/stat
+// whose parent is self. A child's pid cannot be reused until the shim reaps
+// it, so killing one is safe.
+func children(self int) []int {
+	if out, ok := taskChildren(); ok {
+		return out
+	}
+	return scanChildren(self)
+}
+
+func taskChildren() ([]int, bool) {
+	tasks, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		return nil, false
+	}
+	var out []int
+	for _, t := range tasks {
+		b, err := os.ReadFile("/proc/self/task/" + t.Name() + "/children")
+		if err != nil {
+			if errors.Is(err, os.ErrNotExist) {
+				continue // a thread that just ended
+			}
+			return nil, false
+		}
+		for _, f := range bytes.Fields(b) {
+			if pid, err := strconv.Atoi(string(f)); err == nil && pid > 0 {
+				out = append(out, pid)
+			}
+		}
+	}
+	return out, len(tasks) > 0
+}
+
+func scanChildren(ppid int) []int {
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
 		return nil
