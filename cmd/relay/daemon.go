@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -106,6 +107,11 @@ func (d *daemon) run(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
+	// Every relative program is resolved now, once: against the home
+	// (config.toml's directory) when it has a slash, on the daemon's PATH
+	// when it is a bare name. An agent runs in its task's cwd, where a
+	// relative program would otherwise be looked up.
+	cfg = cfg.ResolveCommands(d.home, exec.LookPath)
 	db, err := persistence.Open(ctx, dbPath(d.home), persistence.Options{Synchronous: cfg.Storage.Synchronous})
 	if err != nil {
 		return openError(dbPath(d.home), err)
