@@ -95,6 +95,10 @@ func TestPermissionsAreDenied(t *testing.T) {
 		{"perm-allow-only", "cancelled", "", "cancelled"},
 		{"perm-always", "cancelled", "", "cancelled"},
 		{"perm-none", "cancelled", "", "cancelled"},
+		// An option id that is not unique makes any selection ambiguous:
+		// the agent could read "go" as its allow_once option.
+		{"perm-dup-reject", "cancelled", "", "cancelled"},
+		{"perm-dup-other", "cancelled", "", "cancelled"},
 	}
 	for _, c := range cases {
 		t.Run(c.behaviour, func(t *testing.T) {

@@ -34,8 +34,18 @@ func TestDerivedPolicyHasTeeth(t *testing.T) {
 	alwaysCancel := func([]acp.PermissionOption) (acp.RequestPermissionOutcome, acp.PermissionOptionId) {
 		return acp.NewRequestPermissionOutcomeCancelled(), ""
 	}
+	// The first reject_once, even when its id is also an allow option's.
+	firstRejectOnce := func(o []acp.PermissionOption) (acp.RequestPermissionOutcome, acp.PermissionOptionId) {
+		for _, x := range o {
+			if x.Kind == acp.PermissionOptionKindRejectOnce {
+				return acp.NewRequestPermissionOutcomeSelected(x.OptionId), x.OptionId
+			}
+		}
+		return acp.NewRequestPermissionOutcomeCancelled(), ""
+	}
 	for name, f := range map[string]func([]acp.PermissionOption) (acp.RequestPermissionOutcome, acp.PermissionOptionId){
 		"first option": first, "reject_always too": anyReject, "ignores reject_once": alwaysCancel,
+		"blind to duplicate ids": firstRejectOnce,
 	} {
 		if deniesEveryPermission(f) {
 			t.Errorf("%s: passed the deny-all check", name)
@@ -50,6 +60,33 @@ func TestDerivedPolicyHasTeeth(t *testing.T) {
 	_ = json.Unmarshal(b, &caps)
 	if caps.Fs.ReadTextFile || caps.Fs.WriteTextFile || caps.Terminal || caps.Auth.Terminal {
 		t.Fatalf("capabilities on the wire: %s", b)
+	}
+}
+
+// TestPermissionWithDuplicateOptionIDsIsCancelled: when an option id is
+// not unique among a request's options, selecting it would be ambiguous
+// (the agent may read the reject_once id as an allow option's), so the
+// answer is cancelled, never a selection.
+func TestPermissionWithDuplicateOptionIDsIsCancelled(t *testing.T) {
+	t.Parallel()
+	opt := func(kind acp.PermissionOptionKind, id string) acp.PermissionOption {
+		return acp.PermissionOption{Kind: kind, Name: string(kind), OptionId: acp.PermissionOptionId(id)}
+	}
+	for name, opts := range map[string][]acp.PermissionOption{
+		"reject_once id shared with allow_once":   {opt(acp.PermissionOptionKindAllowOnce, "x"), opt(acp.PermissionOptionKindRejectOnce, "x")},
+		"reject_once id shared with allow_always": {opt(acp.PermissionOptionKindRejectOnce, "x"), opt(acp.PermissionOptionKindAllowAlways, "x")},
+		"two reject_once with one id":             {opt(acp.PermissionOptionKindRejectOnce, "x"), opt(acp.PermissionOptionKindRejectOnce, "x")},
+		"another id duplicated":                   {opt(acp.PermissionOptionKindRejectOnce, "no"), opt(acp.PermissionOptionKindAllowOnce, "a"), opt(acp.PermissionOptionKindAllowAlways, "a")},
+	} {
+		out, id := decidePermission(opts)
+		if out.Cancelled == nil || out.Selected != nil || id != "" {
+			t.Errorf("%s: outcome %+v (option %q), want cancelled", name, out, id)
+		}
+	}
+	// Unique ids: the reject_once option is still selected.
+	out, id := decidePermission([]acp.PermissionOption{opt(acp.PermissionOptionKindAllowOnce, "a"), opt(acp.PermissionOptionKindRejectOnce, "r")})
+	if out.Selected == nil || out.Selected.OptionId != "r" || id != "r" {
+		t.Errorf("unique ids: outcome %+v (option %q), want selected r", out, id)
 	}
 }
 

@@ -40,14 +40,32 @@ const (
 // decidePermission is the whole permission policy, used by the client's
 // RequestPermission handler: select the agent's reject_once option if it
 // offers one, otherwise answer cancelled. Never an allow option, never
-// reject_always, never "the first option".
+// reject_always, never "the first option". An option id that is not
+// unique among the options makes any selection ambiguous (the agent could
+// read the reject_once id as an allow option's), so such a request is
+// answered cancelled too.
 func decidePermission(options []acp.PermissionOption) (acp.RequestPermissionOutcome, acp.PermissionOptionId) {
+	if duplicateOptionID(options) {
+		return acp.NewRequestPermissionOutcomeCancelled(), ""
+	}
 	for _, o := range options {
 		if o.Kind == acp.PermissionOptionKindRejectOnce {
 			return acp.NewRequestPermissionOutcomeSelected(o.OptionId), o.OptionId
 		}
 	}
 	return acp.NewRequestPermissionOutcomeCancelled(), ""
+}
+
+// duplicateOptionID reports whether two of the options share an id.
+func duplicateOptionID(options []acp.PermissionOption) bool {
+	seen := make(map[acp.PermissionOptionId]bool, len(options))
+	for _, o := range options {
+		if seen[o.OptionId] {
+			return true
+		}
+		seen[o.OptionId] = true
+	}
+	return false
 }
 
 // derivePolicy computes the dispatcher's promise from the values the client
@@ -58,7 +76,9 @@ func decidePermission(options []acp.PermissionOption) (acp.RequestPermissionOutc
 //     request instead of refusing it;
 //   - DeniesAllPermissions is true only if decidePermission, run over every
 //     list of up to three options drawn from the four ACP option kinds and
-//     an unknown kind, never selects anything but a reject_once option.
+//     an unknown kind, each with one of three ids (so that ids repeat),
+//     never selects anything but a reject_once option whose id no other
+//     option has, and answers cancelled whenever an id repeats.
 func derivePolicy() model.DispatchPolicy {
 	caps := clientCapabilities()
 	return model.DispatchPolicy{
@@ -68,7 +88,8 @@ func derivePolicy() model.DispatchPolicy {
 	}
 }
 
-// deniesEveryPermission checks decide exhaustively over small option lists.
+// deniesEveryPermission checks decide exhaustively over small option lists,
+// with ids drawn from a pool small enough that some lists repeat one.
 func deniesEveryPermission(decide func([]acp.PermissionOption) (acp.RequestPermissionOutcome, acp.PermissionOptionId)) bool {
 	kinds := []acp.PermissionOptionKind{
 		acp.PermissionOptionKindAllowOnce, acp.PermissionOptionKindAllowAlways,
@@ -83,24 +104,36 @@ func deniesEveryPermission(decide func([]acp.PermissionOption) (acp.RequestPermi
 			return
 		}
 		for _, k := range kinds {
-			id := acp.PermissionOptionId(string(k) + "#" + string(rune('0'+depth)))
-			gen(append(prefix, acp.PermissionOption{Kind: k, Name: string(k), OptionId: id}), depth+1)
+			for _, id := range []acp.PermissionOptionId{"a", "b", "c"} {
+				gen(append(prefix, acp.PermissionOption{Kind: k, Name: string(k), OptionId: id}), depth+1)
+			}
 		}
 	}
 	gen(nil, 0)
 	for _, opts := range lists {
 		out, id := decide(opts)
+		// Counted here rather than with duplicateOptionID, so that the
+		// check does not take the decision's helper on trust.
+		count := map[acp.PermissionOptionId]int{}
+		dup := false
+		for _, o := range opts {
+			count[o.OptionId]++
+			dup = dup || count[o.OptionId] > 1
+		}
 		switch {
 		case out.Cancelled != nil && out.Selected == nil:
 			if id != "" {
 				return false
 			}
 			for _, o := range opts {
-				if o.Kind == acp.PermissionOptionKindRejectOnce {
+				if o.Kind == acp.PermissionOptionKindRejectOnce && !dup {
 					return false // a reject_once was offered and not taken
 				}
 			}
 		case out.Selected != nil && out.Cancelled == nil:
+			if dup {
+				return false // an ambiguous selection
+			}
 			ok := false
 			for _, o := range opts {
 				if o.OptionId == out.Selected.OptionId && o.Kind == acp.PermissionOptionKindRejectOnce {

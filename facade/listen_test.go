@@ -5,12 +5,16 @@ package facade
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io/fs"
 	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/hai-relay/relay/model"
 )
 
 func TestListenSocketIs0600EvenWithUmask0(t *testing.T) {
@@ -120,11 +124,57 @@ func TestListenRefusesNonSocket(t *testing.T) {
 	}
 }
 
+// TestListenRefusesLongPath: a socket path over the kernel's limit is
+// refused with invalid_args naming the path, its length and the limit,
+// and a hint to use a shorter home, before anything is created.
 func TestListenRefusesLongPath(t *testing.T) {
 	t.Parallel()
-	_, err := Listen("/tmp/" + strings.Repeat("d", 120) + "/relay.sock")
-	if err == nil || !strings.Contains(err.Error(), "bytes") {
-		t.Errorf("Listen with a 130-byte path: %v", err)
+	sock := "/tmp/" + strings.Repeat("d", 120) + "/relay.sock"
+	_, err := Listen(sock)
+	var me *model.Error
+	if !errors.As(err, &me) || me.Code != model.CodeInvalidArgs {
+		t.Fatalf("Listen with a 136-byte path: %v, want an invalid_args *model.Error", err)
+	}
+	for _, want := range []string{sock, "is 136 bytes", fmt.Sprintf("at most %d bytes", SocketPathMax)} {
+		if !strings.Contains(me.Message, want) {
+			t.Errorf("message %q lacks %q", me.Message, want)
+		}
+	}
+	if !strings.Contains(me.Hint, "shorter --home") || !strings.Contains(me.Hint, "RELAY_HOME") {
+		t.Errorf("hint %q does not say to use a shorter --home or RELAY_HOME", me.Hint)
+	}
+	if err := CheckSocketPath(sock[:5] + sock[len(sock)-SocketPathMax+5:]); err != nil {
+		t.Errorf("a socket path of exactly %d bytes: %v", SocketPathMax, err)
+	}
+}
+
+// TestListenRefusesADirectoryOfAnotherUser: a socket directory owned by
+// another uid is refused with invalid_args naming the directory and the
+// owner found (as root, with a directory given to nobody).
+func TestListenRefusesADirectoryOfAnotherUser(t *testing.T) {
+	t.Parallel()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: the test gives a directory to another uid (nobody)")
+	}
+	dir := apiShortDir(t)
+	if err := os.Chown(dir, 65534, 65534); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Listen(filepath.Join(dir, "relay.sock"))
+	var me *model.Error
+	if !errors.As(err, &me) || me.Code != model.CodeInvalidArgs {
+		t.Fatalf("Listen in nobody's directory: %v, want an invalid_args *model.Error", err)
+	}
+	for _, want := range []string{dir, "owned by uid 65534"} {
+		if !strings.Contains(me.Message, want) {
+			t.Errorf("message %q lacks %q", me.Message, want)
+		}
+	}
+	if me.Hint == "" {
+		t.Error("no hint")
+	}
+	if _, err := os.Lstat(filepath.Join(dir, "relay.sock")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("a socket was created in nobody's directory: %v", err)
 	}
 }
 

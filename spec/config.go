@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"maps"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -182,6 +183,66 @@ func (c Config) Agent(name string) (AgentConfig, bool) {
 	a, ok := c.Agents[name]
 	a.Command = slices.Clone(a.Command)
 	return a, ok
+}
+
+// ResolveCommands returns c with the program of every command (each
+// agent's, each of its MCP servers', the authority adapter's) resolved
+// once, as the daemon does when it loads the config, so that nothing
+// later resolves it against a task's cwd (a child's relative program is
+// looked up in its working directory, which for an agent is the task's):
+//
+//   - a program with a slash that is not absolute (./bin/agent,
+//     tools/adapter) is joined to dir, the directory of config.toml;
+//   - a bare name (claude-agent-acp) is looked up with lookPath (the
+//     daemon passes exec.LookPath: its own PATH, never the current
+//     directory); a name not found is kept as written, so the agent is
+//     reported configured-but-not-found as before, and an authority
+//     adapter not found still fails to start, closed;
+//   - an absolute program is kept.
+//
+// The arguments are kept as written. c itself is not changed.
+func (c Config) ResolveCommands(dir string, lookPath func(string) (string, error)) Config {
+	resolve := func(argv []string) []string {
+		argv = slices.Clone(argv)
+		if len(argv) > 0 && argv[0] != "" {
+			argv[0] = ResolveProgram(argv[0], dir, lookPath)
+		}
+		return argv
+	}
+	out := c
+	out.Authority.Command = resolve(c.Authority.Command)
+	out.Agents = make(map[string]AgentConfig, len(c.Agents))
+	for name, a := range c.Agents {
+		a.Command = resolve(a.Command)
+		servers := make([]MCPServer, len(a.MCPServers))
+		for i, m := range a.MCPServers {
+			m.Command = resolve(m.Command)
+			m.Env = maps.Clone(m.Env)
+			servers[i] = m
+		}
+		if a.MCPServers == nil {
+			servers = nil
+		}
+		a.MCPServers = servers
+		out.Agents[name] = a
+	}
+	return out
+}
+
+// ResolveProgram resolves one command's program as ResolveCommands does:
+// relative with a slash, against dir; a bare name, with lookPath (kept as
+// written when not found); absolute, as it is.
+func ResolveProgram(program, dir string, lookPath func(string) (string, error)) string {
+	switch {
+	case filepath.IsAbs(program):
+		return program
+	case strings.ContainsRune(program, '/'):
+		return filepath.Join(dir, program)
+	}
+	if p, err := lookPath(program); err == nil && filepath.IsAbs(p) {
+		return p
+	}
+	return program
 }
 
 // Validate checks a Config built in code by the rules ParseConfig applies

@@ -600,3 +600,82 @@ func TestAuthorityEnviron(t *testing.T) {
 		t.Fatalf("Environ = %q, want %q", got, want)
 	}
 }
+
+// TestResolveCommands: a command with a slash that is not absolute is
+// joined to the config's directory, a bare name is looked up once (on
+// PATH), one not found is kept as written, an absolute one is left alone;
+// agents, their MCP servers and the authority adapter alike. The config
+// it was called on is not changed.
+func TestResolveCommands(t *testing.T) {
+	t.Parallel()
+	cfg, err := spec.ParseConfig([]byte(`
+[authority]
+command = ["./auth/adapter", "--relay"]
+
+[agents.rel]
+command = ["./bin/agent", "-x"]
+mcp_servers = [{name = "hai", command = ["tools/mcp", "serve"]}, {name = "path", command = ["found-mcp"]}]
+
+[agents.sub]
+command = ["tools/adapter"]
+
+[agents.up]
+command = ["../shared/agent"]
+
+[agents.abs]
+command = ["/opt/agent/bin/acp"]
+
+[agents.bare]
+command = ["found-acp", "acp"]
+
+[agents.missing]
+command = ["missing-acp"]
+`), "config.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := fmt.Sprintf("%+v", cfg)
+	var asked []string
+	lookPath := func(name string) (string, error) {
+		asked = append(asked, name)
+		switch name {
+		case "found-acp":
+			return "/usr/local/bin/found-acp", nil
+		case "found-mcp":
+			return "/usr/bin/found-mcp", nil
+		}
+		return "", errors.New("not found")
+	}
+	dir := "/home/u/.local/state/hai-relay"
+	got := cfg.ResolveCommands(dir, lookPath)
+
+	want := map[string][]string{
+		"rel":     {dir + "/bin/agent", "-x"},
+		"sub":     {dir + "/tools/adapter"},
+		"up":      {"/home/u/.local/state/shared/agent"},
+		"abs":     {"/opt/agent/bin/acp"},
+		"bare":    {"/usr/local/bin/found-acp", "acp"},
+		"missing": {"missing-acp"},
+	}
+	for name, argv := range want {
+		if a, _ := got.Agent(name); !slices.Equal(a.Command, argv) {
+			t.Errorf("agents.%s command = %q, want %q", name, a.Command, argv)
+		}
+	}
+	if a := got.Authority.Command; !slices.Equal(a, []string{dir + "/auth/adapter", "--relay"}) {
+		t.Errorf("authority command = %q", a)
+	}
+	rel, _ := got.Agent("rel")
+	if len(rel.MCPServers) != 2 || !slices.Equal(rel.MCPServers[0].Command, []string{dir + "/tools/mcp", "serve"}) ||
+		!slices.Equal(rel.MCPServers[1].Command, []string{"/usr/bin/found-mcp"}) {
+		t.Errorf("mcp_servers = %+v", rel.MCPServers)
+	}
+	for _, name := range asked {
+		if strings.Contains(name, "/") {
+			t.Errorf("a command with a slash was looked up on PATH: %q", name)
+		}
+	}
+	if after := fmt.Sprintf("%+v", cfg); after != before {
+		t.Errorf("ResolveCommands changed the config it was called on:\n%s\n%s", before, after)
+	}
+}

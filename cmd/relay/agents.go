@@ -72,7 +72,7 @@ func runAgentsProbe(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	defer c.Close()
-	fmt.Fprintf(e.stderr, "probing %s (initialize → session/new → one prompt)…\n", f.pos[0])
+	fmt.Fprintf(e.stderr, "probing %s (initialize → session/new → one prompt)…\n", safeText(f.pos[0]))
 	a, perr := c.ProbeAgent(ctx, f.pos[0], *timeout)
 	if f.json {
 		if err := printJSON(e.stdout, a); err != nil {
@@ -94,6 +94,6 @@ func runAgentsProbe(ctx context.Context, e *env, args []string) error {
 		return model.Errorf(code, "probe of %s failed: %s", a.Name, a.WorkedLiveReason).
 			WithHint("see docs/agents.md for how to install and log in to " + a.Name)
 	}
-	fmt.Fprintf(e.stderr, "%s worked live\n", a.Name)
+	fmt.Fprintf(e.stderr, "%s worked live\n", safeText(a.Name))
 	return nil
 }

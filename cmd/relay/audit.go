@@ -34,7 +34,7 @@ func runAuditVerify(ctx context.Context, e *env, args []string) error {
 			return err
 		}
 	} else if rep.OK {
-		fmt.Fprintf(e.stdout, "audit chain OK: %d rows, head %s\n", rep.Rows, rep.Head)
+		fmt.Fprintf(e.stdout, "audit chain OK: %d rows, head %s\n", rep.Rows, safeText(rep.Head))
 	}
 	if !rep.OK {
 		return model.Errorf(model.CodeAuditBroken, "audit chain broken at row %d of %d: %s", rep.BadSeq, rep.Rows, rep.Reason).

@@ -101,12 +101,14 @@ func usage(w io.Writer) {
 	}
 }
 
-// printError prints err as the one error shape: code, message, hint.
+// printError prints err as the one error shape: code, message, hint. The
+// message may quote what a client or an agent sent (a probe's reason, an
+// id): it goes through safeText like every stored string.
 func printError(e *env, err error) {
 	pe := model.Public(err)
-	fmt.Fprintf(e.stderr, "relay: %s: %s\n", pe.Code, pe.Message)
+	fmt.Fprintf(e.stderr, "relay: %s: %s\n", safeText(string(pe.Code)), safeText(pe.Message))
 	if pe.Hint != "" {
-		fmt.Fprintf(e.stderr, "hint: %s\n", pe.Hint)
+		fmt.Fprintf(e.stderr, "hint: %s\n", safeText(pe.Hint))
 	}
 }
 
@@ -169,7 +171,7 @@ func (f *flags) parseN(args []string, n int) error {
 // morePages tells a human how to get the next page of a full listing.
 func morePages(e *env, got, limit int, lastID, command string) {
 	if got == limit && got > 0 {
-		fmt.Fprintf(e.stderr, "more: relay %s --before %s\n", command, lastID)
+		fmt.Fprintf(e.stderr, "more: relay %s --before %s\n", command, safeText(lastID))
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -77,19 +78,41 @@ func (d *daemon) run(ctx context.Context) (err error) {
 		return homeUnwritable(d.home, "the log", err)
 	}
 	defer logFile.Close()
+	fileLog := slog.NewJSONHandler(logFile, &slog.HandlerOptions{Level: slog.LevelDebug})
 	d.log = slog.New(slog.NewMultiHandler(
 		slog.NewTextHandler(d.stderr, &slog.HandlerOptions{Level: slog.LevelInfo}),
-		slog.NewJSONHandler(logFile, &slog.HandlerOptions{Level: slog.LevelDebug}),
+		fileLog,
 	))
+	// From here on a refusal to start is in relay.log too, with its code,
+	// message and hint, not only on the stderr of whoever started the
+	// daemon (autostart discards it). Only in the file: stderr gets it
+	// once, from the command's error.
+	ready := false
+	defer func() {
+		if err != nil && !ready {
+			logStartFailure(slog.New(fileLog), err)
+		}
+	}()
 	if fix != nil {
 		d.log.Warn("the relay home was open to group or others; access taken away",
 			"home", d.home, "mode_was", fmt.Sprintf("%04o", fix.from), "mode_now", fmt.Sprintf("%04o", fix.to))
+	}
+	// A socket path the kernel cannot take is refused before the database
+	// is opened and anything is recovered or run: bind(2) would fail only
+	// after recovery, with a bare "invalid argument".
+	if err := facade.CheckSocketPath(sockPath(d.home)); err != nil {
+		return err
 	}
 
 	cfg, err := loadHomeConfig(d.home, model.CodeInvalidArgs)
 	if err != nil {
 		return err
 	}
+	// Every relative program is resolved now, once: against the home
+	// (config.toml's directory) when it has a slash, on the daemon's PATH
+	// when it is a bare name. An agent runs in its task's cwd, where a
+	// relative program would otherwise be looked up.
+	cfg = cfg.ResolveCommands(d.home, exec.LookPath)
 	db, err := persistence.Open(ctx, dbPath(d.home), persistence.Options{Synchronous: cfg.Storage.Synchronous})
 	if err != nil {
 		return openError(dbPath(d.home), err)
@@ -171,6 +194,7 @@ func (d *daemon) run(ctx context.Context) (err error) {
 	go func() { served <- srv.Serve(ln) }()
 	d.log.Info("relay daemon ready", "home", d.home, "socket", sockPath(d.home), "pid", os.Getpid(), "version", Version)
 	logFile.startupDone()
+	ready = true
 
 	select {
 	case <-ctx.Done():
@@ -203,6 +227,23 @@ func (d *daemon) run(ctx context.Context) (err error) {
 // per process, and point this at a shim built without it. Whoever sets a
 // daemon's environment already chooses its PATH, so it grants nothing new.
 const testShimEnv = "RELAY_TEST_AGENT_SHIM"
+
+// logStartFailure logs why the daemon did not start: the code, message
+// and hint the operator sees, and the internal error behind them.
+func logStartFailure(log *slog.Logger, err error) {
+	attrs := []any{"code", string(model.ErrorCode(err))}
+	var me *model.Error
+	switch {
+	case errors.As(err, &me):
+		attrs = append(attrs, "message", me.Message, "hint", me.Hint)
+		if me.Err != nil {
+			attrs = append(attrs, "err", me.Err.Error())
+		}
+	default:
+		attrs = append(attrs, "err", err.Error())
+	}
+	log.Error("relay daemon cannot start", attrs...)
+}
 
 // newRegistry builds the agent registry from the config.
 func newRegistry(cfg spec.Config) *dispatch.Registry {

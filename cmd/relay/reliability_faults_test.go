@@ -217,7 +217,10 @@ func TestReliabilityAuthorityAdapterIsContained(t *testing.T) {
 			b, _ := os.ReadFile(authLog)
 			return len(b) > 0 && json.Unmarshal(b[:strings.IndexByte(string(b), '\n')+1], &run) == nil && run.GrandchildPID > 0
 		})
-		t.Cleanup(func() { _ = syscall.Kill(run.PID, syscall.SIGKILL); _ = syscall.Kill(run.GrandchildPID, syscall.SIGKILL) })
+		t.Cleanup(func() {
+			_ = syscall.Kill(run.PID, syscall.SIGKILL)
+			_ = syscall.Kill(run.GrandchildPID, syscall.SIGKILL)
+		})
 		d.stop(t, syscall.SIGKILL)
 		eventually(t, "adapter and its escaped descendant gone after the daemon's kill -9", 10*time.Second, func() bool {
 			return !alive(run.PID) && !alive(run.GrandchildPID)

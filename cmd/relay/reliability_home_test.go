@@ -419,3 +419,78 @@ func TestReliabilityClientsRefuseASocketOfAnotherUID(t *testing.T) {
 	}
 	t.Logf("refusal: %s", r.text)
 }
+
+// homeWithSocketPath returns a fresh home whose socket path is exactly n
+// bytes long.
+func homeWithSocketPath(t *testing.T, n int) string {
+	t.Helper()
+	base := t.TempDir()
+	pad := n - len(base) - len("/") - len("/relay.sock")
+	if pad < 1 {
+		t.Skipf("the temp dir %s is too long for a %d-byte socket path", base, n)
+	}
+	home := filepath.Join(base, strings.Repeat("h", pad))
+	if err := os.Mkdir(home, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if l := len(sockPath(home)); l != n {
+		t.Fatalf("socket path is %d bytes, want %d", l, n)
+	}
+	return home
+}
+
+// TestReliabilityDaemonRefusesALongSocketPath: a home whose socket path
+// is over the kernel's limit (107 bytes on Linux: sun_path is 108 with its
+// NUL) makes `relay daemon` refuse before it opens the database, with
+// invalid_args (exit 2) naming the socket path, its length and the limit,
+// a hint to use a shorter --home or RELAY_HOME, and the same refusal in
+// relay.log; a socket path of exactly the limit is served.
+func TestReliabilityDaemonRefusesALongSocketPath(t *testing.T) {
+	t.Parallel()
+	home := homeWithSocketPath(t, 108)
+	cmd := exec.Command(relayBin, "daemon", "--home", home)
+	cmd.Env = append(os.Environ(), fastExit...)
+	var errb bytes.Buffer
+	cmd.Stderr = &errb
+	done := make(chan error, 1)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { done <- cmd.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		_ = cmd.Process.Kill()
+		<-done
+		t.Fatalf("the daemon did not refuse within 30 s:\n%s", errb.String())
+	}
+	out := errb.String()
+	sock := sockPath(home)
+	if code := cmd.ProcessState.ExitCode(); code != 2 {
+		t.Errorf("exit %d, want 2 (invalid_args)", code)
+	}
+	for _, want := range []string{"relay: invalid_args: ", sock, "is 108 bytes", "at most 107 bytes", "\nhint: ", "--home", "RELAY_HOME"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, out)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(home, "relay.db")); !os.IsNotExist(err) {
+		t.Errorf("the database was opened before the socket path was checked: %v", err)
+	}
+	log, _ := os.ReadFile(filepath.Join(home, "relay.log"))
+	var logged bool
+	for _, line := range strings.Split(string(log), "\n") {
+		if strings.Contains(line, `"level":"ERROR"`) && strings.Contains(line, sock) && strings.Contains(line, "is 108 bytes") &&
+			strings.Contains(line, `"code":"invalid_args"`) && strings.Contains(line, "RELAY_HOME") {
+			logged = true
+		}
+	}
+	if !logged {
+		t.Errorf("relay.log has no error line naming the socket path, its length, the code and the hint:\n%s", log)
+	}
+	t.Logf("refusal:\n%s", out)
+
+	// The limit itself is served.
+	d := launchDaemon(t, homeWithSocketPath(t, 107))
+	d.stop(t, syscall.SIGTERM)
+}

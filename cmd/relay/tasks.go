@@ -68,15 +68,18 @@ func runTasksShow(ctx context.Context, e *env, args []string) error {
 	if f.json {
 		return printJSON(e.stdout, d)
 	}
+	// Every stored string goes through safeText (or oneLine): a client or
+	// an agent wrote it, and it must not act on the terminal.
 	w := e.stdout
-	fmt.Fprintf(w, "task      %s\nstate     %s", d.ID, d.State)
+	fmt.Fprintf(w, "task      %s\nstate     %s", safeText(d.ID), safeText(string(d.State)))
 	if d.Code != "" {
-		fmt.Fprintf(w, " (%s)", d.Code)
+		fmt.Fprintf(w, " (%s)", safeText(string(d.Code)))
 	}
 	fmt.Fprintf(w, "\nmessage   %s\ncaller    %s\ntarget    %s\nmode      %s\nmission   %s\nlease     %s\ncontext   %s\ncwd       %s\ncreated   %s\nupdated   %s\n",
-		oneLine(d.Message, 200), d.Caller, d.Target, d.Mode, oneLine(d.MissionID, 130), oneLine(d.LeaseID, 130), d.ContextID, d.Cwd, ts(d.CreatedAt), ts(d.UpdatedAt))
+		oneLine(d.Message, 200), safeText(d.Caller), safeText(d.Target), safeText(string(d.Mode)), oneLine(d.MissionID, 130), oneLine(d.LeaseID, 130),
+		safeText(d.ContextID), safeText(d.Cwd), ts(d.CreatedAt), ts(d.UpdatedAt))
 	if d.StopReason != "" || d.Result != "" {
-		fmt.Fprintf(w, "stop      %s\nresult    %s\n", d.StopReason, oneLine(d.Result, 400))
+		fmt.Fprintf(w, "stop      %s\nresult    %s\n", safeText(d.StopReason), oneLine(d.Result, 400))
 	}
 	if d.SessionMode != "" {
 		fmt.Fprintf(w, "session   mode %s\n", oneLine(d.SessionMode, 60))
@@ -119,10 +122,10 @@ func runTasksShow(ctx context.Context, e *env, args []string) error {
 	}
 	// Where to look next: the agent's own log and what the code means.
 	if log := filepath.Join(home, "logs", "tasks", d.ID+".log"); fileExists(log) {
-		fmt.Fprintf(w, "\nagent log %s\n", log)
+		fmt.Fprintf(w, "\nagent log %s\n", safeText(log))
 	}
 	if ci, ok := spec.Lookup(d.Code); ok && ci.Hint != "" && ci.Hint != "—" {
-		fmt.Fprintf(w, "hint      %s\n", ci.Hint)
+		fmt.Fprintf(w, "hint      %s\n", safeText(ci.Hint))
 	}
 	return nil
 }
@@ -163,6 +166,6 @@ func runTasksCancel(ctx context.Context, e *env, args []string) error {
 	if f.json {
 		return printJSON(e.stdout, t)
 	}
-	fmt.Fprintf(e.stdout, "task %s %s (%s)\n", t.ID, t.State, t.Code)
+	fmt.Fprintf(e.stdout, "task %s %s (%s)\n", safeText(t.ID), safeText(string(t.State)), safeText(string(t.Code)))
 	return nil
 }

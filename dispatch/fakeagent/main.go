@@ -11,6 +11,10 @@
 //	perm-allow-only        ... with {allow_once, allow_always}
 //	perm-always            ... with {allow_always, reject_always}
 //	perm-none              ... with no options
+//	perm-dup-reject        ... with {allow_once "go", reject_once "go"}: the
+//	                       reject_once id is also an allow option's
+//	perm-dup-other         ... with {reject_once "no", allow_once "a",
+//	                       allow_always "a"}: another id is not unique
 //	perm-abort             like perm-allow-reject, then end the turn "cancelled"
 //	                       (each replies "selected:<optionId>" or "cancelled")
 //	fs-read, fs-write      call the client's fs methods, reply with the error
@@ -477,6 +481,10 @@ func (a *agent) permission(ctx context.Context, sid acp.SessionId, behaviour str
 		options = []acp.PermissionOption{opt(acp.PermissionOptionKindAllowOnce, "allow"), opt(acp.PermissionOptionKindAllowAlways, "allow-always")}
 	case "perm-always":
 		options = []acp.PermissionOption{opt(acp.PermissionOptionKindAllowAlways, "allow-always"), opt(acp.PermissionOptionKindRejectAlways, "reject-always")}
+	case "perm-dup-reject":
+		options = []acp.PermissionOption{opt(acp.PermissionOptionKindAllowOnce, "go"), opt(acp.PermissionOptionKindRejectOnce, "go")}
+	case "perm-dup-other":
+		options = []acp.PermissionOption{opt(acp.PermissionOptionKindRejectOnce, "no"), opt(acp.PermissionOptionKindAllowOnce, "a"), opt(acp.PermissionOptionKindAllowAlways, "a")}
 	default:
 		options = []acp.PermissionOption{}
 	}
