@@ -17,7 +17,8 @@ import (
 
 // The strict request decoders of the socket API. Each reads at most max
 // bytes (more is payload_too_large), requires exactly one JSON object with
-// no unknown field and nothing after it, and reports any other defect as
+// no unknown field and nothing after it, that model.CheckJSON accepts and
+// whose keys are its fields' names exactly, and reports any other defect as
 // invalid_args naming the field. They check form only: whether a value is
 // acceptable (a known agent, a long enough body) is the service's business.
 // They are exported so fuzz tests can target them.
