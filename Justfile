@@ -39,11 +39,12 @@ dot:
     go test ./machine -run TestGoldenDOT -update
     go run ./cmd/relay fsm dot | dot -Tsvg -o spec/lifecycle.svg
 
-# The fuzz targets: the socket API's request decoders and the MCP argument
-# decoding (facade), the authority response parser (gates), the config
-# parser (spec), the audit canonical encoding (persistence). A plain
-# `go test` runs only their seeds, as a regression check; a failing input
-# lands in the package's testdata/fuzz/, to be committed with the fix.
+# The fuzz targets: the strict JSON check (model), the socket API's request
+# decoders and the MCP argument decoding (facade), the authority response
+# parser (gates), the config parser (spec), the audit canonical encoding
+# (persistence). A plain `go test` runs only their seeds, as a regression
+# check; a failing input lands in the package's testdata/fuzz/, to be
+# committed with the fix.
 
 # Fuzz every parser for TIME each (default 60s), one after the other.
 fuzz TIME="60s":
@@ -53,6 +54,7 @@ fuzz TIME="60s":
     for t in FuzzDecodeSendRequest FuzzDecodeSubmitRequest FuzzDecodeAckRequest FuzzDecodeConn FuzzDecodeEmpty FuzzMCPArgs; do
         run ./facade "$t"
     done
+    run ./model FuzzCheckJSON
     run ./gates FuzzParseResponse
     run ./spec FuzzParseConfig
     run ./persistence FuzzCanonicalAuditRoundTrip

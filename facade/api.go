@@ -332,6 +332,11 @@ func (s *Server) apiRoute(pattern string, agent bool, query []string, h apiHandl
 		caller := ""
 		if agent {
 			caller = r.Header.Get(AgentHeader)
+			if n := len(r.Header.Values(AgentHeader)); n > 1 {
+				// One identity, once: neither the first nor the last wins.
+				s.writeError(w, r, apiInvalid("the %s header is given %d times; a request acts as one agent", AgentHeader, n))
+				return
+			}
 			if caller == "" {
 				s.writeError(w, r, apiInvalid("the %s header (the calling agent's identity) is required on %s", AgentHeader, r.URL.Path))
 				return

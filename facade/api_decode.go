@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
 	"strings"
+	"sync"
 	"unicode/utf8"
 
 	"github.com/hai-relay/relay/model"
@@ -15,7 +17,8 @@ import (
 
 // The strict request decoders of the socket API. Each reads at most max
 // bytes (more is payload_too_large), requires exactly one JSON object with
-// no unknown field and nothing after it, and reports any other defect as
+// no unknown field and nothing after it, that model.CheckJSON accepts and
+// whose keys are its fields' names exactly, and reports any other defect as
 // invalid_args naming the field. They check form only: whether a value is
 // acceptable (a known agent, a long enough body) is the service's business.
 // They are exported so fuzz tests can target them.
@@ -105,6 +108,12 @@ func apiDecodeBytes(data []byte, v any) error {
 	if !utf8.Valid(data) {
 		return apiInvalid("the request body is not valid UTF-8")
 	}
+	// Nor may it replace a lone surrogate, keep the last of a key given
+	// twice, or fill a field from a key that matches its name only in
+	// case. A body that is not JSON at all gets the decoder's message.
+	if err := model.CheckJSON(data, apiExactKeys(v)); err != nil && json.Valid(data) {
+		return apiInvalid("the request body is refused: %v", err)
+	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
@@ -114,6 +123,57 @@ func apiDecodeBytes(data []byte, v any) error {
 		return apiInvalid("the request body has data after its JSON object")
 	}
 	return nil
+}
+
+// apiKeyNames caches apiExactKeys' sets of names by type.
+var apiKeyNames sync.Map // reflect.Type → map[string]bool
+
+// apiExactKeys returns a key check for decoding into v: a key must be the
+// JSON name of a field of v's type or of a type nested in it (an artifact),
+// spelled exactly. encoding/json matches names case-insensitively; the
+// socket API does not. A key at the wrong level is left to the decoder's
+// unknown-field check.
+func apiExactKeys(v any) func(string) error {
+	t := reflect.TypeOf(v)
+	names, ok := apiKeyNames.Load(t)
+	if !ok {
+		m := map[string]bool{}
+		apiFieldNames(t, m)
+		names, _ = apiKeyNames.LoadOrStore(t, m)
+	}
+	known := names.(map[string]bool)
+	return func(k string) error {
+		if !known[k] {
+			return fmt.Errorf("unknown field %q (keys match a field's name exactly; unknown arguments are refused)", apiClip(k, 64))
+		}
+		return nil
+	}
+}
+
+// apiFieldNames adds the JSON names of t's fields, and of the structs in
+// them, to names.
+func apiFieldNames(t reflect.Type, names map[string]bool) {
+	for t.Kind() == reflect.Pointer || t.Kind() == reflect.Slice || t.Kind() == reflect.Array {
+		t = t.Elem()
+	}
+	if t.Kind() != reflect.Struct {
+		return
+	}
+	for i := range t.NumField() {
+		f := t.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		switch {
+		case name == "-" || !f.IsExported():
+			continue
+		case f.Anonymous && name == "":
+			apiFieldNames(f.Type, names)
+			continue
+		case name == "":
+			name = f.Name
+		}
+		names[name] = true
+		apiFieldNames(f.Type, names)
+	}
 }
 
 // apiJSONError turns an encoding/json error into invalid_args naming the

@@ -16,6 +16,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/hai-relay/relay/model"
 	"github.com/hai-relay/relay/spec"
@@ -389,6 +390,108 @@ func TestAPIStrictRequests(t *testing.T) {
 	status, body := apiDo(t, raw, "GET", "/v1/version", nil, "")
 	if status != 200 || !bytes.Contains(body, []byte(`"api":1`)) {
 		t.Errorf("version after refusals: %d %s", status, body)
+	}
+}
+
+// What encoding/json would accept and then silently alter or choose among
+// — a lone surrogate escape, invalid UTF-8, a key given twice, keys or a
+// key differing from a field's name only in case — is invalid_args on
+// every route that takes a body, at the top level and inside an artifact,
+// and the service is never called. So is a second X-Relay-Agent header.
+func TestAPIRefusesAmbiguousJSON(t *testing.T) {
+	t.Parallel()
+	f := &apiFakeService{}
+	s := apiServe(t, f, ServerOptions{})
+	raw := apiRawClient(t, s.sock)
+	ag := map[string]string{AgentHeader: "claude"}
+
+	type route struct{ path, doc string } // doc holds one %s: a value or a key/value pair
+	strRoutes := []route{
+		{"/v1/messages", `{"to":"codex","body":%s}`},
+		{"/v1/messages", `{"to":"codex","body":"b","artifacts":[{"uri":"file:///a","name":%s}]}`},
+		{"/v1/tasks", `{"target":"codex","prompt":%s}`},
+		{"/v1/tasks", `{"target":"codex","prompt":"p","reference_task_ids":["T-1",%s]}`},
+		{"/v1/tasks", `{"target":"codex","prompt":"p","artifacts":[{"uri":%s}]}`},
+		{"/v1/inbox/ack", `{"message_ids":[%s]}`},
+		{"/v1/connections", `{"agent":"claude","kind":%s}`},
+	}
+	var cases []struct{ name, path, body, mention string }
+	add := func(name, path, body, mention string) {
+		cases = append(cases, struct{ name, path, body, mention string }{name, path, body, mention})
+	}
+	for _, r := range strRoutes {
+		for _, v := range []struct{ name, val, mention string }{
+			{"lone high surrogate", `"\ud800"`, `\ud800`},
+			{"lone low surrogate", `"\udc00"`, `\udc00`},
+			{"high surrogate then not a low one", `"x\ud800\u0041y"`, `\ud800`},
+			{"two high surrogates", `"\ud83d\ud83d"`, `\ud83d`},
+			{"raw invalid UTF-8", "\"\xff\xfe\"", "UTF-8"},
+			{"a surrogate encoded in UTF-8", "\"\xed\xa0\x80\"", "UTF-8"},
+		} {
+			add(v.name+" in "+r.doc, r.path, fmt.Sprintf(r.doc, v.val), v.mention)
+		}
+	}
+	add("duplicate key", "/v1/messages", `{"to":"codex","body":"a","body":"b"}`, `"body" is given twice`)
+	add("duplicate escaped key", "/v1/messages", `{"to":"codex","body":"a","b\u006fdy":"b"}`, `"body" is given twice`)
+	add("duplicate key in an artifact", "/v1/messages", `{"to":"codex","body":"b","artifacts":[{"uri":"file:///a","uri":"file:///b"}]}`, `"uri" is given twice`)
+	add("duplicate key in a task's artifact", "/v1/tasks", `{"target":"codex","prompt":"p","artifacts":[{"uri":"file:///a"},{"uri":"file:///a","name":"x","name":"y"}]}`, "artifacts[1]")
+	add("duplicate ack ids key", "/v1/inbox/ack", `{"message_ids":["MSG-1"],"message_ids":["MSG-2"]}`, `"message_ids" is given twice`)
+	add("keys differing in case", "/v1/tasks", `{"TARGET":"claude","target":"codex","prompt":"p"}`, `"TARGET"`)
+	add("keys differing in case, lower first", "/v1/tasks", `{"target":"codex","Target":"claude","prompt":"p"}`, "differ only in case")
+	add("keys differing in case in an artifact", "/v1/tasks", `{"target":"codex","prompt":"p","artifacts":[{"uri":"file:///a","URI":"file:///b"}]}`, "differ only in case")
+	add("a key matching a field only in case", "/v1/tasks", `{"Target":"codex","prompt":"p"}`, `"Target"`)
+	add("a key matching only with the Kelvin sign", "/v1/tasks", "{\"target\":\"codex\",\"prompt\":\"p\",\"idempotency_\u212aey\":\"k\"}", "idempotency_")
+	add("an artifact key matching only in case", "/v1/messages", `{"to":"codex","body":"b","artifacts":[{"Uri":"file:///a"}]}`, `"Uri"`)
+	add("a conn key matching only in case", "/v1/connections", `{"AGENT":"claude"}`, `"AGENT"`)
+	add("a lone surrogate in a cancel body", "/v1/tasks/T-1/cancel", `{"\ud800":1}`, `\ud800`)
+
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			status, body := apiDo(t, raw, "POST", c.path, ag, c.body)
+			if status != 400 {
+				t.Fatalf("status %d, want 400 (%s)", status, body)
+			}
+			m := apiCheckErrorBody(t, c.name, body, model.CodeInvalidArgs)
+			if !strings.Contains(m["message"], c.mention) {
+				t.Errorf("message %q does not mention %q", m["message"], c.mention)
+			}
+			if !utf8.Valid(body) {
+				t.Errorf("the answer is not valid UTF-8: %q", body)
+			}
+		})
+	}
+	if calls := f.Calls(); len(calls) != 0 {
+		t.Errorf("the service was called for refused requests: %+v", calls)
+	}
+
+	// One identity, once: a second X-Relay-Agent header (in any spelling)
+	// is refused, whatever the first said, not resolved first-wins.
+	for _, second := range []string{"X-Relay-Agent", "x-relay-agent", "X-RELAY-AGENT"} {
+		req, err := http.NewRequest("GET", "http://relay/v1/tasks/T-1", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header[AgentHeader] = []string{"claude"}
+		if second == AgentHeader {
+			req.Header[AgentHeader] = append(req.Header[AgentHeader], "codex")
+		} else {
+			req.Header[second] = []string{"codex"} // sent as written; the server canonicalizes it
+		}
+		resp, err := raw.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 400 {
+			t.Errorf("two identity headers (%s): status %d, want 400 (%s)", second, resp.StatusCode, b)
+		}
+		if m := apiCheckErrorBody(t, "two identity headers", b, model.CodeInvalidArgs); !strings.Contains(m["message"], AgentHeader) {
+			t.Errorf("two identity headers: message %q", m["message"])
+		}
+	}
+	if calls := f.Calls(); len(calls) != 0 {
+		t.Errorf("the service was called with two identities: %+v", calls)
 	}
 }
 

@@ -90,6 +90,13 @@ func newMCP(svc model.AgentService, o MCPOptions) (*server.MCPServer, *mcpFacade
 			}
 		}()
 	})
+	// A frame is checked whole before mcp-go reads it with encoding/json,
+	// which would pick the last of two "name"s, fold "NAME" into "name"
+	// and replace a lone surrogate.
+	hooks.AddOnRequestInitialization(func(_ context.Context, _ any, message any) error {
+		raw, _ := message.(json.RawMessage)
+		return mcpCheckFrame(raw)
+	})
 	hooks.AddOnUnregisterSession(func(_ context.Context, s server.ClientSession) {
 		f.mu.Lock()
 		delete(f.audited, s.SessionID())
@@ -139,6 +146,31 @@ func ServeMCP(ctx context.Context, svc model.AgentService, o MCPOptions, in io.R
 		return fmt.Errorf("facade: serve mcp: %w", err)
 	}
 	return nil
+}
+
+// mcpCheckFrame checks one JSON-RPC request as it came, with
+// model.CheckJSON. A refusal is the JSON-RPC error invalid request (-32600),
+// its message naming invalid_args; mcp-go then answers it with no handler
+// run. One exception keeps the tools' own answer: when the defect is in
+// the arguments a tools/call hands its tool — those mcp-go's decoding
+// picks, so that the tool refuses exactly them — the frame passes and the
+// tool answers invalid_args as a tool error, like any bad argument.
+func mcpCheckFrame(raw json.RawMessage) error {
+	err := model.CheckJSON(raw, nil)
+	if err == nil {
+		return nil
+	}
+	var call struct {
+		Method string `json:"method"`
+		Params struct {
+			Arguments json.RawMessage `json:"arguments"`
+		} `json:"params"`
+	}
+	if json.Unmarshal(raw, &call) == nil && call.Method == string(mcp.MethodToolsCall) &&
+		len(call.Params.Arguments) > 0 && model.CheckJSON(call.Params.Arguments, nil) != nil {
+		return nil // the tool refuses these arguments itself
+	}
+	return fmt.Errorf("%s: the request is refused: %v", model.CodeInvalidArgs, err)
 }
 
 // withDefaults validates o and fills its defaults.

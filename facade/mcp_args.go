@@ -315,8 +315,10 @@ func mcpArtifact(v any) (model.Artifact, error) {
 }
 
 // mcpDecodeObject decodes the top level of a call's arguments: a JSON
-// object (or null/absent, meaning no arguments) with no duplicate keys. It
-// returns the keys in order and each raw value.
+// object (or null/absent, meaning no arguments) that model.CheckJSON
+// accepts: valid UTF-8, no lone surrogate, no key twice or differing from
+// another only in case, at any depth. It returns the keys in order and
+// each raw value.
 func mcpDecodeObject(raw []byte) ([]string, map[string]json.RawMessage, error) {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
@@ -326,6 +328,12 @@ func mcpDecodeObject(raw []byte) ([]string, map[string]json.RawMessage, error) {
 	// nothing is coerced.
 	if !utf8.Valid(raw) {
 		return nil, nil, errors.New("arguments are not valid UTF-8")
+	}
+	// Nor a lone surrogate, a key given twice or keys differing only in
+	// case, at any depth (an artifact's keys too). Arguments that are not
+	// JSON at all get the decoder's message below.
+	if err := model.CheckJSON(raw, nil); err != nil && json.Valid(raw) {
+		return nil, nil, fmt.Errorf("arguments are refused: %v", err)
 	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
@@ -347,9 +355,6 @@ func mcpDecodeObject(raw []byte) ([]string, map[string]json.RawMessage, error) {
 		var v json.RawMessage
 		if err := dec.Decode(&v); err != nil {
 			return nil, nil, fmt.Errorf("arguments are not valid JSON: %v", err)
-		}
-		if _, dup := vals[k]; dup {
-			return nil, nil, fmt.Errorf("argument %q is given twice", apiClip(k, 64))
 		}
 		keys = append(keys, k)
 		vals[k] = v

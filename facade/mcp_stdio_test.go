@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"strings"
 	"sync"
@@ -203,4 +204,102 @@ func TestServeMCPStopsOnContextDone(t *testing.T) {
 	}
 	// mcp-go's reader goroutine is still blocked on stdin; the cleanup's
 	// close of the pipe releases it before goleak looks.
+}
+
+// Over stdio, what encoding/json would accept and then silently alter or
+// choose among is refused, and the service is never called: in a tool's
+// arguments (nested artifacts and id arrays included) as an invalid_args
+// tool error; anywhere else in the frame (the tool's name, a second
+// "arguments", the id) as a JSON-RPC invalid request naming invalid_args.
+func TestServeMCPRefusesAmbiguousJSON(t *testing.T) {
+	svc := mcpNewFake()
+	p := mcpMustServePipes(t, svc)
+	r := bufio.NewReader(p.fromServer)
+	mcpRawRPC(t, p, r, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}`, true)
+	mcpRawRPC(t, p, r, `{"jsonrpc":"2.0","method":"notifications/initialized"}`, false)
+
+	id := 100
+	call := func(params string) map[string]any {
+		id++
+		return mcpRawRPC(t, p, r, fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":%s}`, id, params), true)
+	}
+
+	// In the arguments: a tool error, invalid_args, naming the defect.
+	args := map[string][]string{ // tool → argument documents, %s is the bad string
+		"send_message": {`{"to":"codex","body":%s}`, `{"to":%s,"body":"b"}`, `{"to":"codex","body":"b","reply_to":%s}`,
+			`{"to":"codex","body":"b","context_id":%s}`, `{"to":"codex","body":"b","artifacts":[{"uri":"file:///a","media_type":%s}]}`},
+		"submit_task": {`{"target":"codex","prompt":%s}`, `{"target":"codex","prompt":"p","reference_task_ids":["T-1",%s]}`,
+			`{"target":"codex","prompt":"p","artifacts":[{"uri":%s}]}`, `{"target":"codex","prompt":"p","cwd":%s}`},
+		"ack_messages": {`{"message_ids":[%s]}`},
+		"get_task":     {`{"task_id":%s}`},
+		"cancel_task":  {`{"task_id":%s}`},
+		"list_tasks":   {`{"state":%s}`},
+	}
+	bad := map[string]string{
+		`"\ud800"`:             `\ud800`,
+		`"\udc00"`:             `\udc00`,
+		`"x\ud800\u0041"`:      `\ud800`,
+		`"\ud83d\ud83d\ude00"`: `\ud83d`,
+		"\"\xff\"":             "UTF-8",
+		"\"\xed\xa0\x80\"":     "UTF-8",
+	}
+	var cases [][3]string // tool, arguments, mention
+	for tool, docs := range args {
+		for _, doc := range docs {
+			for val, mention := range bad {
+				cases = append(cases, [3]string{tool, fmt.Sprintf(doc, val), mention})
+			}
+		}
+	}
+	cases = append(cases,
+		[3]string{"send_message", `{"to":"codex","body":"b","artifacts":[{"uri":"file:///a","uri":"file:///b"}]}`, `"uri" is given twice`},
+		[3]string{"submit_task", `{"target":"codex","prompt":"p","artifacts":[{"uri":"file:///a"},{"uri":"file:///b","name":"x","name":"y"}]}`, `artifacts[1]`},
+		[3]string{"submit_task", `{"target":"codex","prompt":"p","artifacts":[{"uri":"file:///a","URI":"file:///b"}]}`, "differ only in case"},
+		[3]string{"send_message", `{"to":"codex","body":"b","b\u006fdy":"c"}`, `"body" is given twice`},
+	)
+	for _, c := range cases {
+		res, ok := call(`{"name":"` + c[0] + `","arguments":` + c[1] + `}`)["result"].(map[string]any)
+		if !ok {
+			t.Errorf("%s %q: no tool result", c[0], c[1])
+			continue
+		}
+		sc, _ := res["structuredContent"].(map[string]any)
+		msg, _ := sc["message"].(string)
+		if res["isError"] != true || sc["code"] != "invalid_args" || !strings.Contains(msg, c[2]) {
+			t.Errorf("%s %q: %v, want invalid_args mentioning %s", c[0], c[1], sc, c[2])
+		}
+	}
+
+	// Elsewhere in the frame: the request is refused before any tool runs.
+	for _, params := range []string{
+		`{"name":"get_task","name":"cancel_task","arguments":{"task_id":"T-1"}}`,
+		`{"name":"get_task","NAME":"cancel_task","arguments":{"task_id":"T-1"}}`,
+		`{"name":"cancel_task","arguments":{"task_id":"T-1"},"arguments":{"task_id":"T-2"}}`,
+		`{"name":"cancel_task","arguments":{"task_id":"\ud800"},"arguments":{"task_id":"T-2"}}`,
+		`{"name":"cancel_task","Arguments":{"task_id":"T-2"},"arguments":{"task_id":"T-1"}}`,
+		`{"name":"get_task","arguments":{"task_id":"T-1"},"_meta":{"progressToken":"\udc00"}}`,
+		"{\"name\":\"get_\xfftask\",\"arguments\":{\"task_id\":\"T-1\"}}",
+	} {
+		got := call(params)
+		e, _ := got["error"].(map[string]any)
+		msg, _ := e["message"].(string)
+		if code, _ := e["code"].(float64); code != -32600 || !strings.Contains(msg, "invalid_args") {
+			t.Errorf("params %q: %v, want a JSON-RPC invalid request naming invalid_args", params, got)
+		}
+	}
+	// A duplicate member of the frame itself, beside params.
+	id++
+	got := mcpRawRPC(t, p, r, fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","method":"tools/list","params":{"name":"get_task","arguments":{"task_id":"T-1"}}}`, id), true)
+	if e, _ := got["error"].(map[string]any); e == nil || e["code"] != float64(-32600) {
+		t.Errorf("a method given twice: %v, want a JSON-RPC invalid request", got)
+	}
+
+	if calls := svc.Calls(); len(calls) != 0 {
+		t.Errorf("the service was called for refused requests: %+v", calls)
+	}
+	// The facade goes on serving.
+	res := call(`{"name":"get_task","arguments":{"task_id":"T-1"}}`)["result"].(map[string]any)
+	if res["isError"] == true || len(svc.Calls()) != 1 {
+		t.Errorf("a clean call after the refusals: %v", res)
+	}
 }

@@ -141,8 +141,11 @@ func WithClock(now func() time.Time) AuthorityOption {
 // When several of these apply, the first in this order decides: spawn
 // error, context, timeout, oversized output, exit status, content.
 //
-// The known fields are read strictly: keys match exactly (case-sensitive)
-// and at most once; decision, assurance, code and message must be strings
+// The answer is read strictly, as model.CheckJSON says: no key given
+// twice or differing from another only in case ("Decision" beside
+// "decision"), at any depth, and no invalid UTF-8 or lone surrogate
+// escape in any string. The known fields' keys match exactly
+// (case-sensitive); decision, assurance, code and message must be strings
 // (null counts as absent); decision is "allow" or "deny"; assurance, when
 // present, is "standard" or "guarded" (absent means standard; "" is not
 // absent); a deny needs a code of 1–128 characters of [A-Za-z0-9._:-].
@@ -466,7 +469,6 @@ func parseResponse(out []byte) (resp spec.AuthorityResponse, why string, err err
 	if d, ok := tok.(json.Delim); !ok || d != '{' {
 		return resp, "not a JSON object", nil
 	}
-	seen := make(map[string]bool, 4)
 	var decision, assurance, code, message *string
 	for dec.More() {
 		tok, err := dec.Token()
@@ -478,10 +480,6 @@ func parseResponse(out []byte) (resp spec.AuthorityResponse, why string, err err
 		if err := dec.Decode(&raw); err != nil {
 			return resp, "not JSON", err
 		}
-		if seen[key] {
-			return resp, "duplicate field " + quote(key), nil
-		}
-		seen[key] = true
 		var dst **string
 		switch key {
 		case "decision":
@@ -509,6 +507,12 @@ func parseResponse(out []byte) (resp spec.AuthorityResponse, why string, err err
 	}
 	if rest := out[dec.InputOffset():]; len(bytes.Trim(rest, " \t\r\n")) != 0 {
 		return resp, "more than one JSON value (trailing data after the object)", nil
+	}
+	// One reading only: no key twice or differing from another only in
+	// case (a "Decision" beside "decision"), at any depth, and no lone
+	// surrogate or invalid UTF-8 that decoding would replace.
+	if err := model.CheckJSON(out, nil); err != nil {
+		return resp, err.Error(), nil
 	}
 
 	if assurance != nil {

@@ -71,6 +71,8 @@ func TestAuthorityAdapterModes(t *testing.T) {
 		{name: "missing decision", args: []string{"missing-decision"}, want: model.CodeAuthorityInvalidResponse},
 		{name: "unknown assurance", args: []string{"unknown-assurance"}, want: model.CodeAuthorityInvalidResponse},
 		{name: "wrong type", args: []string{"wrong-type"}, want: model.CodeAuthorityInvalidResponse},
+		{name: "keys differing only in case", args: []string{"case-twin"}, want: model.CodeAuthorityInvalidResponse},
+		{name: "a lone surrogate", args: []string{"lone-surrogate"}, want: model.CodeAuthorityInvalidResponse},
 		{name: "garbage", args: []string{"garbage"}, want: model.CodeAuthorityInvalidResponse},
 		{name: "trailing garbage", args: []string{"trailing"}, want: model.CodeAuthorityInvalidResponse},
 		{name: "two objects", args: []string{"two-objects"}, want: model.CodeAuthorityInvalidResponse},

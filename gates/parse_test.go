@@ -25,7 +25,7 @@ func TestParseResponse(t *testing.T) {
 		{`{"decision":"allow","assurance":null}`, true, "allow", "", ""},
 		{`{"decision":"allow","code":"ignored_on_allow"}`, true, "allow", "", ""},
 		{`{"decision":"allow","ttl":30,"nested":{"decision":"deny"},"list":[1,2]}`, true, "allow", "", ""},
-		{`{"decision":"allow","Decision":"deny"}`, true, "allow", "", ""}, // "Decision" is an unknown field
+		{`{"decision":"allow","message":"\ud83d\ude00 ok"}`, true, "allow", "", ""}, // a surrogate pair is one character
 		{`{"decision":"deny","code":"lease_expired","message":"expired"}`, true, "deny", "", "lease_expired"},
 		{`{"decision":"deny","code":"contract_version_mismatch"}`, true, "deny", "", "contract_version_mismatch"},
 		{`{"code":"x","decision":"deny"}`, true, "deny", "", "x"},
@@ -60,6 +60,19 @@ func TestParseResponse(t *testing.T) {
 		{`{"decision":"allow",}`, false, "", "", ""},
 		{"\ufeff" + `{"decision":"allow"}`, false, "", "", ""},
 		{`{"decision":"allow"}` + "\x00", false, "", "", ""},
+		// Nothing that encoding/json would alter or choose among: keys
+		// differing only in case (either could be "the" decision), a key
+		// twice at any depth, lone surrogates, invalid UTF-8.
+		{`{"decision":"allow","Decision":"deny"}`, false, "", "", ""},
+		{`{"DECISION":"deny","decision":"allow"}`, false, "", "", ""},
+		{`{"decision":"allow","assurance":"guarded","ASSURANCE":"standard"}`, false, "", "", ""},
+		{`{"decision":"allow","trace":{"id":1,"id":2}}`, false, "", "", ""},
+		{`{"decision":"deny","code":"x","message":"\ud800"}`, false, "", "", ""},
+		{`{"decision":"deny","code":"x","message":"\udc00 expired"}`, false, "", "", ""},
+		{`{"decision":"deny","code":"x","message":"\ud800\u0041"}`, false, "", "", ""},
+		{`{"decision":"allow","trace":["\ud800"]}`, false, "", "", ""},
+		{"{\"decision\":\"deny\",\"code\":\"x\",\"message\":\"\xff\"}", false, "", "", ""},
+		{"{\"decision\":\"allow\",\"tr\xc3\x28ce\":1}", false, "", "", ""},
 	}
 	for _, tt := range tests {
 		resp, why, _ := parseResponse([]byte(tt.out))

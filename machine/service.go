@@ -134,13 +134,14 @@ func (s *Service) SendMessage(ctx context.Context, caller string, r model.SendRe
 }
 
 // visibleMessage finds a message the caller sent or received; any other
-// is not_found, so its existence is not disclosed.
+// is not_found, answered exactly as a message that does not exist, so its
+// existence is not disclosed.
 func (s *Service) visibleMessage(ctx context.Context, caller, id string) (model.Message, error) {
 	m, err := s.o.Messages.GetMessage(ctx, id)
-	if err != nil {
+	switch {
+	case err != nil && model.ErrorCode(err) != model.CodeNotFound:
 		return model.Message{}, err
-	}
-	if m.From != caller && m.To != caller {
+	case err != nil, m.From != caller && m.To != caller:
 		return model.Message{}, notFound("message", id)
 	}
 	return m, nil
@@ -181,7 +182,8 @@ func (s *Service) SubmitTask(ctx context.Context, caller string, r model.SubmitR
 }
 
 // visibleTask returns a task the caller submitted or targets; any other is
-// not_found, so its existence is not disclosed.
+// not_found, answered exactly as a task that does not exist (see task), so
+// its existence is not disclosed.
 func (s *Service) visibleTask(ctx context.Context, caller, id string) (model.Task, error) {
 	t, err := s.task(ctx, id)
 	if err != nil {
@@ -195,12 +197,17 @@ func (s *Service) visibleTask(ctx context.Context, caller, id string) (model.Tas
 
 // task looks a task up by id. An id that is not of the shape the relay
 // makes (see model.ValidTaskID) names no task: it is not_found, without a
-// query, whatever its length.
+// query, whatever its length. Every not_found is notFound's, the one
+// answer visibleTask also gives for a task that is not the caller's.
 func (s *Service) task(ctx context.Context, id string) (model.Task, error) {
 	if !model.ValidTaskID(id) {
 		return model.Task{}, notFound("task", id)
 	}
-	return s.o.Store.GetTask(ctx, id)
+	t, err := s.o.Store.GetTask(ctx, id)
+	if model.ErrorCode(err) == model.CodeNotFound {
+		return model.Task{}, notFound("task", id)
+	}
+	return t, err
 }
 
 // GetTask returns a task the caller can see.

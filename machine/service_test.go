@@ -2,6 +2,8 @@ package machine_test
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"testing"
 
 	"github.com/hai-relay/relay/machine"
@@ -60,5 +62,87 @@ func TestRelayIDShape(t *testing.T) {
 		if model.ValidTaskID(bad) {
 			t.Errorf("ValidTaskID(%q) = true", bad)
 		}
+	}
+}
+
+// An id that exists but belongs to other agents gets exactly the answer
+// of an id that does not exist — the same code, message and hint, and no
+// audit row in either case — on every call that takes a task or message
+// id, so that no answer tells a caller what others have. The same ids are
+// asked about twice, before and after another agent's task and message
+// are stored under them.
+func TestNotYoursIsNotFound(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, machine.Options{Authority: &allowAuthority{}})
+	svc := machine.NewService(machine.ServiceOptions{Engine: r.eng, Store: r.db, Messages: r.db, Registry: healthyRegistry()})
+	ctx := context.Background()
+	taskID, msgID := machine.NewID(model.TaskIDPrefix), machine.NewID(model.MessageIDPrefix)
+	const bystander = "gemini" // neither sent nor received either of them
+
+	calls := []struct {
+		name string
+		call func() (any, error)
+	}{
+		{"get_task", func() (any, error) { return svc.GetTask(ctx, bystander, taskID) }},
+		{"cancel_task", func() (any, error) { return svc.CancelTask(ctx, bystander, taskID) }},
+		{"send_message reply_to", func() (any, error) {
+			return svc.SendMessage(ctx, bystander, model.SendRequest{To: "codex", Body: "re", ReplyTo: msgID})
+		}},
+		{"ack_messages", func() (any, error) { return svc.AckMessages(ctx, bystander, []string{msgID}) }},
+	}
+	auditRows := func() int64 {
+		t.Helper()
+		rep, err := r.db.VerifyAudit(ctx)
+		if err != nil || !rep.OK {
+			t.Fatalf("audit: %+v %v", rep, err)
+		}
+		return rep.Rows
+	}
+	answer := func(call func() (any, error)) string {
+		t.Helper()
+		before := auditRows()
+		v, err := call()
+		if model.ErrorCode(err) != model.CodeNotFound {
+			t.Fatalf("answer %+v, %v; want not_found", v, err)
+		}
+		if n := auditRows() - before; n != 0 {
+			t.Errorf("a refused lookup wrote %d audit rows", n)
+		}
+		var e *model.Error
+		errors.As(err, &e)
+		b, _ := json.Marshal(e) // code, message, hint: all a caller sees
+		return string(b)
+	}
+	missing := make([]string, len(calls))
+	for i, c := range calls {
+		missing[i] = answer(c.call)
+	}
+
+	// Another agent's task and message now exist under those ids.
+	if _, _, err := r.db.CreateTask(ctx, model.Task{ID: taskID, Caller: "codex", Target: "claude", Prompt: "p", Cwd: r.cwd}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.db.CreateMessage(ctx, model.Message{ID: msgID, From: "codex", To: "claude", Body: "b", ContextID: "C-1"}); err != nil {
+		t.Fatal(err)
+	}
+	for i, c := range calls {
+		if got := answer(c.call); got != missing[i] {
+			t.Errorf("%s: another agent's id answers\n  %s\nbut an id that does not exist\n  %s", c.name, got, missing[i])
+		}
+	}
+
+	// A task may reference any task id: another agent's is stored exactly
+	// like one that does not exist, and the submitter learns nothing.
+	var refs [][]string
+	for range 2 {
+		task, err := svc.SubmitTask(ctx, bystander, model.SubmitRequest{Target: "codex", Prompt: "p", Cwd: r.cwd,
+			MissionID: "M-1", LeaseID: "S-1", ReferenceTaskIDs: []string{taskID, machine.NewID(model.TaskIDPrefix)}})
+		if err != nil {
+			t.Fatalf("submit with references: %v", err)
+		}
+		refs = append(refs, task.ReferenceTaskIDs)
+	}
+	if refs[0][0] != taskID || refs[1][0] != taskID {
+		t.Errorf("references stored as %v", refs)
 	}
 }

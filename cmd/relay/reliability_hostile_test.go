@@ -214,6 +214,31 @@ func TestReliabilityHostileSocketAPI(t *testing.T) {
 		{name: "a space before a recipient", method: "POST", path: "/v1/messages", agent: "claude",
 			body: send(`{"to":" codex","body":"x"}`), code: model.CodeInvalidArgs},
 		{name: "unclean path", method: "GET", path: "/v1/tasks/../operator/tasks", agent: "codex", code: model.CodeNotFound},
+		// One reading only (issue 12, Low): nothing encoding/json would
+		// replace (a lone surrogate) or choose among (a key twice, keys
+		// differing only in case), at any depth.
+		{name: "lone surrogate in a body", method: "POST", path: "/v1/messages", agent: "claude",
+			body: send(`{"to":"codex","body":"\ud800"}`), code: model.CodeInvalidArgs},
+		{name: "lone low surrogate in a context id", method: "POST", path: "/v1/tasks", agent: "claude",
+			body: submit(`,"cwd":"` + dir + `","context_id":"\udc00"`), code: model.CodeInvalidArgs},
+		{name: "high surrogate before a non-low one", method: "POST", path: "/v1/messages", agent: "claude",
+			body: send(`{"to":"codex","body":"x","context_id":"\ud83d\u0041"}`), code: model.CodeInvalidArgs},
+		{name: "lone surrogate in an artifact", method: "POST", path: "/v1/messages", agent: "claude",
+			body: send(`{"to":"codex","body":"x","artifacts":[{"uri":"file:///a","name":"\ud800"}]}`), code: model.CodeInvalidArgs},
+		{name: "lone surrogate in reference_task_ids", method: "POST", path: "/v1/tasks", agent: "claude",
+			body: submit(`,"reference_task_ids":["\udfff"]`), code: model.CodeInvalidArgs},
+		{name: "lone surrogate in ack ids", method: "POST", path: "/v1/inbox/ack", agent: "codex",
+			body: send(`{"message_ids":["MSG-\ud800"]}`), code: model.CodeInvalidArgs},
+		{name: "invalid UTF-8 in an artifact", method: "POST", path: "/v1/messages", agent: "claude",
+			body: send("{\"to\":\"codex\",\"body\":\"x\",\"artifacts\":[{\"uri\":\"file:///\xff\"}]}"), code: model.CodeInvalidArgs},
+		{name: "duplicate key", method: "POST", path: "/v1/messages", agent: "claude",
+			body: send(`{"to":"codex","body":"first","body":"second"}`), code: model.CodeInvalidArgs},
+		{name: "duplicate key in an artifact", method: "POST", path: "/v1/messages", agent: "claude",
+			body: send(`{"to":"codex","body":"x","artifacts":[{"uri":"file:///a","uri":"file:///b"}]}`), code: model.CodeInvalidArgs},
+		{name: "keys differing only in case", method: "POST", path: "/v1/tasks", agent: "claude",
+			body: submit(`,"cwd":"` + dir + `","TARGET":"gemini"`), code: model.CodeInvalidArgs},
+		{name: "a key matching a field only in case", method: "POST", path: "/v1/tasks", agent: "claude",
+			body: []byte(`{"Target":"codex","prompt":"x","mission_id":"M-1","lease_id":"S-1","cwd":"` + dir + `"}`), code: model.CodeInvalidArgs},
 	}
 
 	before := countRows(t, c)
@@ -251,6 +276,16 @@ func TestReliabilityHostileSocketAPI(t *testing.T) {
 	// A header value with control characters never reaches a handler.
 	if status := rawStatus(t, home, "POST /v1/messages HTTP/1.1\r\nHost: relay\r\nX-Relay-Agent: claude\x01\r\nContent-Length: 2\r\n\r\n{}"); status != 400 {
 		t.Errorf("control character in the identity header: status %d, want 400", status)
+	}
+	// One identity per request: a second X-Relay-Agent header, in any
+	// spelling, is invalid_args, neither the first nor the last wins.
+	r0 := countRows(t, c)
+	status, body := rawAnswer(t, home, "POST /v1/messages HTTP/1.1\r\nHost: relay\r\nX-Relay-Agent: claude\r\nx-relay-agent: gemini\r\nContent-Length: 30\r\n\r\n{\"to\":\"codex\",\"body\":\"whose?\"}")
+	if status != 400 || !bytes.Contains(body, []byte(`"code":"invalid_args"`)) {
+		t.Errorf("two identity headers: %d %s, want 400 invalid_args", status, body)
+	}
+	if r1 := countRows(t, c); r1 != r0 {
+		t.Errorf("two identity headers: rows changed %+v → %+v", r0, r1)
 	}
 
 	if err := <-slow; err != nil {
@@ -308,6 +343,14 @@ func countRows(t *testing.T, c *http.Client) rowCount {
 // rawStatus writes one raw request and returns the answer's status.
 func rawStatus(t *testing.T, home, req string) int {
 	t.Helper()
+	status, _ := rawAnswer(t, home, req)
+	return status
+}
+
+// rawAnswer writes one raw request and returns the answer's status and
+// body.
+func rawAnswer(t *testing.T, home, req string) (int, []byte) {
+	t.Helper()
 	conn, err := net.Dial("unix", sockPath(home))
 	if err != nil {
 		t.Fatal(err)
@@ -321,8 +364,12 @@ func rawStatus(t *testing.T, home, req string) int {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res.Body.Close()
-	return res.StatusCode
+	defer res.Body.Close()
+	body, err := io.ReadAll(res.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res.StatusCode, body
 }
 
 // slowClient sends a request's header one byte a second and reports an
@@ -670,6 +717,18 @@ func TestReliabilityHostileFacade(t *testing.T) {
 		{name: "relative artifact URI", tool: "send_message", args: []byte(`{"to":"codex","body":"x","artifacts":[{"uri":"./notes.md"}]}`), code: model.CodeInvalidArgs},
 		{name: "control characters in a task id", tool: "cancel_task", args: []byte(`{"task_id":"T-\u0001\n\u001b[2J"}`), code: model.CodeNotFound},
 		{name: "control characters in message ids", tool: "ack_messages", args: []byte(`{"message_ids":["\u0000","MSG-\r\n"]}`), code: model.CodeNotFound},
+		// One reading only (issue 12, Low), in every argument, nested ones
+		// included.
+		{name: "lone surrogate in a body", tool: "send_message", args: []byte(`{"to":"codex","body":"\ud800"}`), code: model.CodeInvalidArgs},
+		{name: "lone low surrogate in a prompt", tool: "submit_task", args: []byte(`{"target":"codex","prompt":"\udc00"}`), code: model.CodeInvalidArgs},
+		{name: "high surrogate before a non-low one", tool: "send_message", args: []byte(`{"to":"codex","body":"x\ud83d\u0041"}`), code: model.CodeInvalidArgs},
+		{name: "lone surrogate in an artifact", tool: "send_message", args: []byte(`{"to":"codex","body":"x","artifacts":[{"uri":"file:///a","media_type":"\ud800"}]}`), code: model.CodeInvalidArgs},
+		{name: "lone surrogate in reference_task_ids", tool: "submit_task", args: []byte(`{"target":"codex","prompt":"x","reference_task_ids":["\ud800"]}`), code: model.CodeInvalidArgs},
+		{name: "lone surrogate in message ids", tool: "ack_messages", args: []byte(`{"message_ids":["\udc00"]}`), code: model.CodeInvalidArgs},
+		{name: "lone surrogate in a task id", tool: "get_task", args: []byte(`{"task_id":"T-\ud800"}`), code: model.CodeInvalidArgs},
+		{name: "invalid UTF-8 in an artifact", tool: "send_message", args: []byte("{\"to\":\"codex\",\"body\":\"x\",\"artifacts\":[{\"uri\":\"file:///\xc3\x28\"}]}"), code: model.CodeInvalidArgs},
+		{name: "duplicate key in an artifact", tool: "send_message", args: []byte(`{"to":"codex","body":"x","artifacts":[{"uri":"file:///a","uri":"file:///b"}]}`), code: model.CodeInvalidArgs},
+		{name: "keys differing only in case in an artifact", tool: "submit_task", args: []byte(`{"target":"codex","prompt":"x","artifacts":[{"uri":"file:///a","URI":"file:///b"}]}`), code: model.CodeInvalidArgs},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -706,6 +765,12 @@ func TestReliabilityHostileFacade(t *testing.T) {
 		"raw NUL byte":  "{\"jsonrpc\":\"2.0\",\"id\":901,\"method\":\"tools/call\",\"params\":{\"name\":\"send_message\",\"arguments\":{\"to\":\"codex\",\"body\":\"a\x00b\"}}}",
 		"not JSON":      `{"jsonrpc":"2.0","id":902,` + "\x01\x02",
 		"truncated 1MB": `{"jsonrpc":"2.0","id":903,"method":"tools/call","params":{"name":"send_message","arguments":{"to":"codex","body":"` + strings.Repeat("z", 1<<20),
+		// One reading of the frame too (issue 12, Low): a second name, a
+		// name in other case or a second arguments would pick what runs.
+		"tool name twice":         `{"jsonrpc":"2.0","id":905,"method":"tools/call","params":{"name":"list_agents","name":"send_message","arguments":{"to":"codex","body":"smuggled"}}}`,
+		"tool name in other case": `{"jsonrpc":"2.0","id":906,"method":"tools/call","params":{"name":"list_agents","NAME":"send_message","arguments":{"to":"codex","body":"smuggled"}}}`,
+		"arguments twice":         `{"jsonrpc":"2.0","id":907,"method":"tools/call","params":{"name":"send_message","arguments":{"to":"codex","body":"\ud800"},"arguments":{"to":"codex","body":"smuggled"}}}`,
+		"method twice":            `{"jsonrpc":"2.0","id":908,"method":"tools/list","method":"tools/call","params":{"name":"send_message","arguments":{"to":"codex","body":"smuggled"}}}`,
 	} {
 		r0 := countRows(t, c)
 		m.line(t, []byte(frame))

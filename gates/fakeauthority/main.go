@@ -30,6 +30,8 @@
 //	missing-decision     {"assurance":"guarded"}
 //	unknown-assurance    {"decision":"allow","assurance":"paranoid"}
 //	wrong-type           {"decision":"allow","assurance":1}
+//	case-twin            a guarded allow with "Decision":"deny" beside it
+//	lone-surrogate       a deny whose message holds a lone \ud800
 //	garbage              not JSON
 //	trailing             a valid allow followed by garbage
 //	two-objects          two valid JSON objects
@@ -120,7 +122,11 @@ func main() {
 	case "allow":
 		out(`{"decision":"allow"}` + "\n")
 	case "allow-extra":
-		out(`{"decision":"allow","assurance":"guarded","ttl_seconds":30,"trace":{"id":"x"},"Decision":"deny"}` + "\n")
+		out(`{"decision":"allow","assurance":"guarded","ttl_seconds":30,"trace":{"id":"x"}}` + "\n")
+	case "case-twin":
+		out(`{"decision":"allow","assurance":"guarded","Decision":"deny"}` + "\n")
+	case "lone-surrogate":
+		out(`{"decision":"deny","code":"lease_expired","message":"expired \ud800"}` + "\n")
 	case "allow-size":
 		n := 0
 		if len(args) > 0 {
