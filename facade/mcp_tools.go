@@ -185,9 +185,10 @@ func mcpTools(o MCPOptions) []mcpTool {
 				"optional in the schema only so the attempt is recorded: without them the task is persisted and then "+
 				"REJECTED (missing_mission_id / missing_lease_id), so pass the HAI-MCP mission (M-…) and lease (S-…) you "+
 				"were given. If every gate passes, the target agent is started in cwd, in a session that denies every "+
-				"permission request it makes. This call returns at once with the task {task_id, state, code, message, "+
-				"…} (usually state submitted); follow it with get_task, or wait for the relay's message in check_inbox "+
-				"when it ends. %s A repeated submit with the same idempotency_key returns the first task. A follow-up "+
+				"permission request it makes. This call returns as soon as the task is stored, with the task {task_id, "+
+				"state, code, message, …} in state submitted: the gates run after this answer, so its outcome (rejected, "+
+				"blocked, authorized…) is never in it; follow it with get_task, or wait for the relay's message in "+
+				"check_inbox when it ends. %s A repeated submit with the same idempotency_key returns the first task. A follow-up "+
 				"is a new task in the same context_id.", me, mcpStatesText),
 			params: []mcpParam{
 				{name: "target", kind: mcpString, required: true, desc: "The agent to run the task, e.g. \"claude\" or \"codex\" (see list_agents)."},

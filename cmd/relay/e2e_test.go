@@ -135,13 +135,17 @@ func TestE2ETasks(t *testing.T) {
 	}
 
 	// Without a lease: persisted, audited, then rejected by missionLease.
+	// The answer is the task as stored, submitted; the gates run after it.
 	rej := mustOK(t, codex, "submit_task", map[string]any{"target": "claude", "prompt": "echo x", "mission_id": "M-1", "cwd": cwd})
-	if rej.str("state") != "rejected" || rej.str("code") != "missing_lease_id" {
+	if rej.str("state") != "submitted" {
+		t.Fatalf("no lease, the answer: %+v", rej.data)
+	}
+	if rej = toolTaskEnded(t, codex, rej.str("task_id")); rej.str("state") != "rejected" || rej.str("code") != "missing_lease_id" {
 		t.Fatalf("no lease: %+v", rej.data)
 	}
 	// state_changing for codex: rejected by guardedClaude.
 	sc := mustOK(t, claude, "submit_task", map[string]any{"target": "codex", "prompt": "echo x", "mission_id": "M-1", "lease_id": "S-1", "mode": "state_changing", "cwd": cwd})
-	if sc.str("code") != "state_changing_requires_guarded_claude" {
+	if sc = toolTaskEnded(t, claude, sc.str("task_id")); sc.str("state") != "rejected" || sc.str("code") != "state_changing_requires_guarded_claude" {
 		t.Fatalf("state_changing codex: %+v", sc.data)
 	}
 	mustCode(t, codex, "submit_task", map[string]any{"target": "claude", "prompt": "x", "cwd": "relative/dir"}, "invalid_cwd")
