@@ -245,13 +245,18 @@ func (e *Engine) evaluateLater(id string) {
 // by the next Start. A request-level problem (unknown target, bad mode,
 // oversized prompt, bad cwd) creates nothing. Missing or malformed mission
 // and lease IDs are not request errors: the task is persisted and audited,
-// then rejected by missionLease. existed reports an idempotent repeat,
-// which returns the first task as it is now.
+// then rejected by missionLease. existed reports an idempotent retry: the
+// caller's idempotency_key found its first task, created by the very same
+// request (every field compared, see requestSHA256), which is returned as
+// it is now. The same key with any field changed is refused with
+// CodeIdempotencyConflict and stores nothing.
 func (e *Engine) Submit(ctx context.Context, caller string, r model.SubmitRequest) (t model.Task, existed bool, err error) {
 	if err := e.validate(caller, &r); err != nil {
 		return model.Task{}, false, err
 	}
 	now := e.now()
+	asked := r // as the caller asked, after validate's defaults
+	sum := requestSHA256(asked)
 	if r.ContextID == "" {
 		r.ContextID = newID("C") // a new thread; follow-ups name it
 	}
@@ -260,10 +265,16 @@ func (e *Engine) Submit(ctx context.Context, caller string, r model.SubmitReques
 		Mode: r.Mode, MissionID: r.MissionID, LeaseID: r.LeaseID, ContextID: r.ContextID,
 		Prompt: r.Prompt, Cwd: r.Cwd, Artifacts: r.Artifacts,
 		ReferenceTaskIDs: r.ReferenceTaskIDs, IdempotencyKey: r.IdempotencyKey,
-		CreatedAt: now, UpdatedAt: now,
+		RequestSHA256: sum, CreatedAt: now, UpdatedAt: now,
 	})
-	if err != nil || existed {
-		return t, existed, err
+	if err != nil {
+		return model.Task{}, false, err
+	}
+	if existed {
+		if err := checkRetry(asked, sum, t); err != nil {
+			return model.Task{}, false, err
+		}
+		return t, true, nil
 	}
 	// The evaluation belongs to the task now, not to the request: it runs
 	// in the background, whatever becomes of the caller.

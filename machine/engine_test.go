@@ -448,11 +448,17 @@ func TestIdempotentSubmitReturnsFirstTask(t *testing.T) {
 	t.Parallel()
 	auth := &allowAuthority{}
 	r := newRig(t, machine.Options{Authority: auth})
-	a := r.submitSettled(t, model.SubmitRequest{IdempotencyKey: "k1"})
-	b, existed, err := r.eng.Submit(context.Background(), "codex", model.SubmitRequest{Target: "claude",
-		Prompt: "other", Cwd: r.cwd, MissionID: "M-1", LeaseID: "S-1", IdempotencyKey: "k1"})
-	if err != nil || !existed || b.ID != a.ID {
-		t.Fatalf("repeat: %v existed=%v id=%s want %s", err, existed, b.ID, a.ID)
+	ctx := context.Background()
+	req := model.SubmitRequest{Target: "claude", Prompt: "p", Cwd: r.cwd, MissionID: "M-1", LeaseID: "S-1",
+		IdempotencyKey: "k1", ReferenceTaskIDs: []string{}, Artifacts: []model.Artifact{{URI: "file:///a", Name: "a"}}}
+	a := r.submitSettled(t, req)
+	// A retry: the same request (the default mode spelled out, an empty
+	// list given as none) is the first task, whatever state it is in now.
+	retry := req
+	retry.Mode, retry.ReferenceTaskIDs = model.ModeReadOnly, nil
+	b, existed, err := r.eng.Submit(ctx, "codex", retry)
+	if err != nil || !existed || b.ID != a.ID || b.State != model.StateAuthorized {
+		t.Fatalf("retry: %v existed=%v %s/%s, want %s/authorized", err, existed, b.ID, b.State, a.ID)
 	}
 	c := r.submitAs(t, "gemini", model.SubmitRequest{IdempotencyKey: "k1"})
 	if c.ID == a.ID {
@@ -462,6 +468,43 @@ func TestIdempotentSubmitReturnsFirstTask(t *testing.T) {
 	eventually(t, "two dispatches", func() bool { return r.disp.total() == 2 })
 	if auth.runs() != 2 {
 		t.Fatalf("authority ran %d times; want 2", auth.runs())
+	}
+}
+
+// The same idempotency_key with any field of the request changed is
+// refused (idempotency_conflict, naming the field), and nothing is
+// stored; a context_id named in one request and left to the relay in the
+// other is a change too.
+func TestIdempotencyKeyReusedForAnotherRequestConflicts(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, machine.Options{Authority: &allowAuthority{}})
+	ctx := context.Background()
+	other := t.TempDir()
+	base := model.SubmitRequest{Target: "claude", Prompt: "p", Cwd: r.cwd, MissionID: "M-1", LeaseID: "S-1",
+		IdempotencyKey: "k1", Artifacts: []model.Artifact{{URI: "file:///a"}}}
+	first := r.submitSettled(t, base)
+	for field, change := range map[string]func(*model.SubmitRequest){
+		"target":             func(q *model.SubmitRequest) { q.Target = "codex" },
+		"prompt":             func(q *model.SubmitRequest) { q.Prompt = "p2" },
+		"mission_id":         func(q *model.SubmitRequest) { q.MissionID = "M-2" },
+		"lease_id":           func(q *model.SubmitRequest) { q.LeaseID = "S-2" },
+		"mode":               func(q *model.SubmitRequest) { q.Mode = model.ModeStateChanging },
+		"context_id":         func(q *model.SubmitRequest) { q.ContextID = first.ContextID }, // the first named none
+		"cwd":                func(q *model.SubmitRequest) { q.Cwd = other },
+		"reference_task_ids": func(q *model.SubmitRequest) { q.ReferenceTaskIDs = []string{first.ID} },
+		"artifacts":          func(q *model.SubmitRequest) { q.Artifacts = []model.Artifact{{URI: "file:///a", Name: "a"}} },
+	} {
+		q := base
+		change(&q)
+		got, existed, err := r.eng.Submit(ctx, "codex", q)
+		wantCode(t, err, model.CodeIdempotencyConflict)
+		pe := model.Public(err)
+		if existed || got.ID != "" || !strings.Contains(pe.Message, first.ID) || !strings.Contains(pe.Message, field) || pe.Hint == "" {
+			t.Errorf("%s changed: %+v existed=%v %q (hint %q); want the conflict naming %s and the field", field, got.ID, existed, pe.Message, pe.Hint, first.ID)
+		}
+	}
+	if ts, _ := r.eng.List(ctx, model.TaskFilter{}); len(ts) != 1 {
+		t.Fatalf("%d tasks stored, want the first only", len(ts))
 	}
 }
 
@@ -663,4 +706,31 @@ func TestSubmitAnswersBeforeTheGates(t *testing.T) {
 	if len(vs) != 4 || len(evs) != 1 || evs[0].To != model.StateAuthorized {
 		t.Fatalf("%d verdicts and events %+v; want 4 verdicts and one authorized event", len(vs), evs)
 	}
+}
+
+// A task stored before the relay kept request hashes (migrated from an
+// older database) is compared field by field with what it stored: the
+// same fields are a retry, a changed one a conflict.
+func TestIdempotencyKeyOfATaskWithoutRequestHash(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, machine.Options{Authority: &allowAuthority{}})
+	ctx := context.Background()
+	old, _, err := r.db.CreateTask(ctx, model.Task{ID: "T-01JZ0000000000000000000000", State: model.StateSubmitted,
+		Caller: "codex", Target: "claude", Mode: model.ModeReadOnly, MissionID: "M-1", LeaseID: "S-1",
+		ContextID: "C-old", Prompt: "p", Cwd: r.cwd, IdempotencyKey: "k-old"})
+	if err != nil || old.RequestSHA256 != "" {
+		t.Fatalf("an old task: %+v, %v", old, err)
+	}
+	req := model.SubmitRequest{Target: "claude", Prompt: "p", Cwd: r.cwd, MissionID: "M-1", LeaseID: "S-1", IdempotencyKey: "k-old"}
+	got, existed, err := r.eng.Submit(ctx, "codex", req)
+	if err != nil || !existed || got.ID != old.ID {
+		t.Fatalf("retry of an old task: %s existed=%v %v", got.ID, existed, err)
+	}
+	req.ContextID = "C-old"
+	if got, existed, err = r.eng.Submit(ctx, "codex", req); err != nil || !existed || got.ID != old.ID {
+		t.Fatalf("retry naming its context_id: %s existed=%v %v", got.ID, existed, err)
+	}
+	req.Prompt = "p2"
+	_, _, err = r.eng.Submit(ctx, "codex", req)
+	wantCode(t, err, model.CodeIdempotencyConflict)
 }

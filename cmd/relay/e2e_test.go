@@ -152,12 +152,15 @@ func TestE2ETasks(t *testing.T) {
 	mustCode(t, codex, "submit_task", map[string]any{"target": "nobody", "prompt": "x"}, "unknown_agent")
 	mustCode(t, codex, "submit_task", map[string]any{"target": "claude", "prompt": "x", "mode": "yolo"}, "invalid_args")
 	mustCode(t, codex, "submit_task", map[string]any{"target": "claude", "prompt": "x", "from": "gemini"}, "invalid_args")
-	// Idempotency: a repeat returns the first task.
-	a := mustOK(t, codex, "submit_task", map[string]any{"target": "claude", "prompt": "echo once", "mission_id": "M-1", "lease_id": "S-1", "idempotency_key": "k-1", "cwd": cwd})
-	b := mustOK(t, codex, "submit_task", map[string]any{"target": "claude", "prompt": "echo twice", "mission_id": "M-1", "lease_id": "S-1", "idempotency_key": "k-1", "cwd": cwd})
+	// Idempotency: a retry of the same request returns the first task; the
+	// same key for another request is refused.
+	once := map[string]any{"target": "claude", "prompt": "echo once", "mission_id": "M-1", "lease_id": "S-1", "idempotency_key": "k-1", "cwd": cwd}
+	a := mustOK(t, codex, "submit_task", once)
+	b := mustOK(t, codex, "submit_task", once)
 	if a.str("task_id") != b.str("task_id") {
-		t.Fatalf("idempotent repeat created %s and %s", a.str("task_id"), b.str("task_id"))
+		t.Fatalf("idempotent retry created %s and %s", a.str("task_id"), b.str("task_id"))
 	}
+	mustCode(t, codex, "submit_task", map[string]any{"target": "claude", "prompt": "echo twice", "mission_id": "M-1", "lease_id": "S-1", "idempotency_key": "k-1", "cwd": cwd}, "idempotency_conflict")
 
 	// Cancel a running task: only its submitter (or an operator) may.
 	hang := mustOK(t, codex, "submit_task", map[string]any{"target": "claude", "prompt": "hang", "mission_id": "M-1", "lease_id": "S-1", "cwd": cwd})
