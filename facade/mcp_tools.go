@@ -185,9 +185,11 @@ func mcpTools(o MCPOptions) []mcpTool {
 				"optional in the schema only so the attempt is recorded: without them the task is persisted and then "+
 				"REJECTED (missing_mission_id / missing_lease_id), so pass the HAI-MCP mission (M-…) and lease (S-…) you "+
 				"were given. If every gate passes, the target agent is started in cwd, in a session that denies every "+
-				"permission request it makes. This call returns at once with the task {task_id, state, code, message, "+
-				"…} (usually state submitted); follow it with get_task, or wait for the relay's message in check_inbox "+
-				"when it ends. %s A repeated submit with the same idempotency_key returns the first task. A follow-up "+
+				"permission request it makes. This call returns as soon as the task is stored, with the task {task_id, "+
+				"state, code, message, …} in state submitted: the gates run after this answer, so its outcome (rejected, "+
+				"blocked, authorized…) is never in it; follow it with get_task, or wait for the relay's message in "+
+				"check_inbox when it ends. %s A retry with the same idempotency_key and the very same arguments returns the first "+
+				"task; the same key with any argument changed is refused (idempotency_conflict) and creates nothing. A follow-up "+
 				"is a new task in the same context_id.", me, mcpStatesText),
 			params: []mcpParam{
 				{name: "target", kind: mcpString, required: true, desc: "The agent to run the task, e.g. \"claude\" or \"codex\" (see list_agents)."},
@@ -198,7 +200,7 @@ func mcpTools(o MCPOptions) []mcpTool {
 				{name: "context_id", kind: mcpString, desc: "Thread identifier; reuse one to group a task with earlier tasks and messages."},
 				{name: "reference_task_ids", kind: mcpStrings, desc: "task_ids of earlier tasks this one follows up on."},
 				mcpArtifactsParam(),
-				{name: "idempotency_key", kind: mcpString, desc: "A key of your choosing; submitting again with the same key returns the first task instead of creating another."},
+				{name: "idempotency_key", kind: mcpString, desc: "A key of your choosing for this one request: submitting it again with the same key and the same arguments returns the first task instead of creating another; the same key with different arguments is refused (idempotency_conflict)."},
 				{name: "cwd", kind: mcpString, desc: fmt.Sprintf("Absolute path of an existing directory to run the target agent in (default: %s).", o.Cwd)},
 			},
 			call: func(ctx context.Context, f *mcpFacade, a mcpArgs) (any, error) {

@@ -62,9 +62,11 @@ type Engine struct {
 	admit    sync.RWMutex
 	stopping bool
 
+	// bg counts background evaluations; bgMu orders each bg.Add before
+	// Stop's bg.Wait: once bgClosed is set, nothing new is started.
 	bg       sync.WaitGroup
-	stopOnce sync.Once
-	stopped  chan struct{}
+	bgMu     sync.Mutex
+	bgClosed bool
 }
 
 // errStopping abandons an evaluation whose gates passed after Quiesce: the
@@ -95,7 +97,6 @@ func New(o Options) *Engine {
 		authority: o.Authority, maxPrompt: o.MaxPromptBytes, onTerminal: o.OnTerminal, notify: o.NotifySubmitter,
 		now: func() time.Time { return o.Clock().UTC() }, log: o.Logger,
 		slots: newSlots(o.MaxDispatch), locks: map[string]*taskLock{},
-		stopped: make(chan struct{}),
 	}
 	e.slots.freed = e.evaluateLater
 	return e
@@ -146,7 +147,7 @@ func (e *Engine) Start(ctx context.Context) error {
 		return err
 	}
 	for i := len(ts) - 1; i >= 0; i-- { // oldest first
-		e.evaluateLater(ts[i].ID)
+		e.evaluateSoon(ts[i].ID)
 	}
 	return nil
 }
@@ -180,7 +181,9 @@ func (e *Engine) Quiesce() {
 	e.admit.Lock()
 	e.stopping = true
 	e.admit.Unlock()
-	e.stopOnce.Do(func() { close(e.stopped) })
+	e.bgMu.Lock()
+	e.bgClosed = true
+	e.bgMu.Unlock()
 }
 
 func (e *Engine) quiescing() bool {
@@ -203,14 +206,26 @@ func (e *Engine) Stop(ctx context.Context) error {
 	}
 }
 
+// evaluateSoon queues a submitted task for evaluation: it takes a dispatch
+// slot now, so tasks get slots in the order they are queued, or waits in
+// submitted for one to free; the evaluation itself runs in the background.
+func (e *Engine) evaluateSoon(id string) {
+	if e.quiescing() || !e.slots.acquire(id) {
+		return // recovery, or a freed slot, evaluates it
+	}
+	e.evaluateLater(id)
+}
+
 // evaluateLater evaluates a submitted task's gates in the background.
 func (e *Engine) evaluateLater(id string) {
-	select {
-	case <-e.stopped:
-		return // a stopped engine starts nothing; recovery picks it up
-	default:
+	e.bgMu.Lock()
+	if e.bgClosed {
+		e.bgMu.Unlock()
+		e.slots.release(id) // a slot taken for it goes back; a no-op otherwise
+		return              // a stopped engine starts nothing; recovery picks it up
 	}
 	e.bg.Add(1)
+	e.bgMu.Unlock()
 	go func() {
 		defer e.bg.Done()
 		ctx := context.Background()
@@ -220,17 +235,28 @@ func (e *Engine) evaluateLater(id string) {
 	}()
 }
 
-// Submit validates and persists a task, then evaluates its gates if a
-// dispatch slot is free (else it waits in submitted). A request-level
-// problem (unknown target, bad mode, oversized prompt, bad cwd) creates
-// nothing. Missing or malformed mission and lease IDs are not request
-// errors: the task is persisted and audited, then rejected by missionLease.
-// existed reports an idempotent repeat, which returns the first task.
+// Submit validates and persists a task and returns it, submitted, as soon
+// as it is stored: its gates are evaluated afterwards, in the background,
+// once a dispatch slot is free (until then it waits in submitted). The
+// answer never waits for a gate, so a slow authority cannot make a client
+// time out on a task that was accepted (and a retry duplicate it); the
+// outcome is recorded on the task (get_task, list_tasks, the submitter's
+// notice). A task stored but not yet gated when the daemon dies is gated
+// by the next Start. A request-level problem (unknown target, bad mode,
+// oversized prompt, bad cwd) creates nothing. Missing or malformed mission
+// and lease IDs are not request errors: the task is persisted and audited,
+// then rejected by missionLease. existed reports an idempotent retry: the
+// caller's idempotency_key found its first task, created by the very same
+// request (every field compared, see requestSHA256), which is returned as
+// it is now. The same key with any field changed is refused with
+// CodeIdempotencyConflict and stores nothing.
 func (e *Engine) Submit(ctx context.Context, caller string, r model.SubmitRequest) (t model.Task, existed bool, err error) {
 	if err := e.validate(caller, &r); err != nil {
 		return model.Task{}, false, err
 	}
 	now := e.now()
+	asked := r // as the caller asked, after validate's defaults
+	sum := requestSHA256(asked)
 	if r.ContextID == "" {
 		r.ContextID = newID("C") // a new thread; follow-ups name it
 	}
@@ -239,15 +265,21 @@ func (e *Engine) Submit(ctx context.Context, caller string, r model.SubmitReques
 		Mode: r.Mode, MissionID: r.MissionID, LeaseID: r.LeaseID, ContextID: r.ContextID,
 		Prompt: r.Prompt, Cwd: r.Cwd, Artifacts: r.Artifacts,
 		ReferenceTaskIDs: r.ReferenceTaskIDs, IdempotencyKey: r.IdempotencyKey,
-		CreatedAt: now, UpdatedAt: now,
+		RequestSHA256: sum, CreatedAt: now, UpdatedAt: now,
 	})
-	if err != nil || existed {
-		return t, existed, err
+	if err != nil {
+		return model.Task{}, false, err
 	}
-	// The evaluation belongs to the task now, not to the request: a caller
-	// that hangs up must not leave it half-done.
-	t, err = e.tryEvaluate(context.WithoutCancel(ctx), t.ID)
-	return t, false, err
+	if existed {
+		if err := checkRetry(asked, sum, t); err != nil {
+			return model.Task{}, false, err
+		}
+		return t, true, nil
+	}
+	// The evaluation belongs to the task now, not to the request: it runs
+	// in the background, whatever becomes of the caller.
+	e.evaluateSoon(t.ID)
+	return t, false, nil
 }
 
 func (e *Engine) validate(caller string, r *model.SubmitRequest) error {

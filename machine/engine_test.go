@@ -170,6 +170,7 @@ func TestRunToCompletionKeepsResultAndDenials(t *testing.T) {
 	t.Parallel()
 	var mu sync.Mutex
 	var notified []model.Task
+	end := make(chan struct{}, 1)
 	disp := &fakeDispatcher{policy: denyAll, run: func(task model.Task, rep model.RunReporter) {
 		ctx := context.Background()
 		if err := rep.Started(ctx, task.ID, ""); err != nil {
@@ -187,8 +188,14 @@ func TestRunToCompletionKeepsResultAndDenials(t *testing.T) {
 		}
 	}}
 	r := newRig(t, machine.Options{Authority: &allowAuthority{}, Dispatcher: disp,
-		OnTerminal: func(_ context.Context, task model.Task) { mu.Lock(); notified = append(notified, task); mu.Unlock() }})
+		OnTerminal: func(_ context.Context, task model.Task) {
+			mu.Lock()
+			notified = append(notified, task)
+			mu.Unlock()
+			end <- struct{}{}
+		}})
 	task := r.submit(t, model.SubmitRequest{})
+	<-end // the gates and the run happen after Submit answered
 	disp.wg.Wait()
 	got, _ := r.eng.Get(context.Background(), task.ID)
 	if got.State != model.StateCompleted || got.Result != "README says hi" || got.StopReason != "end_turn" || got.DeniedPermissions != 2 {
@@ -213,7 +220,7 @@ func TestDispatchErrorFailsTask(t *testing.T) {
 	t.Parallel()
 	disp := &fakeDispatcher{policy: denyAll, fail: errors.New("exec: claude-agent-acp: not found")}
 	r := newRig(t, machine.Options{Authority: &allowAuthority{}, Dispatcher: disp})
-	task := r.submit(t, model.SubmitRequest{})
+	task := ended(t, r.eng, r.submit(t, model.SubmitRequest{}).ID)
 	if task.State != model.StateFailed || task.Code != model.CodeDispatchFailed {
 		t.Fatalf("task %s/%s, want failed/dispatch_failed", task.State, task.Code)
 	}
@@ -259,13 +266,13 @@ func TestStartedOnlyFromAuthorized(t *testing.T) {
 	r := newRig(t, machine.Options{Authority: &allowAuthority{}})
 	ctx := context.Background()
 
-	task := r.submit(t, model.SubmitRequest{})
+	task := r.submitSettled(t, model.SubmitRequest{})
 	if err := r.eng.Started(ctx, task.ID, ""); err != nil {
 		t.Fatalf("started: %v", err)
 	}
 	wantCode(t, r.eng.Started(ctx, task.ID, ""), model.CodeStaleState) // working already
 
-	task = r.submit(t, model.SubmitRequest{})
+	task = r.submitSettled(t, model.SubmitRequest{})
 	if _, err := r.eng.Cancel(ctx, task.ID, model.CodeCanceledBySubmitter, "codex"); err != nil {
 		t.Fatal(err)
 	}
@@ -295,11 +302,16 @@ func TestDispatchLimitHoldsTasksInSubmitted(t *testing.T) {
 		}
 		return strings.Join(s, ",")
 	}
+	// The first two took the two slots, in submission order; the others
+	// wait for one.
+	settle(t, r.eng, tasks[0].ID)
+	settle(t, r.eng, tasks[1].ID)
 	if got := states(); got != "authorized,authorized,submitted,submitted,submitted" {
 		t.Fatalf("states %s", got)
 	}
-	if r.disp.total() != 2 {
-		t.Fatalf("%d dispatches, want 2", r.disp.total())
+	eventually(t, "two dispatches", func() bool { return r.disp.total() == 2 })
+	if held, waiting := r.eng.Slots(); held != 2 || waiting != 3 {
+		t.Fatalf("slots held=%d waiting=%d, want 2 and 3", held, waiting)
 	}
 	// A slot frees when a task leaves authorized: the oldest waiting task
 	// is evaluated next.
@@ -419,7 +431,7 @@ func TestMissingIDsArePersistedThenRejected(t *testing.T) {
 	t.Parallel()
 	auth := &allowAuthority{}
 	r := newRig(t, machine.Options{Authority: auth})
-	task := r.submit(t, model.SubmitRequest{MissionID: "", LeaseID: "S-1"})
+	task := r.submitSettled(t, model.SubmitRequest{MissionID: "", LeaseID: "S-1"})
 	if task.State != model.StateRejected || task.Code != model.CodeMissingMissionID {
 		t.Fatalf("task %s/%s", task.State, task.Code)
 	}
@@ -427,8 +439,8 @@ func TestMissingIDsArePersistedThenRejected(t *testing.T) {
 	if len(vs) != 1 || vs[0].Gate != model.GateMissionLease || vs[0].Passed {
 		t.Fatalf("verdicts %+v: want one failing missionLease verdict and no later gate", vs)
 	}
-	if auth.n != 0 || r.disp.total() != 0 {
-		t.Fatalf("authority ran %d times, %d dispatches", auth.n, r.disp.total())
+	if auth.runs() != 0 || r.disp.total() != 0 {
+		t.Fatalf("authority ran %d times, %d dispatches", auth.runs(), r.disp.total())
 	}
 }
 
@@ -436,18 +448,63 @@ func TestIdempotentSubmitReturnsFirstTask(t *testing.T) {
 	t.Parallel()
 	auth := &allowAuthority{}
 	r := newRig(t, machine.Options{Authority: auth})
-	a := r.submit(t, model.SubmitRequest{IdempotencyKey: "k1"})
-	b, existed, err := r.eng.Submit(context.Background(), "codex", model.SubmitRequest{Target: "claude",
-		Prompt: "other", Cwd: r.cwd, MissionID: "M-1", LeaseID: "S-1", IdempotencyKey: "k1"})
-	if err != nil || !existed || b.ID != a.ID {
-		t.Fatalf("repeat: %v existed=%v id=%s want %s", err, existed, b.ID, a.ID)
+	ctx := context.Background()
+	req := model.SubmitRequest{Target: "claude", Prompt: "p", Cwd: r.cwd, MissionID: "M-1", LeaseID: "S-1",
+		IdempotencyKey: "k1", ReferenceTaskIDs: []string{}, Artifacts: []model.Artifact{{URI: "file:///a", Name: "a"}}}
+	a := r.submitSettled(t, req)
+	// A retry: the same request (the default mode spelled out, an empty
+	// list given as none) is the first task, whatever state it is in now.
+	retry := req
+	retry.Mode, retry.ReferenceTaskIDs = model.ModeReadOnly, nil
+	b, existed, err := r.eng.Submit(ctx, "codex", retry)
+	if err != nil || !existed || b.ID != a.ID || b.State != model.StateAuthorized {
+		t.Fatalf("retry: %v existed=%v %s/%s, want %s/authorized", err, existed, b.ID, b.State, a.ID)
 	}
 	c := r.submitAs(t, "gemini", model.SubmitRequest{IdempotencyKey: "k1"})
 	if c.ID == a.ID {
 		t.Fatal("the key is per caller, another caller got the first task")
 	}
-	if auth.n != 2 || r.disp.total() != 2 {
-		t.Fatalf("authority ran %d times, %d dispatches; want 2 and 2", auth.n, r.disp.total())
+	settle(t, r.eng, c.ID)
+	eventually(t, "two dispatches", func() bool { return r.disp.total() == 2 })
+	if auth.runs() != 2 {
+		t.Fatalf("authority ran %d times; want 2", auth.runs())
+	}
+}
+
+// The same idempotency_key with any field of the request changed is
+// refused (idempotency_conflict, naming the field), and nothing is
+// stored; a context_id named in one request and left to the relay in the
+// other is a change too.
+func TestIdempotencyKeyReusedForAnotherRequestConflicts(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, machine.Options{Authority: &allowAuthority{}})
+	ctx := context.Background()
+	other := t.TempDir()
+	base := model.SubmitRequest{Target: "claude", Prompt: "p", Cwd: r.cwd, MissionID: "M-1", LeaseID: "S-1",
+		IdempotencyKey: "k1", Artifacts: []model.Artifact{{URI: "file:///a"}}}
+	first := r.submitSettled(t, base)
+	for field, change := range map[string]func(*model.SubmitRequest){
+		"target":             func(q *model.SubmitRequest) { q.Target = "codex" },
+		"prompt":             func(q *model.SubmitRequest) { q.Prompt = "p2" },
+		"mission_id":         func(q *model.SubmitRequest) { q.MissionID = "M-2" },
+		"lease_id":           func(q *model.SubmitRequest) { q.LeaseID = "S-2" },
+		"mode":               func(q *model.SubmitRequest) { q.Mode = model.ModeStateChanging },
+		"context_id":         func(q *model.SubmitRequest) { q.ContextID = first.ContextID }, // the first named none
+		"cwd":                func(q *model.SubmitRequest) { q.Cwd = other },
+		"reference_task_ids": func(q *model.SubmitRequest) { q.ReferenceTaskIDs = []string{first.ID} },
+		"artifacts":          func(q *model.SubmitRequest) { q.Artifacts = []model.Artifact{{URI: "file:///a", Name: "a"}} },
+	} {
+		q := base
+		change(&q)
+		got, existed, err := r.eng.Submit(ctx, "codex", q)
+		wantCode(t, err, model.CodeIdempotencyConflict)
+		pe := model.Public(err)
+		if existed || got.ID != "" || !strings.Contains(pe.Message, first.ID) || !strings.Contains(pe.Message, field) || pe.Hint == "" {
+			t.Errorf("%s changed: %+v existed=%v %q (hint %q); want the conflict naming %s and the field", field, got.ID, existed, pe.Message, pe.Hint, first.ID)
+		}
+	}
+	if ts, _ := r.eng.List(ctx, model.TaskFilter{}); len(ts) != 1 {
+		t.Fatalf("%d tasks stored, want the first only", len(ts))
 	}
 }
 
@@ -470,11 +527,11 @@ func TestNotifySubmitterAtEveryEnd(t *testing.T) {
 	}
 
 	r := newRig(t, machine.Options{Authority: &allowAuthority{}, NotifySubmitter: true, Clock: clock})
-	rejected := r.submit(t, model.SubmitRequest{MissionID: "M-1", LeaseID: "bad lease!"})
+	rejected := r.submitSettled(t, model.SubmitRequest{MissionID: "M-1", LeaseID: "bad lease!"})
 	if rejected.State != model.StateRejected {
 		t.Fatalf("task = %+v", rejected)
 	}
-	running := r.submitAs(t, "gemini", model.SubmitRequest{})
+	running := settle(t, r.eng, r.submitAs(t, "gemini", model.SubmitRequest{}).ID)
 	if got := notices(t, r, "gemini"); len(got) != 0 {
 		t.Fatalf("notice before the end: %+v", got)
 	}
@@ -489,7 +546,7 @@ func TestNotifySubmitterAtEveryEnd(t *testing.T) {
 	}
 
 	blocked := newRig(t, machine.Options{NotifySubmitter: true, Clock: clock}) // no authority
-	task := blocked.submit(t, model.SubmitRequest{})
+	task := blocked.submitSettled(t, model.SubmitRequest{})
 	got := notices(t, blocked, "codex")
 	if task.State != model.StateBlocked || len(got) != 1 ||
 		got[0].Body != "task "+task.ID+" blocked (authority_not_configured): "+task.Message {
@@ -517,7 +574,7 @@ func TestQuiesceKeepsQueuedTasksSubmitted(t *testing.T) {
 	t.Parallel()
 	r := newRig(t, machine.Options{Authority: &allowAuthority{}, MaxDispatch: 1})
 	ctx := context.Background()
-	first := r.submit(t, model.SubmitRequest{})
+	first := r.submitSettled(t, model.SubmitRequest{})
 	queued := r.submit(t, model.SubmitRequest{})
 	if first.State != model.StateAuthorized || queued.State != model.StateSubmitted {
 		t.Fatalf("before the stop: %s, %s", first.State, queued.State)
@@ -567,25 +624,20 @@ func TestQuiesceAbandonsAnEvaluationInItsGates(t *testing.T) {
 	auth := &blockingAuthority{consulted: make(chan struct{}, 1), release: make(chan struct{})}
 	r := newRig(t, machine.Options{Authority: auth})
 	ctx := context.Background()
-	type res struct {
-		task model.Task
-		err  error
-	}
-	done := make(chan res, 1)
-	go func() {
-		task, _, err := r.eng.Submit(ctx, "codex", model.SubmitRequest{Target: "claude", Prompt: "p",
-			MissionID: "M-1", LeaseID: "S-1", Cwd: r.cwd})
-		done <- res{task, err}
-	}()
+	task := r.submit(t, model.SubmitRequest{})
 	<-auth.consulted
 	r.eng.Quiesce() // returns while the authority is still deciding
 	close(auth.release)
-	got := <-done
-	if got.err != nil || got.task.State != model.StateSubmitted {
-		t.Fatalf("submit during the stop: %s, %v; want submitted, no error", got.task.State, got.err)
+	stopCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := r.eng.Stop(stopCtx); err != nil { // waits for the evaluation
+		t.Fatal(err)
 	}
-	evs, _ := r.db.TaskEvents(ctx, got.task.ID)
-	vs, _ := r.db.TaskVerdicts(ctx, got.task.ID)
+	if got, _ := r.eng.Get(ctx, task.ID); got.State != model.StateSubmitted {
+		t.Fatalf("task evaluated during the stop: %s, want submitted", got.State)
+	}
+	evs, _ := r.db.TaskEvents(ctx, task.ID)
+	vs, _ := r.db.TaskVerdicts(ctx, task.ID)
 	if r.disp.total() != 0 || len(vs) != 0 || len(evs) > 1 {
 		t.Fatalf("%d dispatches, %d verdicts, %d events; want none", r.disp.total(), len(vs), len(evs))
 	}
@@ -596,7 +648,7 @@ func TestQuiesceAbandonsAnEvaluationInItsGates(t *testing.T) {
 	defer db.Close()
 	var n int
 	var data string
-	if err := db.QueryRow(`SELECT count(*), coalesce(max(data), '') FROM audit_log WHERE kind = 'task.evaluation_abandoned' AND task_id = ?`, got.task.ID).Scan(&n, &data); err != nil {
+	if err := db.QueryRow(`SELECT count(*), coalesce(max(data), '') FROM audit_log WHERE kind = 'task.evaluation_abandoned' AND task_id = ?`, task.ID).Scan(&n, &data); err != nil {
 		t.Fatal(err)
 	}
 	if n != 1 || !strings.Contains(data, "authority") {
@@ -605,4 +657,80 @@ func TestQuiesceAbandonsAnEvaluationInItsGates(t *testing.T) {
 	if rep, err := r.db.VerifyAudit(ctx); err != nil || !rep.OK {
 		t.Fatalf("audit verify: %+v %v", rep, err)
 	}
+}
+
+// Submit answers once the task is durably submitted, before any gate runs
+// (issue 12, item 8): an authority that takes its time cannot hold the
+// answer, so no client timeout can turn an accepted submit into an error.
+// The gates run in the background; their outcome is recorded as before
+// (verdicts, one authorized event, one dispatch).
+func TestSubmitAnswersBeforeTheGates(t *testing.T) {
+	t.Parallel()
+	auth := &blockingAuthority{consulted: make(chan struct{}, 1), release: make(chan struct{})}
+	r := newRig(t, machine.Options{Authority: auth})
+	ctx := context.Background()
+	type res struct {
+		task model.Task
+		err  error
+	}
+	done := make(chan res, 1)
+	go func() {
+		task, _, err := r.eng.Submit(ctx, "codex", model.SubmitRequest{Target: "claude", Prompt: "p",
+			MissionID: "M-1", LeaseID: "S-1", Cwd: r.cwd})
+		done <- res{task, err}
+	}()
+	var got res
+	select {
+	case got = <-done:
+	case <-time.After(10 * time.Second):
+		close(auth.release)
+		<-done
+		t.Fatal("Submit waited for the authority's answer")
+	}
+	if got.err != nil || got.task.State != model.StateSubmitted || got.task.ID == "" {
+		t.Fatalf("submit: %+v, %v; want the task, submitted", got.task, got.err)
+	}
+	stored, err := r.eng.Get(ctx, got.task.ID)
+	if err != nil || stored.State != model.StateSubmitted {
+		t.Fatalf("stored task %+v, %v; want it submitted while the authority decides", stored, err)
+	}
+	<-auth.consulted // the gates run after the answer
+	close(auth.release)
+	eventually(t, "the task authorized", func() bool {
+		got, _ := r.eng.Get(ctx, got.task.ID)
+		return got.State == model.StateAuthorized
+	})
+	eventually(t, "the task dispatched", func() bool { return r.disp.count(got.task.ID) == 1 })
+	vs, _ := r.db.TaskVerdicts(ctx, got.task.ID)
+	evs, _ := r.db.TaskEvents(ctx, got.task.ID)
+	if len(vs) != 4 || len(evs) != 1 || evs[0].To != model.StateAuthorized {
+		t.Fatalf("%d verdicts and events %+v; want 4 verdicts and one authorized event", len(vs), evs)
+	}
+}
+
+// A task stored before the relay kept request hashes (migrated from an
+// older database) is compared field by field with what it stored: the
+// same fields are a retry, a changed one a conflict.
+func TestIdempotencyKeyOfATaskWithoutRequestHash(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, machine.Options{Authority: &allowAuthority{}})
+	ctx := context.Background()
+	old, _, err := r.db.CreateTask(ctx, model.Task{ID: "T-01JZ0000000000000000000000", State: model.StateSubmitted,
+		Caller: "codex", Target: "claude", Mode: model.ModeReadOnly, MissionID: "M-1", LeaseID: "S-1",
+		ContextID: "C-old", Prompt: "p", Cwd: r.cwd, IdempotencyKey: "k-old"})
+	if err != nil || old.RequestSHA256 != "" {
+		t.Fatalf("an old task: %+v, %v", old, err)
+	}
+	req := model.SubmitRequest{Target: "claude", Prompt: "p", Cwd: r.cwd, MissionID: "M-1", LeaseID: "S-1", IdempotencyKey: "k-old"}
+	got, existed, err := r.eng.Submit(ctx, "codex", req)
+	if err != nil || !existed || got.ID != old.ID {
+		t.Fatalf("retry of an old task: %s existed=%v %v", got.ID, existed, err)
+	}
+	req.ContextID = "C-old"
+	if got, existed, err = r.eng.Submit(ctx, "codex", req); err != nil || !existed || got.ID != old.ID {
+		t.Fatalf("retry naming its context_id: %s existed=%v %v", got.ID, existed, err)
+	}
+	req.Prompt = "p2"
+	_, _, err = r.eng.Submit(ctx, "codex", req)
+	wantCode(t, err, model.CodeIdempotencyConflict)
 }

@@ -112,6 +112,11 @@ func TestGateMatrix(t *testing.T) {
 							if err != nil {
 								t.Fatalf("submit: %v", err)
 							}
+							// The gates run after Submit answered.
+							task = settle(t, eng, task.ID)
+							if task.State == model.StateAuthorized {
+								eventually(t, "the dispatch", func() bool { return disp.count(task.ID) == 1 })
+							}
 							runs := 0
 							if auth != "" {
 								runs = len(gatestest.ReadFakeLog(t, logPath))

@@ -128,6 +128,12 @@ func (a *allowAuthority) Consult(context.Context, model.AuthorityRequest) (model
 	return model.AuthorityAnswer{Allow: true, Assurance: a.assurance}, nil
 }
 
+func (a *allowAuthority) runs() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.n
+}
+
 type rig struct {
 	db   *persistence.DB
 	eng  *machine.Engine
@@ -182,6 +188,46 @@ func (r *rig) submitAs(t *testing.T, caller string, req model.SubmitRequest) mod
 	if err != nil {
 		t.Fatalf("submit: %v", err)
 	}
+	return task
+}
+
+// submitSettled submits like submit, then waits for the task's gates,
+// which run after Submit has answered: it returns the task once it has left
+// submitted (authorized, rejected, blocked or failed).
+func (r *rig) submitSettled(t *testing.T, req model.SubmitRequest) model.Task {
+	t.Helper()
+	return settle(t, r.eng, r.submit(t, req).ID)
+}
+
+// settle waits until task id has left submitted and returns it. The gates
+// run in the background after Submit answers; the engine has no event for
+// their end, so this reads the stored task until it moves.
+func settle(t *testing.T, eng *machine.Engine, id string) model.Task {
+	t.Helper()
+	var task model.Task
+	eventually(t, "task "+id+" gated", func() bool {
+		var err error
+		task, err = eng.Get(context.Background(), id)
+		if err != nil {
+			t.Fatalf("get %s: %v", id, err)
+		}
+		return task.State != model.StateSubmitted
+	})
+	return task
+}
+
+// ended waits until task id is in a terminal state and returns it.
+func ended(t *testing.T, eng *machine.Engine, id string) model.Task {
+	t.Helper()
+	var task model.Task
+	eventually(t, "task "+id+" ended", func() bool {
+		var err error
+		task, err = eng.Get(context.Background(), id)
+		if err != nil {
+			t.Fatalf("get %s: %v", id, err)
+		}
+		return task.State.Terminal()
+	})
 	return task
 }
 

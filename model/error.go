@@ -48,6 +48,7 @@ const (
 	CodeInvalidCwd            Code = "invalid_cwd"
 	CodeNotFound              Code = "not_found"
 	CodeTaskNotCancelable     Code = "task_not_cancelable"
+	CodeIdempotencyConflict   Code = "idempotency_conflict"
 	CodeDaemonUnavailable     Code = "daemon_unavailable"
 	CodeInternal              Code = "internal"
 )
@@ -82,7 +83,7 @@ func AllTaskCodes() []Code {
 func AllRequestCodes() []Code {
 	return []Code{CodeInvalidArgs, CodeUnknownAgent, CodeInvalidRecipient,
 		CodeBroadcastNotSupported, CodePayloadTooLarge, CodeInvalidCwd, CodeNotFound,
-		CodeTaskNotCancelable, CodeDaemonUnavailable, CodeInternal}
+		CodeTaskNotCancelable, CodeIdempotencyConflict, CodeDaemonUnavailable, CodeInternal}
 }
 
 // AllEngineCodes lists the engine's own refusal codes.

@@ -23,21 +23,27 @@ type ToolCall struct {
 
 // Task is a delegated unit of work and its lifecycle.
 type Task struct {
-	ID                string     `json:"task_id"`
-	State             State      `json:"state"`
-	Code              Code       `json:"code"`
-	Message           string     `json:"message"`
-	Caller            string     `json:"caller"`
-	Target            string     `json:"target"`
-	Mode              Mode       `json:"mode"`
-	MissionID         string     `json:"mission_id"`
-	LeaseID           string     `json:"lease_id"`
-	ContextID         string     `json:"context_id"`
-	Prompt            string     `json:"prompt"`
-	Cwd               string     `json:"cwd"`
-	Artifacts         []Artifact `json:"artifacts"`
-	ReferenceTaskIDs  []string   `json:"reference_task_ids"`
-	IdempotencyKey    string     `json:"idempotency_key,omitempty"`
+	ID               string     `json:"task_id"`
+	State            State      `json:"state"`
+	Code             Code       `json:"code"`
+	Message          string     `json:"message"`
+	Caller           string     `json:"caller"`
+	Target           string     `json:"target"`
+	Mode             Mode       `json:"mode"`
+	MissionID        string     `json:"mission_id"`
+	LeaseID          string     `json:"lease_id"`
+	ContextID        string     `json:"context_id"`
+	Prompt           string     `json:"prompt"`
+	Cwd              string     `json:"cwd"`
+	Artifacts        []Artifact `json:"artifacts"`
+	ReferenceTaskIDs []string   `json:"reference_task_ids"`
+	IdempotencyKey   string     `json:"idempotency_key,omitempty"`
+	// RequestSHA256 is the hex SHA-256 of the canonical submit request that
+	// created the task (the engine computes it: every field of the request,
+	// as asked); "" for a task stored before the relay recorded it. It tells
+	// a retry with the same idempotency_key from a conflicting reuse of the
+	// key, and is never shown.
+	RequestSHA256     string     `json:"-"`
 	Result            string     `json:"result"`
 	StopReason        string     `json:"stop_reason"`
 	SessionMode       string     `json:"session_mode,omitempty"`
@@ -209,7 +215,8 @@ type AgentProfile struct {
 type Store interface {
 	// CreateTask persists a new submitted task with its audit row. When the
 	// caller already submitted a task with the same idempotency key, it
-	// returns that task and existed=true, writing nothing.
+	// returns that task (its RequestSHA256 included) and existed=true,
+	// writing nothing.
 	CreateTask(ctx context.Context, t Task) (stored Task, existed bool, err error)
 	// GetTask returns a task, or an *Error with CodeNotFound.
 	GetTask(ctx context.Context, id string) (Task, error)

@@ -74,7 +74,8 @@
 // row written here, with their data keys:
 //
 //	task.submitted     target, mode, mission_id, lease_id, context_id, cwd,
-//	                   idempotency_key (those not empty), prompt_sha256,
+//	                   idempotency_key, request_sha256 (those not empty),
+//	                   prompt_sha256,
 //	                   prompt_bytes, artifacts, reference_task_ids (counts)
 //	gate.verdict       gate, passed, code, message, and the verdict's detail
 //	                   keys (prefixed "detail." if they clash)

@@ -2,6 +2,7 @@ package persistence
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -67,13 +68,21 @@ func TestMigrateEmptyDatabase(t *testing.T) {
 	}
 }
 
-// TestMigrateFromPreviousSchema builds the schema as the previous release
+// TestMigrateFromPreviousSchema builds the schema as each earlier release
 // left it, writes through it, then lets Open migrate forward.
 func TestMigrateFromPreviousSchema(t *testing.T) {
 	t.Parallel()
+	for prev := 1; prev < LatestVersion(); prev++ {
+		t.Run(fmt.Sprintf("from %d", prev), func(t *testing.T) {
+			t.Parallel()
+			migrateFrom(t, prev)
+		})
+	}
+}
+
+func migrateFrom(t *testing.T, prev int) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "relay.db")
-	prev := LatestVersion() - 1
 
 	old, err := Open(ctx, path, Options{MigrateTo: prev})
 	if err != nil {
@@ -82,16 +91,29 @@ func TestMigrateFromPreviousSchema(t *testing.T) {
 	if v, _ := old.SchemaVersion(ctx); v != prev {
 		t.Fatalf("SchemaVersion = %d, want %d", v, prev)
 	}
-	if count(t, old, "sqlite_master", "name = 'agents'") != 0 {
+	if prev < 2 && count(t, old, "sqlite_master", "name = 'agents'") != 0 {
 		t.Fatal("agents exists before 0002")
 	}
-	for i := range 5 {
-		mustCreate(t, old, newTask(seqID("T", i)))
+	if prev < 3 && count(t, old, "pragma_table_info('tasks')", "name = 'request_sha256'") != 0 {
+		t.Fatal("tasks.request_sha256 exists before 0003")
 	}
-	if _, err := old.Transition(ctx, model.Transition{TaskID: "T-0001", From: model.StateSubmitted,
-		To: model.StateRejected, Trigger: model.TriggerReject, Code: model.CodeMissingLeaseID,
-		Verdicts: []model.Verdict{{Gate: model.GateMissionLease, Code: model.CodeMissingLeaseID}}}); err != nil {
-		t.Fatal(err)
+	// The old schema is written as the old code did, without the columns
+	// it did not have.
+	for i := range 5 {
+		task := newTask(seqID("T", i))
+		task.IdempotencyKey = "k-" + seqID("T", i)
+		if err := old.write(ctx, func(ctx context.Context, w *writeTx) error {
+			_, err := w.ExecContext(ctx, `INSERT INTO tasks (seq, id, state, caller, target, mode, mission_id, lease_id,
+				prompt, cwd, idempotency_key, created_at, updated_at) VALUES (?, ?, 'submitted', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+				i+1, task.ID, task.Caller, task.Target, string(task.Mode), task.MissionID, task.LeaseID, task.Prompt,
+				task.Cwd, task.IdempotencyKey, formatTime(t0), formatTime(t0))
+			if err != nil {
+				return err
+			}
+			return w.audit(ctx, model.AuditEvent{At: t0, Kind: "task.submitted", Actor: task.Caller, TaskID: task.ID})
+		}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if _, err := old.CreateMessage(ctx, model.Message{ID: "m-1", From: "codex", To: "claude", Body: "hi"}); err != nil {
 		t.Fatal(err)
@@ -107,6 +129,12 @@ func TestMigrateFromPreviousSchema(t *testing.T) {
 	got, err := db.ListTasks(ctx, model.TaskFilter{})
 	if err != nil || len(got) != 5 {
 		t.Fatalf("ListTasks = %d tasks, %v", len(got), err)
+	}
+	// A task stored by the old schema takes transitions.
+	if _, err := db.Transition(ctx, model.Transition{TaskID: "T-0001", From: model.StateSubmitted,
+		To: model.StateRejected, Trigger: model.TriggerReject, Code: model.CodeMissingLeaseID,
+		Verdicts: []model.Verdict{{Gate: model.GateMissionLease, Code: model.CodeMissingLeaseID}}}); err != nil {
+		t.Fatal(err)
 	}
 	task, err := db.GetTask(ctx, "T-0001")
 	if err != nil || task.State != model.StateRejected || task.Code != model.CodeMissingLeaseID {
@@ -127,6 +155,21 @@ func TestMigrateFromPreviousSchema(t *testing.T) {
 	}
 	if count(t, db, "sqlite_master", "type = 'index' AND name = 'tasks_caller_seq'") != 1 {
 		t.Error("listing index missing after migration")
+	}
+	// And what 0003 brought: a task stored before it has no request hash,
+	// its idempotency key still finds it; a new task keeps its hash.
+	again := newTask("T-new")
+	again.IdempotencyKey, again.RequestSHA256 = "k-T-0002", strings.Repeat("a", 64)
+	first, existed, err := db.CreateTask(ctx, again)
+	if err != nil || !existed || first.ID != "T-0002" || first.RequestSHA256 != "" {
+		t.Fatalf("CreateTask with an old task's key = %s (hash %q), existed=%v, %v; want T-0002 without a hash",
+			first.ID, first.RequestSHA256, existed, err)
+	}
+	fresh := newTask("T-fresh")
+	fresh.RequestSHA256 = strings.Repeat("b", 64)
+	mustCreate(t, db, fresh)
+	if got, err := db.GetTask(ctx, "T-fresh"); err != nil || got.RequestSHA256 != fresh.RequestSHA256 {
+		t.Fatalf("GetTask(T-fresh).RequestSHA256 = %q, %v", got.RequestSHA256, err)
 	}
 }
 

@@ -41,6 +41,7 @@ type taskRow struct {
 	Artifacts         string `bun:"artifacts"`
 	ReferenceTaskIDs  string `bun:"reference_task_ids"`
 	IdempotencyKey    string `bun:"idempotency_key"`
+	RequestSHA256     string `bun:"request_sha256"`
 	Result            string `bun:"result"`
 	StopReason        string `bun:"stop_reason"`
 	SessionMode       string `bun:"session_mode"`
@@ -53,22 +54,22 @@ type taskRow struct {
 // taskColumns lists the tasks columns in taskRow order (seq excluded from
 // inserts, where it is computed).
 const taskColumns = `id, seq, state, code, message, caller, target, mode, mission_id, lease_id,
-	context_id, prompt, cwd, artifacts, reference_task_ids, idempotency_key, result, stop_reason,
+	context_id, prompt, cwd, artifacts, reference_task_ids, idempotency_key, request_sha256, result, stop_reason,
 	session_mode, tool_calls, denied_permissions, created_at, updated_at`
 
 // insertTask inserts a task; seq is max+1, which is race-free because the
 // single writer runs one IMMEDIATE transaction at a time.
 const insertTask = `INSERT INTO tasks (seq, id, state, code, message, caller, target, mode, mission_id,
-	lease_id, context_id, prompt, cwd, artifacts, reference_task_ids, idempotency_key, result, stop_reason,
+	lease_id, context_id, prompt, cwd, artifacts, reference_task_ids, idempotency_key, request_sha256, result, stop_reason,
 	session_mode, tool_calls, denied_permissions, created_at, updated_at)
-	VALUES ((SELECT IFNULL(MAX(seq), 0) + 1 FROM tasks), ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	VALUES ((SELECT IFNULL(MAX(seq), 0) + 1 FROM tasks), ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 
 func taskToRow(t model.Task) (taskRow, error) {
 	r := taskRow{
 		ID: t.ID, State: string(t.State), Code: string(t.Code), Message: t.Message,
 		Caller: t.Caller, Target: t.Target, Mode: string(t.Mode), MissionID: t.MissionID,
 		LeaseID: t.LeaseID, ContextID: t.ContextID, Prompt: t.Prompt, Cwd: t.Cwd,
-		IdempotencyKey: t.IdempotencyKey, Result: t.Result, StopReason: t.StopReason,
+		IdempotencyKey: t.IdempotencyKey, RequestSHA256: t.RequestSHA256, Result: t.Result, StopReason: t.StopReason,
 		SessionMode: t.SessionMode, DeniedPermissions: t.DeniedPermissions,
 		CreatedAt: formatTime(t.CreatedAt), UpdatedAt: formatTime(t.UpdatedAt),
 	}
@@ -90,7 +91,7 @@ func (r taskRow) task() (model.Task, error) {
 		ID: r.ID, State: model.State(r.State), Code: model.Code(r.Code), Message: r.Message,
 		Caller: r.Caller, Target: r.Target, Mode: model.Mode(r.Mode), MissionID: r.MissionID,
 		LeaseID: r.LeaseID, ContextID: r.ContextID, Prompt: r.Prompt, Cwd: r.Cwd,
-		IdempotencyKey: r.IdempotencyKey, Result: r.Result, StopReason: r.StopReason,
+		IdempotencyKey: r.IdempotencyKey, RequestSHA256: r.RequestSHA256, Result: r.Result, StopReason: r.StopReason,
 		SessionMode: r.SessionMode, DeniedPermissions: r.DeniedPermissions,
 	}
 	var err error
@@ -149,7 +150,7 @@ func (db *DB) queryTasksUpTo(ctx context.Context, q querier, take func(model.Tas
 func (r *taskRow) fields() []any {
 	return []any{&r.ID, &r.Seq, &r.State, &r.Code, &r.Message, &r.Caller, &r.Target, &r.Mode, &r.MissionID,
 		&r.LeaseID, &r.ContextID, &r.Prompt, &r.Cwd, &r.Artifacts, &r.ReferenceTaskIDs, &r.IdempotencyKey,
-		&r.Result, &r.StopReason, &r.SessionMode, &r.ToolCalls, &r.DeniedPermissions, &r.CreatedAt, &r.UpdatedAt}
+		&r.RequestSHA256, &r.Result, &r.StopReason, &r.SessionMode, &r.ToolCalls, &r.DeniedPermissions, &r.CreatedAt, &r.UpdatedAt}
 }
 
 // CreateTask persists t as a new submitted task and audits it
@@ -158,7 +159,9 @@ func (r *taskRow) fields() []any {
 // brief's default); State must be empty or submitted.
 //
 // When the caller already has a task with t.IdempotencyKey, that task is
-// returned with existed=true and nothing is written. A duplicate ID is an
+// returned with existed=true and nothing is written, whatever else t holds:
+// the caller compares the stored task's RequestSHA256 with its own to tell
+// a retry from a conflicting reuse of the key. A duplicate ID is an
 // invalid_args error.
 func (db *DB) CreateTask(ctx context.Context, t model.Task) (model.Task, bool, error) {
 	switch {
@@ -206,7 +209,7 @@ func (db *DB) CreateTask(ctx context.Context, t model.Task) (model.Task, bool, e
 		}
 		_, err := w.ExecContext(ctx, insertTask,
 			r.ID, r.State, r.Code, r.Message, r.Caller, r.Target, r.Mode, r.MissionID, r.LeaseID,
-			r.ContextID, r.Prompt, r.Cwd, r.Artifacts, r.ReferenceTaskIDs, r.IdempotencyKey, r.Result,
+			r.ContextID, r.Prompt, r.Cwd, r.Artifacts, r.ReferenceTaskIDs, r.IdempotencyKey, r.RequestSHA256, r.Result,
 			r.StopReason, r.SessionMode, r.ToolCalls, r.DeniedPermissions, r.CreatedAt, r.UpdatedAt)
 		if err != nil {
 			if isUniqueViolation(err) {
@@ -225,7 +228,7 @@ func (db *DB) CreateTask(ctx context.Context, t model.Task) (model.Task, bool, e
 				"reference_task_ids": strconv.Itoa(len(t.ReferenceTaskIDs)),
 			}.set("mission_id", t.MissionID).set("lease_id", t.LeaseID).
 				set("context_id", t.ContextID).set("cwd", t.Cwd).
-				set("idempotency_key", t.IdempotencyKey),
+				set("idempotency_key", t.IdempotencyKey).set("request_sha256", t.RequestSHA256),
 		})
 	})
 	if err != nil {

@@ -89,16 +89,21 @@ func TestIdempotencyKeyReturnsFirstTask(t *testing.T) {
 	ctx := context.Background()
 	db := MustOpenTemp(t)
 	first := newTask("T-1")
-	first.IdempotencyKey = "k1"
+	first.IdempotencyKey, first.RequestSHA256 = "k1", strings.Repeat("1", 64)
 	mustCreate(t, db, first)
+	if count(t, db, "audit_log", "kind = 'task.submitted' AND task_id = 'T-1' AND data LIKE ?", "%"+first.RequestSHA256+"%") != 1 {
+		t.Error("the task.submitted audit row lacks the request hash")
+	}
 	audits := count(t, db, "audit_log", "")
 
+	// The store returns the first task with its request hash, whatever the
+	// repeat holds; telling a retry from a conflict is the engine's.
 	again := newTask("T-2")
-	again.IdempotencyKey = "k1"
+	again.IdempotencyKey, again.RequestSHA256 = "k1", strings.Repeat("2", 64)
 	again.Prompt = "a different prompt"
 	got, existed, err := db.CreateTask(ctx, again)
-	if err != nil || !existed || got.ID != "T-1" || got.Prompt != first.Prompt {
-		t.Fatalf("repeat = %s existed %v err %v", got.ID, existed, err)
+	if err != nil || !existed || got.ID != "T-1" || got.Prompt != first.Prompt || got.RequestSHA256 != first.RequestSHA256 {
+		t.Fatalf("repeat = %s (hash %q) existed %v err %v", got.ID, got.RequestSHA256, existed, err)
 	}
 	if count(t, db, "tasks", "") != 1 || count(t, db, "audit_log", "") != audits {
 		t.Error("a repeated submit wrote something")

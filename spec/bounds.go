@@ -32,7 +32,7 @@ func RequestBounds() []FieldBound {
 		{"to, target", "send_message, submit_task", "one known agent name (1–64 characters of [a-z0-9_-])", "`unknown_agent` (or `invalid_args`, `invalid_recipient`, `broadcast_not_supported`)"},
 		{"mission_id, lease_id", "submit_task", bytes(model.MaxAuthorityIDBytes) + " to be stored; below that, one that is not 1–128 characters of [A-Za-z0-9._:-] is stored and the task rejected by the missionLease gate", ia + " (nothing stored); `invalid_mission_id` / `invalid_lease_id` on the task below it"},
 		{"context_id", "send_message, submit_task", bytes(model.MaxContextIDBytes) + " (a relay-made `C-…` or a thread name of your own)", ia},
-		{"idempotency_key", "submit_task", bytes(model.MaxIdempotencyKeyBytes), ia},
+		{"idempotency_key", "submit_task", bytes(model.MaxIdempotencyKeyBytes) + "; one key names one request of its caller", ia + "; the key reused with any other field changed: `idempotency_conflict` (nothing stored)"},
 		{"reference_task_ids", "submit_task", fmt.Sprintf("at most %d ids, each %s", model.MaxReferenceTaskIDs, taskID), ia + " or the shape"},
 		{"reply_to", "send_message", msgID + ", of a message you sent or received", "`invalid_args` naming the shape; `not_found` for a well-formed id you cannot see"},
 		{"artifacts", "send_message, submit_task", fmt.Sprintf("at most %d", model.MaxArtifacts), ia},

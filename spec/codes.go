@@ -78,6 +78,7 @@ func Catalogue() []CodeInfo {
 		r(model.CodeInvalidCwd, http.StatusBadRequest, "cwd is not an existing absolute directory", "pass an absolute path to an existing directory"),
 		r(model.CodeNotFound, http.StatusNotFound, "no such task or message, or one that is not yours to see: both get the same answer", "list_tasks / check_inbox show what you can see"),
 		r(model.CodeTaskNotCancelable, http.StatusConflict, "the task is already in a terminal state", "a follow-up is a new task in the same context_id"),
+		r(model.CodeIdempotencyConflict, http.StatusConflict, "the caller already used this idempotency_key for a task whose request differs (any field: target, prompt, mission_id, lease_id, mode, context_id, cwd, reference_task_ids, artifacts); nothing is created", "retry with exactly the first request to get its task, or use a new idempotency_key for a new task"),
 		r(model.CodeDaemonUnavailable, http.StatusServiceUnavailable, "no relay daemon of yours answers on this home: none runs, or the home, a file in it or the daemon behind its socket belongs to another user (the client refuses those and sends nothing)", "start one with `relay daemon`; if the message names another owner, pass a --home only you can write"),
 		r(model.CodeInternal, http.StatusInternalServerError, "an internal error; details are in the daemon log", "see the daemon log in the relay home"),
 

@@ -35,7 +35,7 @@ var (
 	briefRequestCodes = []model.Code{
 		"invalid_args", "unknown_agent", "invalid_recipient",
 		"broadcast_not_supported", "payload_too_large", "invalid_cwd", "not_found",
-		"task_not_cancelable", "daemon_unavailable", "internal",
+		"task_not_cancelable", "idempotency_conflict", "daemon_unavailable", "internal",
 	}
 	// briefTaskStates is the state the lifecycle contract (spec/lifecycle.dot) gives each task code it names
 	// (agent_auth_required is named only in §8).
@@ -278,13 +278,14 @@ func TestLookup(t *testing.T) {
 	}
 	// Statuses the socket API relies on.
 	for c, want := range map[model.Code]int{
-		model.CodeInvalidArgs:       http.StatusBadRequest,
-		model.CodeNotFound:          http.StatusNotFound,
-		model.CodeUnknownAgent:      http.StatusNotFound,
-		model.CodePayloadTooLarge:   http.StatusRequestEntityTooLarge,
-		model.CodeTaskNotCancelable: http.StatusConflict,
-		model.CodeStaleState:        http.StatusConflict,
-		model.CodeInternal:          http.StatusInternalServerError,
+		model.CodeInvalidArgs:         http.StatusBadRequest,
+		model.CodeNotFound:            http.StatusNotFound,
+		model.CodeUnknownAgent:        http.StatusNotFound,
+		model.CodePayloadTooLarge:     http.StatusRequestEntityTooLarge,
+		model.CodeTaskNotCancelable:   http.StatusConflict,
+		model.CodeIdempotencyConflict: http.StatusConflict,
+		model.CodeStaleState:          http.StatusConflict,
+		model.CodeInternal:            http.StatusInternalServerError,
 	} {
 		if got := spec.HTTPStatus(c); got != want {
 			t.Errorf("HTTPStatus(%s) = %d, want %d", c, got, want)

@@ -822,10 +822,13 @@ func (s *suite) rowSend(ctx context.Context) {
 }
 
 // rowSubmit: submit_task → authorized with the fake authority adapter, and
-// the dispatch of the fake agent, each against its direct spawn.
+// the dispatch of the fake agent, each against its direct spawn. The submit
+// answers once the task is stored (submitted); the gates run after it, so
+// the row times the call's start to the authorized event in the task's
+// timeline (the daemon's wall clock, on the same host).
 func (s *suite) rowSubmit(ctx context.Context) {
 	subRow := suiteRow{Name: "submit_to_authorized", Unit: "ms",
-		What: "submit_task through a facade until its answer (the task authorized and its agent spawned; p50), " +
+		What: "submit_task through a facade until the task is authorized (its authorized event in the timeline; p50), " +
 			"the fake authority adapter consulted once",
 		FloorIs: "the fake authority adapter alone: exec, request on stdin, answer read, exit (p50)"}
 	dispRow := suiteRow{Name: "dispatch_overhead", Unit: "ms",
@@ -870,7 +873,7 @@ func (s *suite) rowSubmit(ctx context.Context) {
 
 	req := `{"version":1,"request_id":"bench","task_id":"T-bench","mission_id":"M-bench","lease_id":"S-bench","caller":"codex","target":"claude","mode":"read_only","requested_at":"` +
 		time.Now().UTC().Format(time.RFC3339) + `"}` + "\n"
-	var submit, adapter, dispatch []time.Duration
+	var submit, answer, adapter, dispatch []time.Duration
 	var authFloor, acpFloor []time.Duration
 	// Relay and floor samples alternate, so that both see the same load.
 	for i := -1; i < s.o.iterations; i++ { // one unmeasured warm-up
@@ -882,9 +885,9 @@ func (s *suite) rowSubmit(ctx context.Context) {
 		t0 := time.Now()
 		err := c.call(ctx, "submit_task", map[string]any{"target": "claude", "prompt": "echo bench",
 			"mission_id": "M-bench", "lease_id": "S-bench"}, &t)
-		d := time.Since(t0)
-		if err == nil && t.State != string(model.StateAuthorized) && t.State != string(model.StateWorking) && t.State != string(model.StateCompleted) {
-			err = fmt.Errorf("submit_task answered %s (%s), not authorized", t.State, t.Code)
+		ans := time.Since(t0)
+		if err == nil && t.State == "" {
+			err = fmt.Errorf("submit_task answered no state")
 		}
 		if err != nil {
 			s.skip(err, subRow, dispRow)
@@ -914,6 +917,7 @@ func (s *suite) rowSubmit(ctx context.Context) {
 			s.skip(fmt.Errorf("task %s: no authorized/working events or authority elapsed in its timeline (state %s)", t.TaskID, detail.State), subRow, dispRow)
 			return
 		}
+		d := authAt.Sub(t0) // wall clocks of one host: authAt has no monotonic reading
 		fd, err := suiteRunAdapter(auth, req)
 		if err != nil {
 			s.skip(err, subRow, dispRow)
@@ -925,7 +929,8 @@ func (s *suite) rowSubmit(ctx context.Context) {
 			return
 		}
 		if i >= 0 {
-			submit, adapter, dispatch = append(submit, d), append(adapter, el), append(dispatch, workAt.Sub(authAt))
+			submit, answer = append(submit, d), append(answer, ans)
+			adapter, dispatch = append(adapter, el), append(dispatch, workAt.Sub(authAt))
 			authFloor, acpFloor = append(authFloor, fd), append(acpFloor, fa)
 		}
 	}
@@ -937,8 +942,8 @@ func (s *suite) rowSubmit(ctx context.Context) {
 	for i := range submit {
 		share[i] = submit[i] - adapter[i]
 	}
-	subRow.Note = fmt.Sprintf("the relay's own share (round trip minus the adapter's run as the relay timed it): p50 %.2f ms (%.0f%%); adapter p50 %.2f ms inside the relay",
-		ms(pctl(share, 0.5)), 100*ratio(ms(pctl(share, 0.5)), subRow.Relay), ms(pctl(adapter, 0.5)))
+	subRow.Note = fmt.Sprintf("the relay's own share (submit to authorized minus the adapter's run as the relay timed it): p50 %.2f ms (%.0f%%); adapter p50 %.2f ms inside the relay; the submit's answer (the task stored, before its gates) p50 %.2f ms",
+		ms(pctl(share, 0.5)), 100*ratio(ms(pctl(share, 0.5)), subRow.Relay), ms(pctl(adapter, 0.5)), ms(pctl(answer, 0.5)))
 	s.add(subRow)
 
 	dispRow.Relay, dispRow.Floor = ms(pctl(dispatch, 0.5)), ms(pctl(acpFloor, 0.5))

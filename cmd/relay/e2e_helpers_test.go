@@ -99,7 +99,7 @@ func newHome(t *testing.T, config string) string {
 const ownShim = testShimEnv + "="
 
 // fakeAuthorityEnv is the authority.env of fullConfig.
-const fakeAuthorityEnv = `["FAKEAUTHORITY_LOG", "FAKEAUTHORITY_DELAY", "FAKEAUTHORITY_MODE"]`
+const fakeAuthorityEnv = `["FAKEAUTHORITY_LOG", "FAKEAUTHORITY_DELAY", "FAKEAUTHORITY_MODE", "FAKEAUTHORITY_HOLD"]`
 
 func fullConfig(t *testing.T, authMode string, extra string) string {
 	t.Helper()

@@ -135,25 +135,32 @@ func TestE2ETasks(t *testing.T) {
 	}
 
 	// Without a lease: persisted, audited, then rejected by missionLease.
+	// The answer is the task as stored, submitted; the gates run after it.
 	rej := mustOK(t, codex, "submit_task", map[string]any{"target": "claude", "prompt": "echo x", "mission_id": "M-1", "cwd": cwd})
-	if rej.str("state") != "rejected" || rej.str("code") != "missing_lease_id" {
+	if rej.str("state") != "submitted" {
+		t.Fatalf("no lease, the answer: %+v", rej.data)
+	}
+	if rej = toolTaskEnded(t, codex, rej.str("task_id")); rej.str("state") != "rejected" || rej.str("code") != "missing_lease_id" {
 		t.Fatalf("no lease: %+v", rej.data)
 	}
 	// state_changing for codex: rejected by guardedClaude.
 	sc := mustOK(t, claude, "submit_task", map[string]any{"target": "codex", "prompt": "echo x", "mission_id": "M-1", "lease_id": "S-1", "mode": "state_changing", "cwd": cwd})
-	if sc.str("code") != "state_changing_requires_guarded_claude" {
+	if sc = toolTaskEnded(t, claude, sc.str("task_id")); sc.str("state") != "rejected" || sc.str("code") != "state_changing_requires_guarded_claude" {
 		t.Fatalf("state_changing codex: %+v", sc.data)
 	}
 	mustCode(t, codex, "submit_task", map[string]any{"target": "claude", "prompt": "x", "cwd": "relative/dir"}, "invalid_cwd")
 	mustCode(t, codex, "submit_task", map[string]any{"target": "nobody", "prompt": "x"}, "unknown_agent")
 	mustCode(t, codex, "submit_task", map[string]any{"target": "claude", "prompt": "x", "mode": "yolo"}, "invalid_args")
 	mustCode(t, codex, "submit_task", map[string]any{"target": "claude", "prompt": "x", "from": "gemini"}, "invalid_args")
-	// Idempotency: a repeat returns the first task.
-	a := mustOK(t, codex, "submit_task", map[string]any{"target": "claude", "prompt": "echo once", "mission_id": "M-1", "lease_id": "S-1", "idempotency_key": "k-1", "cwd": cwd})
-	b := mustOK(t, codex, "submit_task", map[string]any{"target": "claude", "prompt": "echo twice", "mission_id": "M-1", "lease_id": "S-1", "idempotency_key": "k-1", "cwd": cwd})
+	// Idempotency: a retry of the same request returns the first task; the
+	// same key for another request is refused.
+	once := map[string]any{"target": "claude", "prompt": "echo once", "mission_id": "M-1", "lease_id": "S-1", "idempotency_key": "k-1", "cwd": cwd}
+	a := mustOK(t, codex, "submit_task", once)
+	b := mustOK(t, codex, "submit_task", once)
 	if a.str("task_id") != b.str("task_id") {
-		t.Fatalf("idempotent repeat created %s and %s", a.str("task_id"), b.str("task_id"))
+		t.Fatalf("idempotent retry created %s and %s", a.str("task_id"), b.str("task_id"))
 	}
+	mustCode(t, codex, "submit_task", map[string]any{"target": "claude", "prompt": "echo twice", "mission_id": "M-1", "lease_id": "S-1", "idempotency_key": "k-1", "cwd": cwd}, "idempotency_conflict")
 
 	// Cancel a running task: only its submitter (or an operator) may.
 	hang := mustOK(t, codex, "submit_task", map[string]any{"target": "claude", "prompt": "hang", "mission_id": "M-1", "lease_id": "S-1", "cwd": cwd})

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -18,6 +19,7 @@ import (
 	"time"
 
 	"github.com/hai-relay/relay/model"
+	"github.com/mark3labs/mcp-go/client"
 )
 
 // Helpers of the reliability tests (reliability_*_test.go): a raw HTTP
@@ -268,4 +270,32 @@ func fileBytes(t testing.TB, dir string) map[string][]byte {
 		t.Fatal(err)
 	}
 	return out
+}
+
+// taskEnded reads task id through the operator route until it is in a
+// terminal state (a submit answers before the gates run) and returns that
+// answer.
+func taskEnded(t *testing.T, c *http.Client, id string) apiResp {
+	t.Helper()
+	var r apiResp
+	eventually(t, "task "+id+" ended", 60*time.Second, func() bool {
+		r = apiDo(t, c, "GET", "/v1/operator/tasks/"+url.PathEscape(id), "", nil)
+		if r.status != 200 {
+			t.Fatalf("GET task %s: %d %s", id, r.status, r.body)
+		}
+		return model.State(r.str("state")).Terminal()
+	})
+	return r
+}
+
+// toolTaskEnded calls get_task until task id is in a terminal state (a
+// submit answers before the gates run) and returns that answer.
+func toolTaskEnded(t *testing.T, c *client.Client, id string) toolResult {
+	t.Helper()
+	var final toolResult
+	eventually(t, "task "+id+" ended", 60*time.Second, func() bool {
+		final = mustOK(t, c, "get_task", map[string]any{"task_id": id})
+		return model.State(final.str("state")).Terminal()
+	})
+	return final
 }

@@ -166,7 +166,7 @@ func TestReliabilityHostileSocketAPI(t *testing.T) {
 		{name: "SQL in a mission id: persisted, then rejected", method: "POST", path: "/v1/tasks", agent: "claude",
 			body:  mustJSON(t, map[string]any{"target": "codex", "prompt": sqlBody, "mission_id": "M-1'; DROP TABLE tasks; --", "lease_id": "S-1", "cwd": dir}),
 			tasks: 1, msgs: 1, check: func(t *testing.T, r apiResp) {
-				if r.str("state") != "rejected" || r.str("code") != "invalid_mission_id" || r.str("prompt") != sqlBody {
+				if r = taskEnded(t, c, r.str("task_id")); r.str("state") != "rejected" || r.str("code") != "invalid_mission_id" || r.str("prompt") != sqlBody {
 					t.Errorf("task %s", r.body)
 				}
 			}},
@@ -188,7 +188,7 @@ func TestReliabilityHostileSocketAPI(t *testing.T) {
 			body:  mustJSON(t, map[string]any{"target": "codex", "prompt": "x", "mission_id": "M-1", "lease_id": "S-1", "cwd": linkDir}),
 			tasks: 1, msgs: 1, check: func(t *testing.T, r apiResp) {
 				// Persisted, then blocked (no adapter is configured here).
-				if r.str("cwd") != linkDir || r.str("state") != "blocked" {
+				if r = taskEnded(t, c, r.str("task_id")); r.str("cwd") != linkDir || r.str("state") != "blocked" {
 					t.Errorf("task %s", r.body)
 				}
 			}},
@@ -712,6 +712,10 @@ func TestReliabilityHostileFacade(t *testing.T) {
 			tasks: 1, msgs: 1, check: func(t *testing.T, sc map[string]any) {
 				if sc["cwd"] != nil && sc["cwd"] != linkDir { // get_task shows no cwd; the operator view does
 					t.Errorf("cwd %v", sc["cwd"])
+				}
+				id, _ := sc["task_id"].(string)
+				if r := taskEnded(t, c, id); r.str("cwd") != linkDir || r.str("state") != "blocked" { // no adapter here
+					t.Errorf("task %s", r.body)
 				}
 			}},
 		{name: "relative artifact URI", tool: "send_message", args: []byte(`{"to":"codex","body":"x","artifacts":[{"uri":"./notes.md"}]}`), code: model.CodeInvalidArgs},

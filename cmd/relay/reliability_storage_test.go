@@ -41,9 +41,11 @@ func usedHome(t *testing.T) string {
 	if r := apiDo(t, c, "POST", "/v1/messages", "claude", []byte(`{"to":"codex","body":"keep me"}`)); r.status != 200 {
 		t.Fatalf("send: %s", r.body)
 	}
-	if r := apiDo(t, c, "POST", "/v1/tasks", "claude", mustJSON(t, map[string]any{"target": "codex", "prompt": "keep me too", "cwd": home})); r.status != 200 {
+	r := apiDo(t, c, "POST", "/v1/tasks", "claude", mustJSON(t, map[string]any{"target": "codex", "prompt": "keep me too", "cwd": home}))
+	if r.status != 200 {
 		t.Fatalf("submit: %s", r.body)
 	}
+	taskEnded(t, c, r.str("task_id")) // rejected by its gates, with its notice to claude
 	d.stop(t, syscall.SIGTERM)
 	return home
 }

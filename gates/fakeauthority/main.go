@@ -5,10 +5,11 @@
 //
 // Usage:
 //
-//	fakeauthority [-log FILE] [-delay D] MODE [ARGS...]
+//	fakeauthority [-log FILE] [-delay D] [-hold FIFO] MODE [ARGS...]
 //
-// MODE may also come from FAKEAUTHORITY_MODE, -log from FAKEAUTHORITY_LOG
-// and -delay from FAKEAUTHORITY_DELAY; flags win. The program first reads
+// MODE may also come from FAKEAUTHORITY_MODE, -log from FAKEAUTHORITY_LOG,
+// -delay from FAKEAUTHORITY_DELAY and -hold from FAKEAUTHORITY_HOLD; flags
+// win. The program first reads
 // its whole stdin (the relay closes it after one request line), then, when a
 // log file is named, appends one JSON line to it:
 //
@@ -16,7 +17,10 @@
 //
 // so tests can count runs and check the request exactly as it arrived,
 // and which variables (names only, sorted) its environment held.
-// Then it waits -delay and behaves as MODE says:
+// Then it waits -delay; with -hold, it opens the named pipe FIFO for
+// reading and reads it to its end, so it answers only once the test has
+// opened the pipe's other end and closed it (an event, not a duration: the
+// test decides when the authority answers). Then it behaves as MODE says:
 //
 //	allow-guarded        {"decision":"allow","assurance":"guarded"}
 //	allow-standard       {"decision":"allow","assurance":"standard"}
@@ -81,6 +85,7 @@ const longest = 10 * time.Minute
 func main() {
 	logPath := flag.String("log", os.Getenv("FAKEAUTHORITY_LOG"), "append a JSON line per run to `FILE`")
 	delay := flag.Duration("delay", envDuration("FAKEAUTHORITY_DELAY"), "wait `D` before answering")
+	hold := flag.String("hold", os.Getenv("FAKEAUTHORITY_HOLD"), "before answering, read the named pipe `FIFO` to its end")
 	flag.Parse()
 	args := flag.Args()
 	mode := os.Getenv("FAKEAUTHORITY_MODE")
@@ -111,6 +116,12 @@ func main() {
 	}
 	if *delay > 0 {
 		time.Sleep(*delay)
+	}
+	if *hold != "" {
+		if err := waitPipe(*hold); err != nil {
+			fmt.Fprintln(os.Stderr, "fakeauthority: hold:", err)
+			os.Exit(4)
+		}
 	}
 
 	const guarded = `{"decision":"allow","assurance":"guarded"}` + "\n"
@@ -251,6 +262,18 @@ func envNames() []string {
 	}
 	slices.Sort(names)
 	return names
+}
+
+// waitPipe opens the named pipe at path for reading (which blocks until a
+// writer opens it) and reads until every writer has closed it.
+func waitPipe(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	_, err = io.Copy(io.Discard, f)
+	return err
 }
 
 func out(s string) {
