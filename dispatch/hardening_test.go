@@ -89,6 +89,21 @@ func TestProfileRefusesAnUnacceptedModeBeforeThePrompt(t *testing.T) {
 	}
 }
 
+// An agent that dies while its mode is being set crashed; it did not
+// refuse the mode: agent_crashed with its last stderr line, not
+// agent_unsafe_mode (a loaded machine once showed the latter).
+func TestAgentDyingAtSetModeCrashed(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	out, _ := e.run(t, e.task("fragile", "echo hi", model.ModeReadOnly))
+	if out.State != model.StateFailed || out.Code != model.CodeAgentCrashed || !strings.Contains(out.Message, "dying at set_mode") {
+		t.Fatalf("outcome %s/%s %q, want failed/agent_crashed quoting the agent's stderr", out.State, out.Code, out.Message)
+	}
+	if n := len(e.events(t, "prompt")); n != 0 {
+		t.Fatalf("the agent was prompted %d times", n)
+	}
+}
+
 func TestProfileWithoutARuleForTheModeRefuses(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)

@@ -143,6 +143,7 @@ func newEnv(tb testing.TB, tweak ...func(*dispatch.Options)) *env {
 		{Name: "guarded", Command: []string{bin, "modes"}, Enabled: true, Profile: planProfile(true)},
 		{Name: "lazy", Command: []string{bin, "modes"}, Enabled: true, Profile: planProfile(false)},
 		{Name: "stubborn", Command: []string{bin, "modes-refuse"}, Enabled: true, Profile: planProfile(true)},
+		{Name: "fragile", Command: []string{bin, "modes-die"}, Enabled: true, Profile: planProfile(true)},
 		{Name: "modeless", Command: []string{bin, "nomodes"}, Enabled: true, Profile: planProfile(true)},
 		{Name: "optioned", Command: []string{bin, "options"}, Enabled: true, Profile: &dispatch.Profile{
 			Name: "test-options", VerifiedOn: []string{"9.9"},

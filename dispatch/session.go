@@ -338,7 +338,12 @@ func (s *session) drive(onStarted func(note string) error) (res runResult) {
 	s.client.setModeState(st)
 
 	if s.rule != nil {
-		if why := s.harden(ctx, ns.SessionId); why != "" {
+		if why, err := s.harden(ctx, ns.SessionId); why != "" {
+			if err != nil && (connDone(s.conn) || ctx.Err() != nil) {
+				// Not a refusal of the mode: the agent died, or the run was
+				// stopped, while it was being set.
+				return fail(s.stageNow(), err)
+			}
 			res.sessionMode = string(s.client.modeState().mode)
 			return runResult{stage: stageHardening, unsafe: why, sessionMode: res.sessionMode}
 		}
@@ -397,17 +402,17 @@ func (s *session) mcpServers() []acp.McpServer {
 // harden applies the session's profile rule: selects its mode, sets its
 // config options, checks the result and arms the check of every later mode
 // or option update. It returns why the session is not safe to prompt, or
-// "".
-func (s *session) harden(ctx context.Context, sid acp.SessionId) string {
+// "", and the error of the request that failed, if one did.
+func (s *session) harden(ctx context.Context, sid acp.SessionId) (string, error) {
 	r := s.rule
 	if r.SetMode != "" {
 		if st := s.client.modeState(); !st.hasMode || st.mode != r.SetMode {
 			if !slices.Contains(st.available, r.SetMode) {
-				return fmt.Sprintf("the agent does not offer session mode %q (offered: %s)", r.SetMode, quoteModes(st.available))
+				return fmt.Sprintf("the agent does not offer session mode %q (offered: %s)", r.SetMode, quoteModes(st.available)), nil
 			}
 			s.setStage(stageSetMode)
 			if _, err := s.conn.SetSessionMode(ctx, acp.SetSessionModeRequest{SessionId: sid, ModeId: r.SetMode}); err != nil {
-				return fmt.Sprintf("session/set_mode %q failed: %s", r.SetMode, errText(err))
+				return fmt.Sprintf("session/set_mode %q failed: %s", r.SetMode, errText(err)), err
 			}
 			s.client.setMode(r.SetMode)
 		}
@@ -417,7 +422,7 @@ func (s *session) harden(ctx context.Context, sid acp.SessionId) string {
 		resp, err := s.conn.SetSessionConfigOption(ctx, acp.SetSessionConfigOptionRequest{
 			ValueId: &acp.SetSessionConfigOptionValueId{SessionId: sid, ConfigId: pin.ID, Value: pin.Value}})
 		if err != nil {
-			return fmt.Sprintf("session/set_config_option %s=%q failed: %s", pin.ID, pin.Value, errText(err))
+			return fmt.Sprintf("session/set_config_option %s=%q failed: %s", pin.ID, pin.Value, errText(err)), err
 		}
 		s.client.setOptions(resp.ConfigOptions)
 	}
@@ -427,7 +432,7 @@ func (s *session) harden(ctx context.Context, sid acp.SessionId) string {
 			s.stopUnsafe(why)
 		}
 	})
-	return r.unsafe(st)
+	return r.unsafe(st), nil
 }
 
 // stopUnsafe stops the run at once: the agent switched to a mode its

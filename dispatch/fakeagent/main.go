@@ -56,6 +56,7 @@
 // no options), auth (auth_required at
 // session/new), auth-init (at initialize), modes (offer session modes
 // default and plan), modes-refuse (offer them but refuse set_mode),
+// modes-die (offer them and exit, status 3, on set_mode),
 // options (offer a select config option "mode": build, plan; start at
 // build), hang-init (never answer initialize), v2 (claim ACP
 // protocol version 2). A startup behaviour that is also a prompt behaviour
@@ -177,7 +178,7 @@ func (a *agent) SetSessionConfigOption(_ context.Context, p acp.SetSessionConfig
 // the config option "mode", and takes any mode or option value.
 func (a *agent) compliant() bool {
 	switch a.startup {
-	case "auth", "auth-init", "modes", "modes-refuse", "options", "nomodes", "v2", "hang-init":
+	case "auth", "auth-init", "modes", "modes-refuse", "modes-die", "options", "nomodes", "v2", "hang-init":
 		return false
 	}
 	return true
@@ -227,7 +228,7 @@ func (a *agent) NewSession(_ context.Context, p acp.NewSessionRequest) (acp.NewS
 		a.mode = "build"
 		a.mu.Unlock()
 		resp.ConfigOptions = modeOption("build")
-	case "modes", "modes-refuse":
+	case "modes", "modes-refuse", "modes-die":
 		a.mu.Lock()
 		a.mode = "default"
 		a.mu.Unlock()
@@ -246,6 +247,10 @@ func (a *agent) SetSessionMode(_ context.Context, p acp.SetSessionModeRequest) (
 	a.log.event("set_mode", map[string]any{"mode": p.ModeId})
 	if a.startup == "modes-refuse" {
 		return acp.SetSessionModeResponse{}, errors.New("modes are fixed here")
+	}
+	if a.startup == "modes-die" {
+		fmt.Fprintln(os.Stderr, "fakeagent: dying at set_mode")
+		os.Exit(3)
 	}
 	if a.compliant() {
 		// Like claude-agent-acp: the mode option follows.
@@ -288,7 +293,7 @@ func (a *agent) Prompt(ctx context.Context, p acp.PromptRequest) (acp.PromptResp
 	words := strings.Fields(text)
 	behaviour := a.startup
 	switch behaviour {
-	case "", "auth", "auth-init", "modes", "modes-refuse", "options", "v2":
+	case "", "auth", "auth-init", "modes", "modes-refuse", "modes-die", "options", "v2":
 		behaviour = ""
 		if len(words) > 0 {
 			behaviour = words[0]
