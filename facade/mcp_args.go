@@ -20,7 +20,8 @@ import (
 const (
 	// mcpMaxLimit is the largest limit a listing accepts.
 	mcpMaxLimit = 1000
-	// mcpMaxItems is the largest array (ids, artifacts) a tool accepts.
+	// mcpMaxItems is the largest array a tool accepts when its parameter
+	// names no smaller bound (mcpParam.maxItems).
 	mcpMaxItems = 1000
 )
 
@@ -46,6 +47,17 @@ type mcpParam struct {
 	desc     string
 	enum     []string
 	def      any // the default, advertised in the schema (nil: none)
+	// maxItems bounds an array argument (0: mcpMaxItems), as the daemon
+	// does, so the schema a client checks against is the bound it meets.
+	maxItems int
+}
+
+// most is the largest number of items the array argument takes.
+func (p mcpParam) most() int {
+	if p.maxItems > 0 {
+		return p.maxItems
+	}
+	return mcpMaxItems
 }
 
 // mcpSchema returns the argument's JSON schema.
@@ -69,13 +81,13 @@ func (p mcpParam) mcpSchema() map[string]any {
 	case mcpStrings:
 		s["type"] = "array"
 		s["items"] = map[string]any{"type": "string", "minLength": 1}
-		s["maxItems"] = mcpMaxItems
+		s["maxItems"] = p.most()
 		if p.required {
 			s["minItems"] = 1
 		}
 	case mcpArtifacts:
 		s["type"] = "array"
-		s["maxItems"] = mcpMaxItems
+		s["maxItems"] = p.most()
 		s["items"] = map[string]any{
 			"type": "object",
 			"properties": map[string]any{
@@ -233,8 +245,8 @@ func (p mcpParam) mcpConvert(raw json.RawMessage) (any, error) {
 		if p.required && len(arr) == 0 {
 			return nil, fmt.Errorf("argument %q must not be empty", p.name)
 		}
-		if len(arr) > mcpMaxItems {
-			return nil, fmt.Errorf("argument %q has %d items, at most %d are allowed", p.name, len(arr), mcpMaxItems)
+		if len(arr) > p.most() {
+			return nil, fmt.Errorf("argument %q has %d items, at most %d are allowed", p.name, len(arr), p.most())
 		}
 		out := make([]string, 0, len(arr))
 		for i, e := range arr {
@@ -253,8 +265,8 @@ func (p mcpParam) mcpConvert(raw json.RawMessage) (any, error) {
 		if !ok {
 			return nil, fmt.Errorf("argument %q must be an array of {uri, media_type, name} objects, got %s", p.name, mcpJSONType(v))
 		}
-		if len(arr) > mcpMaxItems {
-			return nil, fmt.Errorf("argument %q has %d items, at most %d are allowed", p.name, len(arr), mcpMaxItems)
+		if len(arr) > p.most() {
+			return nil, fmt.Errorf("argument %q has %d items, at most %d are allowed", p.name, len(arr), p.most())
 		}
 		out := make([]model.Artifact, 0, len(arr))
 		for i, e := range arr {

@@ -432,6 +432,21 @@ func TestMCPToolSchemaDetails(t *testing.T) {
 			t.Errorf("%s.limit = %v", tool, p)
 		}
 	}
+	// Array bounds are the daemon's own, so that a client checking the
+	// schema never sends what the relay then refuses.
+	for _, c := range []struct {
+		tool, arg string
+		max       int
+	}{
+		{"submit_task", "reference_task_ids", model.MaxReferenceTaskIDs},
+		{"submit_task", "artifacts", model.MaxArtifacts},
+		{"send_message", "artifacts", model.MaxArtifacts},
+		{"ack_messages", "message_ids", 1000},
+	} {
+		if p := prop(c.tool, c.arg); p["maxItems"] != float64(c.max) {
+			t.Errorf("%s.%s maxItems = %v, want %d", c.tool, c.arg, p["maxItems"], c.max)
+		}
+	}
 	if p := prop("submit_task", "cwd"); !strings.Contains(fmt.Sprint(p["description"]), mcpTestCwd) {
 		t.Errorf("submit_task.cwd does not name the default cwd: %v", p)
 	}
@@ -629,6 +644,8 @@ func TestMCPRefusesBadArguments(t *testing.T) {
 		{"submit_task", map[string]any{"target": "codex", "prompt": "p", "mode": ""}, `"mode"`},
 		{"submit_task", map[string]any{"target": "codex", "prompt": "p", "reference_task_ids": "T-1"}, `"reference_task_ids"`},
 		{"submit_task", map[string]any{"target": "codex", "prompt": "p", "cwd": 7}, `"cwd"`},
+		{"submit_task", map[string]any{"target": "codex", "prompt": "p", "reference_task_ids": manyStrings(model.MaxReferenceTaskIDs + 1)}, "at most 64"},
+		{"send_message", map[string]any{"to": "codex", "body": "hi", "artifacts": manyArtifacts(model.MaxArtifacts + 1)}, "at most 64"},
 		{"submit_task", map[string]any{"target": "codex", "prompt": "p", "mission_id": map[string]any{}}, `"mission_id"`},
 		{"get_task", map[string]any{}, `"task_id"`},
 		{"get_task", map[string]any{"task_id": nil}, `"task_id"`},
@@ -654,6 +671,22 @@ func TestMCPRefusesBadArguments(t *testing.T) {
 			}
 		})
 	}
+}
+
+func manyStrings(n int) []any {
+	out := make([]any, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("T-%d", i)
+	}
+	return out
+}
+
+func manyArtifacts(n int) []any {
+	out := make([]any, n)
+	for i := range out {
+		out[i] = map[string]any{"uri": fmt.Sprintf("file:///a/%d", i)}
+	}
+	return out
 }
 
 func TestMCPArgumentsDecoding(t *testing.T) {

@@ -83,8 +83,8 @@ func mcpInstructions(o MCPOptions) string {
 
 // mcpArtifactsParam is the artifacts argument shared by two tools.
 func mcpArtifactsParam() mcpParam {
-	return mcpParam{name: "artifacts", kind: mcpArtifacts,
-		desc: "References to content, each {uri (required), media_type, name}; the relay passes the references on and never uploads the content."}
+	return mcpParam{name: "artifacts", kind: mcpArtifacts, maxItems: model.MaxArtifacts,
+		desc: fmt.Sprintf("References to content (at most %d), each {uri (required), media_type, name}; the relay passes the references on and never uploads the content.", model.MaxArtifacts)}
 }
 
 // mcpTools returns the eight tools of the facade, as the interface contract (README.md) names them.
@@ -198,7 +198,8 @@ func mcpTools(o MCPOptions) []mcpTool {
 				{name: "lease_id", kind: mcpString, desc: "The HAI-MCP lease ID (S-…), exactly as issued: 1–128 characters of [A-Za-z0-9._:-]. Without it the task is rejected."},
 				{name: "mode", kind: mcpEnum, enum: modes, def: string(model.ModeReadOnly), desc: "read_only (default): the agent may read, not change state. state_changing: allowed only for target claude under a lease the authority marks guarded."},
 				{name: "context_id", kind: mcpString, desc: "Thread identifier; reuse one to group a task with earlier tasks and messages."},
-				{name: "reference_task_ids", kind: mcpStrings, desc: "task_ids of earlier tasks this one follows up on."},
+				{name: "reference_task_ids", kind: mcpStrings, maxItems: model.MaxReferenceTaskIDs,
+					desc: fmt.Sprintf("task_ids of earlier tasks this one follows up on (at most %d).", model.MaxReferenceTaskIDs)},
 				mcpArtifactsParam(),
 				{name: "idempotency_key", kind: mcpString, desc: "A key of your choosing for this one request: submitting it again with the same key and the same arguments returns the first task instead of creating another; the same key with different arguments is refused (idempotency_conflict)."},
 				{name: "cwd", kind: mcpString, desc: fmt.Sprintf("Absolute path of an existing directory to run the target agent in (default: %s).", o.Cwd)},
