@@ -208,10 +208,14 @@ func TestServeMCPStopsOnContextDone(t *testing.T) {
 type mcpGateService struct {
 	*mcpFakeService
 	gate     <-chan struct{}
+	entered  chan struct{} // gets a value as each call arrives, if not nil
 	canceled atomic.Int64
 }
 
 func (g *mcpGateService) SendMessage(ctx context.Context, caller string, r model.SendRequest) (model.Message, error) {
+	if g.entered != nil {
+		g.entered <- struct{}{}
+	}
 	select {
 	case <-g.gate:
 	case <-ctx.Done():
@@ -290,6 +294,33 @@ func TestServeMCPFinishesRequestsAfterEOF(t *testing.T) {
 	}
 	if got := len(svc.Calls()); got != n {
 		t.Errorf("%d calls reached the service, want %d", got, n)
+	}
+}
+
+// TestServeMCPFinishesRequestsAfterCancel: when the serve context ends
+// (relay mcp got SIGTERM) with a request in flight, the facade reads no
+// more but finishes and answers that request.
+func TestServeMCPFinishesRequestsAfterCancel(t *testing.T) {
+	t.Parallel()
+	gate := make(chan struct{})
+	svc := &mcpGateService{mcpFakeService: mcpNewFake(), gate: gate, entered: make(chan struct{}, 1)}
+	inR, inW := io.Pipe()
+	defer inW.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	var out syncWriter
+	done := make(chan error, 1)
+	go func() { done <- ServeMCP(ctx, svc, mcpOptions(), inR, &out) }()
+	if _, err := io.WriteString(inW, mcpOneShot(1)+"\n"); err != nil {
+		t.Fatal(err)
+	}
+	<-svc.entered
+	cancel()
+	close(gate)
+	if err := <-done; err != nil {
+		t.Fatalf("ServeMCP = %v", err)
+	}
+	if svc.canceled.Load() != 0 || !strings.Contains(out.String(), `"id":2,"result"`) || strings.Contains(out.String(), `"isError":true`) {
+		t.Errorf("the call in flight was not answered with success: canceled %d, out %s", svc.canceled.Load(), out.String())
 	}
 }
 
