@@ -142,6 +142,28 @@ func (c *Client) unavailable(msg string, err error) *model.Error {
 		Hint: fmt.Sprintf("start it with `relay daemon --home %s`", filepath.Dir(c.sock))}
 }
 
+// outcomeUnknown is the error of a request that changes something, sent
+// whole, whose answer was lost: the daemon may have carried it out, so it
+// is not daemon_unavailable (which promises that nothing was done).
+func (c *Client) outcomeUnknown(ctx context.Context, method, path string, err error) *model.Error {
+	why := "the connection closed before the answer came"
+	switch {
+	case errors.Is(ctx.Err(), context.Canceled):
+		why = "the call was canceled before the answer came"
+	case clientTimedOut(ctx, err):
+		why = "no answer came within the call's timeout"
+	}
+	return &model.Error{Code: model.CodeOutcomeUnknown, Err: err,
+		Message: fmt.Sprintf("the request (%s %s) reached the relay daemon on %s, but %s: it may have been carried out", method, path, c.sock, why),
+		Hint:    spec.Hint(model.CodeOutcomeUnknown)}
+}
+
+// clientTimedOut reports whether a call failed for its deadline: the
+// connection's deadline is the context's and may pass first.
+func clientTimedOut(ctx context.Context, err error) bool {
+	return errors.Is(ctx.Err(), context.DeadlineExceeded) || errors.Is(err, os.ErrDeadlineExceeded)
+}
+
 // clientNoDaemon reports whether a dial error means nothing listens.
 func clientNoDaemon(err error) bool {
 	return errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ECONNREFUSED)
@@ -165,6 +187,9 @@ func (c *Client) dial(ctx context.Context, _, _ string) (net.Conn, error) {
 	var me *model.Error
 	if errors.As(err, &me) {
 		return nil, me
+	}
+	if ctx.Err() != nil {
+		return nil, c.unavailable(fmt.Sprintf("the call ended before it reached the relay daemon on %s (%v); nothing was sent", c.sock, ctx.Err()), err)
 	}
 	if !clientNoDaemon(err) {
 		return nil, c.unavailable(fmt.Sprintf("cannot connect to the relay daemon on %s", c.sock), err)
@@ -301,10 +326,13 @@ func (c *Client) roundTrip(ctx context.Context, method, path string, q url.Value
 		if errors.As(err, &me) {
 			return me
 		}
-		if ctx.Err() != nil {
-			return c.unavailable(fmt.Sprintf("the relay daemon on %s did not answer in time", c.sock), ctx.Err())
+		if errors.Is(err, errAnswerLost) && method != http.MethodGet {
+			return c.outcomeUnknown(ctx, method, path, err)
 		}
-		return c.unavailable(fmt.Sprintf("lost the connection to the relay daemon on %s", c.sock), err)
+		if ctx.Err() != nil || clientTimedOut(ctx, err) {
+			return c.unavailable(fmt.Sprintf("the relay daemon on %s did not answer in time; nothing was changed", c.sock), err)
+		}
+		return c.unavailable(fmt.Sprintf("lost the connection to the relay daemon on %s; nothing was changed", c.sock), err)
 	}
 	if status != http.StatusOK {
 		return clientDecodeError(status, data)

@@ -120,9 +120,14 @@ func (r clientReq) write(w *bufio.Writer) error {
 	return w.Flush()
 }
 
-// errNotSent marks a failure before any of the request reached the daemon:
-// the request may be sent again on another connection.
+// errNotSent marks a failure before the daemon had the whole request: it
+// cannot have acted on it, and the request may be sent again on another
+// connection.
 var errNotSent = errors.New("request not sent")
+
+// errAnswerLost marks a failure after the whole request was written and
+// before its whole answer was read: the daemon may have carried it out.
+var errAnswerLost = errors.New("request sent, answer lost")
 
 // do makes one round trip and returns the answer's status and body (at most
 // limit bytes). A request that fails on a reused connection before it
@@ -185,13 +190,20 @@ func (cc *clientConn) roundTrip(ctx context.Context, req clientReq, limit int64)
 		// not receive whole.
 		return 0, nil, false, errors.Join(errNotSent, werr)
 	}
+	if err != nil && errors.Is(err, syscall.ECONNRESET) {
+		// A Unix socket's reader sees ECONNRESET, not EOF, when the
+		// daemon closed its end with bytes of the request still unread
+		// (a daemon that stops closes its idle connections so): it never
+		// had the whole request, so it cannot have acted on it.
+		return 0, nil, false, errors.Join(errNotSent, err)
+	}
 	if err != nil {
-		return 0, nil, false, ctxErr(ctx, err)
+		return 0, nil, false, errors.Join(errAnswerLost, ctxErr(ctx, err))
 	}
 	body, err = io.ReadAll(io.LimitReader(resp.Body, limit))
 	resp.Body.Close()
 	if err != nil {
-		return 0, nil, false, ctxErr(ctx, err)
+		return 0, nil, false, errors.Join(errAnswerLost, ctxErr(ctx, err))
 	}
 	// An answer longer than limit leaves bytes unread, and a request cut
 	// short leaves the connection closed: neither is reused.

@@ -1,12 +1,17 @@
 package facade
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"path/filepath"
+	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -28,8 +33,9 @@ type connDaemon struct {
 	open map[net.Conn]bool
 	// hangUp makes POST /v1/messages close its connection without an answer.
 	hangUp atomic.Bool
-	// slow makes GET /v1/tasks wait this long.
-	slow time.Duration
+	// slow makes GET /v1/tasks wait this long, and slowPost POST
+	// /v1/messages (after it counted the post).
+	slow, slowPost time.Duration
 }
 
 func startConnDaemon(t *testing.T) *connDaemon {
@@ -46,6 +52,10 @@ func startConnDaemon(t *testing.T) *connDaemon {
 	mux.HandleFunc("POST /v1/messages", func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.ReadAll(r.Body)
 		d.posts.Add(1)
+		select {
+		case <-time.After(d.slowPost):
+		case <-r.Context().Done():
+		}
 		if d.hangUp.Load() {
 			c, _, err := http.NewResponseController(w).Hijack()
 			if err == nil {
@@ -142,16 +152,18 @@ func TestClientRetriesAConnectionTheDaemonClosed(t *testing.T) {
 }
 
 // TestClientNeverReplaysAPost: a POST whose connection is dropped after the
-// daemon read it fails with daemon_unavailable; it is not sent again (the
-// daemon may have acted on it).
+// daemon read it fails with outcome_unknown (the daemon may have acted on
+// it), never daemon_unavailable, which says nothing was done; it is not
+// sent again.
 func TestClientNeverReplaysAPost(t *testing.T) {
 	t.Parallel()
 	d, c := connWarm(t)
 	ctx := context.Background()
 	d.hangUp.Store(true)
 	_, err := c.SendMessage(ctx, "claude", model.SendRequest{To: "codex", Body: "once"})
-	if model.ErrorCode(err) != model.CodeDaemonUnavailable {
-		t.Fatalf("err = %v, want daemon_unavailable", err)
+	var me *model.Error
+	if !errors.As(err, &me) || me.Code != model.CodeOutcomeUnknown || me.Hint == "" || !strings.Contains(me.Message, "may have been carried out") {
+		t.Fatalf("err = %v, want outcome_unknown with a hint", err)
 	}
 	if n := d.posts.Load(); n != 2 {
 		t.Errorf("the daemon received %d sends, want 2: the dropped one was replayed", n)
@@ -162,8 +174,9 @@ func TestClientNeverReplaysAPost(t *testing.T) {
 	}
 }
 
-// TestClientTimeoutCutsASlowAnswer: the call's timeout ends a call the
-// daemon does not answer, promptly, with daemon_unavailable.
+// TestClientTimeoutCutsASlowAnswer: the call's timeout ends a read the
+// daemon does not answer, promptly, with daemon_unavailable (a read
+// changes nothing, whether or not the daemon served it).
 func TestClientTimeoutCutsASlowAnswer(t *testing.T) {
 	t.Parallel()
 	d := startConnDaemon(t)
@@ -183,5 +196,122 @@ func TestClientTimeoutCutsASlowAnswer(t *testing.T) {
 	c2 := connTestClient(t, d, -1)
 	if _, err := c2.ListTasks(ctx, "claude", "", 10); model.ErrorCode(err) != model.CodeDaemonUnavailable {
 		t.Errorf("canceled call: err = %v, want daemon_unavailable", err)
+	}
+}
+
+// TestClientTimeoutAfterAPostIsOutcomeUnknown: a POST the daemon received
+// but did not answer within the call's timeout, or whose call was
+// canceled meanwhile, is outcome_unknown: the daemon may still carry it
+// out.
+func TestClientTimeoutAfterAPostIsOutcomeUnknown(t *testing.T) {
+	t.Parallel()
+	d := startConnDaemon(t)
+	d.slowPost = time.Minute
+	c := connTestClient(t, d, 300*time.Millisecond)
+	_, err := c.SendMessage(context.Background(), "claude", model.SendRequest{To: "codex", Body: "slow"})
+	if model.ErrorCode(err) != model.CodeOutcomeUnknown || !strings.Contains(err.Error(), "timeout") {
+		t.Fatalf("timed out: err = %v, want outcome_unknown naming the timeout", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	c2 := connTestClient(t, d, -1)
+	posts := d.posts.Load()
+	go func() {
+		// Cancel once the daemon has the request.
+		for d.posts.Load() == posts {
+			runtime.Gosched()
+		}
+		cancel()
+	}()
+	if _, err := c2.SendMessage(ctx, "claude", model.SendRequest{To: "codex", Body: "canceled"}); model.ErrorCode(err) != model.CodeOutcomeUnknown || !strings.Contains(err.Error(), "canceled") {
+		t.Errorf("canceled: err = %v, want outcome_unknown naming the cancel", err)
+	}
+}
+
+// unreadDaemon is a stand-in daemon that answers the first n requests on
+// its first connection (HTTP/1.1, kept alive), then closes every
+// connection as soon as a request's first byte has arrived, with the rest
+// of it unread, as a daemon does that stops or is killed before it read
+// the request.
+type unreadDaemon struct {
+	sock     string
+	answered atomic.Int64 // requests answered
+	cut      atomic.Int64 // connections closed with a request unread
+}
+
+func startUnreadDaemon(t *testing.T, n int) *unreadDaemon {
+	t.Helper()
+	d := &unreadDaemon{sock: filepath.Join(apiShortDir(t), "relay.sock")}
+	ln, err := net.Listen("unix", d.sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var conns sync.WaitGroup
+	t.Cleanup(func() { ln.Close(); conns.Wait() })
+	conns.Go(func() {
+		for first := true; ; first = false {
+			nc, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			serve := 0
+			if first {
+				serve = n
+			}
+			conns.Go(func() {
+				defer nc.Close()
+				br := bufio.NewReader(nc)
+				for range serve {
+					req, err := http.ReadRequest(br)
+					if err != nil {
+						return
+					}
+					_, _ = io.Copy(io.Discard, req.Body)
+					body := `{"message_id":"MSG-1","state":"stored"}`
+					fmt.Fprintf(nc, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+					d.answered.Add(1)
+				}
+				var b [1]byte
+				if _, err := nc.Read(b[:]); err == nil {
+					d.cut.Add(1)
+				}
+			})
+		}
+	})
+	return d
+}
+
+// TestClientRequestClosedUnreadIsNotSent: a daemon that closes the
+// connection with the request unread never had it: on a fresh connection
+// the call is daemon_unavailable (nothing was done; a retry is safe), and
+// on a reused one it goes out once more on a new connection, as when the
+// daemon had closed the idle connection first.
+func TestClientRequestClosedUnreadIsNotSent(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	req := model.SendRequest{To: "codex", Body: strings.Repeat("x", 1000)}
+
+	d := startUnreadDaemon(t, 0)
+	c := connTestClient(t, &connDaemon{sock: d.sock}, 0)
+	c.verOK.Store(true) // this stand-in has no /v1/version
+	_, err := c.SendMessage(ctx, "claude", req)
+	if model.ErrorCode(err) != model.CodeDaemonUnavailable || !strings.Contains(err.Error(), "nothing was changed") {
+		t.Fatalf("fresh connection: err = %v, want daemon_unavailable saying nothing was changed", err)
+	}
+	if d.cut.Load() != 1 {
+		t.Errorf("%d connections cut, want 1", d.cut.Load())
+	}
+
+	d = startUnreadDaemon(t, 1)
+	c = connTestClient(t, &connDaemon{sock: d.sock}, 0)
+	c.verOK.Store(true)
+	if _, err := c.SendMessage(ctx, "claude", req); err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.SendMessage(ctx, "claude", req)
+	if model.ErrorCode(err) != model.CodeDaemonUnavailable {
+		t.Fatalf("reused connection: err = %v, want daemon_unavailable after one retry", err)
+	}
+	if d.cut.Load() != 2 {
+		t.Errorf("%d connections cut, want 2: the reused one and the retry's", d.cut.Load())
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
@@ -34,6 +35,10 @@ type MCPOptions struct {
 	// Logger receives internal errors, which callers never see (discarded
 	// when nil).
 	Logger *slog.Logger
+	// Drain bounds how long ServeMCP waits, once stdin has ended (or its
+	// context is done), for the requests already read to finish; then they
+	// are canceled. 0 means DefaultMCPDrain.
+	Drain time.Duration
 }
 
 // mcpServerName is the serverInfo name the facade reports.
@@ -119,12 +124,17 @@ func newMCP(svc model.AgentService, o MCPOptions) (*server.MCPServer, *mcpFacade
 
 // ServeMCP serves the facade over stdio (newline-delimited JSON-RPC on in
 // and out) until in reaches EOF or ctx is done; both are a normal end and
-// return nil.
+// return nil, as is a client that stopped reading out.
 //
-// mcp-go keeps the stdio session in a package-level variable, so one
-// process serves at most one ServeMCP at a time. When ctx ends before in
-// does, mcp-go leaves one goroutine blocked reading in until in is closed
-// or the process exits.
+// Every request read is finished and answered before ServeMCP returns,
+// however the client left: requests run on a context that neither the end
+// of in nor ctx cancels (the daemon client bounds each call), so a client
+// that closes stdin right after its requests gets every answer, and no
+// request it was told failed was carried out. Requests still running
+// o.Drain after the end are canceled. A client that no longer reads out
+// gets no more answers; its requests still run to the end. When ctx ends
+// before in does, one goroutine stays blocked reading in until in is
+// closed or the process exits.
 func ServeMCP(ctx context.Context, svc model.AgentService, o MCPOptions, in io.Reader, out io.Writer) error {
 	s, f, err := newMCP(svc, o)
 	if err != nil {
@@ -132,17 +142,11 @@ func ServeMCP(ctx context.Context, svc model.AgentService, o MCPOptions, in io.R
 	}
 	// A client that initializes and leaves at once is still audited.
 	defer f.pending.Wait()
-	logger := o.Logger
-	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
+	drain := o.Drain
+	if drain <= 0 {
+		drain = DefaultMCPDrain
 	}
-	stdio := server.NewStdioServer(s)
-	stdio.SetErrorLogger(slog.NewLogLogger(logger.Handler(), slog.LevelError))
-	err = stdio.Listen(ctx, in, out)
-	if ctx.Err() != nil {
-		return nil
-	}
-	if err != nil {
+	if err := serveStdio(ctx, s, in, out, drain, f.log); err != nil {
 		return fmt.Errorf("facade: serve mcp: %w", err)
 	}
 	return nil

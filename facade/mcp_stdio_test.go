@@ -8,6 +8,8 @@ import (
 	"io"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -17,10 +19,6 @@ import (
 
 	"github.com/hai-relay/relay/model"
 )
-
-// mcpStdioMu serializes the stdio tests: mcp-go keeps its stdio session in
-// a package-level variable, so one process runs one stdio server at a time.
-var mcpStdioMu sync.Mutex
 
 // mcpPipes is a facade served by ServeMCP over two in-memory pipes.
 type mcpPipes struct {
@@ -34,7 +32,6 @@ type mcpPipes struct {
 // the facade's stdin; the facade's stdout is closed once ServeMCP returns.
 func mcpMustServePipes(tb testing.TB, svc model.AgentService) *mcpPipes {
 	tb.Helper()
-	mcpStdioMu.Lock()
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -48,7 +45,6 @@ func mcpMustServePipes(tb testing.TB, svc model.AgentService) *mcpPipes {
 		cancel()
 		_ = inW.Close()
 		_ = outR.Close()
-		mcpStdioMu.Unlock()
 	})
 	return p
 }
@@ -303,3 +299,179 @@ func TestServeMCPRefusesAmbiguousJSON(t *testing.T) {
 		t.Errorf("a clean call after the refusals: %v", res)
 	}
 }
+
+// mcpGateService holds every SendMessage until gate is closed, then answers
+// it, unless the call's context ended first: that is counted, and
+// answered with the context's error.
+type mcpGateService struct {
+	*mcpFakeService
+	gate     <-chan struct{}
+	entered  chan struct{} // gets a value as each call arrives, if not nil
+	canceled atomic.Int64
+}
+
+func (g *mcpGateService) SendMessage(ctx context.Context, caller string, r model.SendRequest) (model.Message, error) {
+	if g.entered != nil {
+		g.entered <- struct{}{}
+	}
+	select {
+	case <-g.gate:
+	case <-ctx.Done():
+	}
+	if err := ctx.Err(); err != nil {
+		g.canceled.Add(1)
+		return model.Message{}, err
+	}
+	return g.mcpFakeService.SendMessage(ctx, caller, r)
+}
+
+// eofReader closes eof once r has returned io.EOF.
+type eofReader struct {
+	r    io.Reader
+	eof  chan struct{}
+	once sync.Once
+}
+
+func (e *eofReader) Read(p []byte) (int, error) {
+	n, err := e.r.Read(p)
+	if err == io.EOF {
+		e.once.Do(func() { close(e.eof) })
+	}
+	return n, err
+}
+
+// mcpOneShot is what a one-shot client writes: initialize, initialized and
+// n send_message calls (ids 2…n+1), the last line without its newline.
+func mcpOneShot(n int) string {
+	var b strings.Builder
+	b.WriteString(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"one-shot","version":"0"}}}` + "\n")
+	b.WriteString(`{"jsonrpc":"2.0","method":"notifications/initialized"}` + "\n")
+	for i := range n {
+		fmt.Fprintf(&b, `{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"send_message","arguments":{"to":"codex","body":"m%d"}}}`, i+2, i)
+		if i < n-1 {
+			b.WriteString("\n")
+		}
+	}
+	return b.String()
+}
+
+// TestServeMCPFinishesRequestsAfterEOF: a client that writes its requests
+// and closes stdin at once gets every answer. Here each call is held in the
+// service until the facade has read the end of stdin (as many calls as are
+// served at once): none is canceled, each is answered with success, and
+// ServeMCP returns nil only after the last answer.
+func TestServeMCPFinishesRequestsAfterEOF(t *testing.T) {
+	t.Parallel()
+	const n = mcpMaxInFlight
+	in := &eofReader{r: strings.NewReader(mcpOneShot(n)), eof: make(chan struct{})}
+	svc := &mcpGateService{mcpFakeService: mcpNewFake(), gate: in.eof}
+	var out syncWriter
+	if err := ServeMCP(context.Background(), svc, mcpOptions(), in, &out); err != nil {
+		t.Fatalf("ServeMCP = %v", err)
+	}
+	answers := map[float64]bool{}
+	for _, line := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatalf("answer is not JSON: %q", line)
+		}
+		id, _ := m["id"].(float64)
+		res, _ := m["result"].(map[string]any)
+		if res == nil || res["isError"] == true {
+			t.Errorf("id %v: %s", m["id"], line)
+		}
+		answers[id] = true
+	}
+	for id := 1; id <= n+1; id++ {
+		if !answers[float64(id)] {
+			t.Errorf("no answer to id %d", id)
+		}
+	}
+	if c := svc.canceled.Load(); c != 0 {
+		t.Errorf("%d calls were canceled at the end of stdin", c)
+	}
+	if got := len(svc.Calls()); got != n {
+		t.Errorf("%d calls reached the service, want %d", got, n)
+	}
+}
+
+// TestServeMCPFinishesRequestsAfterCancel: when the serve context ends
+// (relay mcp got SIGTERM) with a request in flight, the facade reads no
+// more but finishes and answers that request.
+func TestServeMCPFinishesRequestsAfterCancel(t *testing.T) {
+	t.Parallel()
+	gate := make(chan struct{})
+	svc := &mcpGateService{mcpFakeService: mcpNewFake(), gate: gate, entered: make(chan struct{}, 1)}
+	inR, inW := io.Pipe()
+	defer inW.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	var out syncWriter
+	done := make(chan error, 1)
+	go func() { done <- ServeMCP(ctx, svc, mcpOptions(), inR, &out) }()
+	if _, err := io.WriteString(inW, mcpOneShot(1)+"\n"); err != nil {
+		t.Fatal(err)
+	}
+	<-svc.entered
+	cancel()
+	close(gate)
+	if err := <-done; err != nil {
+		t.Fatalf("ServeMCP = %v", err)
+	}
+	if svc.canceled.Load() != 0 || !strings.Contains(out.String(), `"id":2,"result"`) || strings.Contains(out.String(), `"isError":true`) {
+		t.Errorf("the call in flight was not answered with success: canceled %d, out %s", svc.canceled.Load(), out.String())
+	}
+}
+
+// TestServeMCPClientStopsReading: when the client no longer reads stdout,
+// every request it sent still reaches the service, and ServeMCP ends
+// normally.
+func TestServeMCPClientStopsReading(t *testing.T) {
+	t.Parallel()
+	const n = 10
+	svc := mcpNewFake()
+	if err := ServeMCP(context.Background(), svc, mcpOptions(), strings.NewReader(mcpOneShot(n)), brokenWriter{}); err != nil {
+		t.Fatalf("ServeMCP = %v", err)
+	}
+	if got := len(svc.Calls()); got != n {
+		t.Errorf("%d calls reached the service, want %d", got, n)
+	}
+}
+
+// TestServeMCPDrainBound: a call still running o.Drain after the end of
+// stdin is canceled, and ServeMCP returns.
+func TestServeMCPDrainBound(t *testing.T) {
+	t.Parallel()
+	svc := &mcpGateService{mcpFakeService: mcpNewFake(), gate: make(chan struct{})} // never opens
+	o := mcpOptions()
+	o.Drain = 50 * time.Millisecond
+	var out syncWriter
+	if err := ServeMCP(context.Background(), svc, o, strings.NewReader(mcpOneShot(2)), &out); err != nil {
+		t.Fatalf("ServeMCP = %v", err)
+	}
+	if c := svc.canceled.Load(); c != 2 {
+		t.Errorf("%d calls canceled after the drain bound, want 2", c)
+	}
+}
+
+// syncWriter is a bytes.Buffer safe for concurrent writes.
+type syncWriter struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (w *syncWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.Write(p)
+}
+
+func (w *syncWriter) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.String()
+}
+
+// brokenWriter fails every write, as a stdout whose reader is gone does.
+type brokenWriter struct{}
+
+func (brokenWriter) Write([]byte) (int, error) { return 0, syscall.EPIPE }

@@ -50,7 +50,11 @@ const (
 	CodeTaskNotCancelable     Code = "task_not_cancelable"
 	CodeIdempotencyConflict   Code = "idempotency_conflict"
 	CodeDaemonUnavailable     Code = "daemon_unavailable"
-	CodeInternal              Code = "internal"
+	// CodeOutcomeUnknown: the request reached the daemon but its answer was
+	// lost; it may have been carried out. Unlike daemon_unavailable, a blind
+	// retry may do it twice.
+	CodeOutcomeUnknown Code = "outcome_unknown"
+	CodeInternal       Code = "internal"
 )
 
 // Engine codes: typed refusals of the lifecycle engine itself.
@@ -83,7 +87,7 @@ func AllTaskCodes() []Code {
 func AllRequestCodes() []Code {
 	return []Code{CodeInvalidArgs, CodeUnknownAgent, CodeInvalidRecipient,
 		CodeBroadcastNotSupported, CodePayloadTooLarge, CodeInvalidCwd, CodeNotFound,
-		CodeTaskNotCancelable, CodeIdempotencyConflict, CodeDaemonUnavailable, CodeInternal}
+		CodeTaskNotCancelable, CodeIdempotencyConflict, CodeDaemonUnavailable, CodeOutcomeUnknown, CodeInternal}
 }
 
 // AllEngineCodes lists the engine's own refusal codes.

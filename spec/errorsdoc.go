@@ -32,7 +32,10 @@ With ` + "`authority_denied`" + `, the adapter's own code (for example HAI's
 ` + "`lease_expired`, `lease_revoked`, `contract_version_mismatch`, `mission_not_active`" + `)
 is kept with the gate verdict; those codes are the adapter's, not the relay's.`},
 	{KindRequest, "Request codes", "HTTP status", `A request code refuses a request: nothing is created or changed, and no task
-exists to carry the code. The status column is the HTTP status of the socket API.`},
+exists to carry the code. The one exception is ` + "`outcome_unknown`" + `, which says that
+the client cannot tell. The status column is the HTTP status of the socket API;
+` + "`daemon_unavailable`" + ` and ` + "`outcome_unknown`" + ` are also made by the client itself
+when no answer came.`},
 	{KindEngine, "Engine codes", "HTTP status", `Engine codes are the relay's own typed refusals and operator-facing failures
 (a lost compare-and-set, a trigger the lifecycle does not permit, a malformed
 config file, a broken audit chain).`},

@@ -361,7 +361,9 @@ func TestE2ESigtermWhileSending(t *testing.T) {
 					return
 				}
 				if r.isError {
-					if r.code() != "daemon_unavailable" && r.code() != "internal" {
+					// outcome_unknown: the daemon took the request in as
+					// it closed its idle connections, and the answer was lost.
+					if r.code() != "daemon_unavailable" && r.code() != "outcome_unknown" && r.code() != "internal" {
 						t.Errorf("send: %s", r.text)
 					}
 					return

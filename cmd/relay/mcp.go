@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"runtime"
 	"sync"
 	"syscall"
@@ -51,6 +52,13 @@ func runMCP(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
+	// A client that closed its end of our stdout must not kill the facade
+	// while it finishes the requests that client sent: Go dies of SIGPIPE
+	// on a write to a broken stdout unless the signal is asked for. With
+	// it, the write fails with EPIPE and the facade drops the answers.
+	pipe := make(chan os.Signal, 1)
+	signal.Notify(pipe, syscall.SIGPIPE)
+	defer signal.Stop(pipe)
 	c := dial(home, *as, !*noAuto, e.stderr)
 	defer c.Close()
 	in, restore := pollableStdin(e.stdin)

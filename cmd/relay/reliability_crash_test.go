@@ -23,8 +23,9 @@ import (
 // database and the fake agent's own log:
 //
 //   - every acknowledged message and task is stored exactly once (under
-//     the ID the facade was given); one whose answer was lost (the call
-//     failed) is stored at most once;
+//     the ID the facade was given); one refused with daemon_unavailable is
+//     not stored at all; one whose answer was lost (outcome_unknown) is
+//     stored at most once;
 //   - the recovery rules: a task authorized or working at the stop is now
 //     failed/dispatch_interrupted; a submitted one is evaluated (leaves
 //     submitted); a terminal one is unchanged;
@@ -36,8 +37,9 @@ import (
 //
 // Cycles alternate kill -9 and SIGTERM on the same home, with the same
 // 8 facades (they outlive the daemon and reconnect). Every failed call,
-// in either case, must be daemon_unavailable: in-flight requests are
-// answered or cleanly refused, nothing else.
+// in either case, must be daemon_unavailable (nothing was done) or
+// outcome_unknown (the daemon had the request; its answer was lost):
+// nothing else.
 //
 // CI runs 3 cycles of each (6 in all, about 30 s under -race on two
 // cores); RELAY_LONG=1 runs the 20 of each.
@@ -50,16 +52,18 @@ func TestReliabilityCrashCycles(t *testing.T) {
 type ledger struct {
 	mu          sync.Mutex
 	msgAcked    map[string]string // body → message_id
-	msgUnknown  map[string]bool   // bodies whose send failed
+	msgUnknown  map[string]bool   // bodies whose send's answer was lost
+	msgRefused  map[string]bool   // bodies whose send was daemon_unavailable
 	taskAcked   map[string]string // prompt → task_id
-	taskUnknown map[string]bool   // prompts whose submit failed
+	taskUnknown map[string]bool   // prompts whose submit's answer was lost
+	taskRefused map[string]bool   // prompts whose submit was daemon_unavailable
 	errCodes    map[string]int
 	ops         int
 }
 
 func newLedger() *ledger {
-	return &ledger{msgAcked: map[string]string{}, msgUnknown: map[string]bool{},
-		taskAcked: map[string]string{}, taskUnknown: map[string]bool{}, errCodes: map[string]int{}}
+	return &ledger{msgAcked: map[string]string{}, msgUnknown: map[string]bool{}, msgRefused: map[string]bool{},
+		taskAcked: map[string]string{}, taskUnknown: map[string]bool{}, taskRefused: map[string]bool{}, errCodes: map[string]int{}}
 }
 
 func crashCycles(t *testing.T, cycles int) {
@@ -89,9 +93,9 @@ func crashCycles(t *testing.T, cycles int) {
 		}
 	}
 	led.mu.Lock()
-	t.Logf("%d cycles in %v: %d calls; %d messages and %d tasks acknowledged, %d and %d with a lost answer; errors %v",
+	t.Logf("%d cycles in %v: %d calls; %d messages and %d tasks acknowledged, %d and %d refused, %d and %d with a lost answer; errors %v",
 		cycles, time.Since(start).Round(time.Millisecond), led.ops, len(led.msgAcked), len(led.taskAcked),
-		len(led.msgUnknown), len(led.taskUnknown), led.errCodes)
+		len(led.msgRefused), len(led.taskRefused), len(led.msgUnknown), len(led.taskUnknown), led.errCodes)
 	led.mu.Unlock()
 }
 
@@ -155,17 +159,19 @@ func (l *ledger) count() int {
 	return l.ops
 }
 
-// failed records a failed call; with SIGTERM only daemon_unavailable is
-// a clean refusal.
-func (l *ledger) failed(t *testing.T, sig syscall.Signal, what string, r toolResult, err error) {
+// failed records a failed call and reports whether it was refused
+// (daemon_unavailable: nothing was done). The only other failure allowed
+// is outcome_unknown.
+func (l *ledger) failed(t *testing.T, sig syscall.Signal, what string, r toolResult, err error) (refused bool) {
 	code := r.code()
 	if err != nil {
 		code = "protocol error: " + err.Error()
 	}
 	l.errCodes[code]++
-	if code != string(model.CodeDaemonUnavailable) {
-		t.Errorf("%s: %s while the daemon stopped (%v), want daemon_unavailable: %s", what, code, sig, r.text)
+	if code != string(model.CodeDaemonUnavailable) && code != string(model.CodeOutcomeUnknown) {
+		t.Errorf("%s: %s while the daemon stopped (%v), want daemon_unavailable or outcome_unknown: %s", what, code, sig, r.text)
 	}
+	return code == string(model.CodeDaemonUnavailable)
 }
 
 func sendRecorded(t *testing.T, c *client.Client, l *ledger, sig syscall.Signal, body, to string) {
@@ -175,9 +181,10 @@ func sendRecorded(t *testing.T, c *client.Client, l *ledger, sig syscall.Signal,
 	ok := err == nil && !r.isError
 	if ok {
 		l.msgAcked[body] = r.str("message_id")
+	} else if l.failed(t, sig, "send_message", r, err) {
+		l.msgRefused[body] = true
 	} else {
 		l.msgUnknown[body] = true
-		l.failed(t, sig, "send_message", r, err)
 	}
 	l.mu.Unlock()
 	if !ok {
@@ -193,9 +200,10 @@ func submitRecorded(t *testing.T, c *client.Client, l *ledger, sig syscall.Signa
 	ok := err == nil && !r.isError
 	if ok {
 		l.taskAcked[prompt] = r.str("task_id")
+	} else if l.failed(t, sig, "submit_task", r, err) {
+		l.taskRefused[prompt] = true
 	} else {
 		l.taskUnknown[prompt] = true
-		l.failed(t, sig, "submit_task", r, err)
 	}
 	l.mu.Unlock()
 	if !ok {
@@ -273,8 +281,8 @@ func checkAfterRestart(t *testing.T, home, agentLog string, l *ledger, snap map[
 		return true
 	})
 
-	// Every acknowledged task is stored once, under its ID; a lost answer
-	// at most once. Prompts are unique.
+	// Every acknowledged task is stored once, under its ID; a refused one
+	// never; a lost answer at most once. Prompts are unique.
 	byPrompt := map[string][]string{}
 	for id, s := range now {
 		byPrompt[s.prompt] = append(byPrompt[s.prompt], id)
@@ -287,6 +295,11 @@ func checkAfterRestart(t *testing.T, home, agentLog string, l *ledger, snap map[
 	for p := range l.taskUnknown {
 		if ids := byPrompt[p]; len(ids) > 1 {
 			t.Errorf("task %q whose answer was lost is stored %d times: %v", p, len(ids), ids)
+		}
+	}
+	for p := range l.taskRefused {
+		if ids := byPrompt[p]; len(ids) != 0 {
+			t.Errorf("task %q was refused with daemon_unavailable, yet it is stored: %v", p, ids)
 		}
 	}
 
@@ -314,6 +327,11 @@ func checkAfterRestart(t *testing.T, home, agentLog string, l *ledger, snap map[
 	for b := range l.msgUnknown {
 		if ids := byBody[b]; len(ids) > 1 {
 			t.Errorf("message %q whose answer was lost is stored %d times", b, len(ids))
+		}
+	}
+	for b := range l.msgRefused {
+		if ids := byBody[b]; len(ids) != 0 {
+			t.Errorf("message %q was refused with daemon_unavailable, yet it is stored: %v", b, ids)
 		}
 	}
 	for b, ids := range byBody {
