@@ -348,6 +348,11 @@ func TestReliabilityPaging(t *testing.T) {
 	pipeline(t, home, nTasks, 4, func(ci, i int) (string, string, string) {
 		return "gemini", "/v1/tasks", fmt.Sprintf(`{"target":"codex","prompt":"page %d-%d","cwd":%q}`, ci, i, home)
 	})
+	// A submit answers before its gates run: the rejections, and the
+	// notices they leave the submitter, follow. Page once all are stored.
+	eventually(t, "every task rejected and its notice stored", 60*time.Second, func() bool {
+		return len(dbIDs(t, home, "messages")) == nMsgs+nTasks
+	})
 	t.Logf("%d messages and %d tasks stored in %v", nMsgs, nTasks, time.Since(t0).Round(time.Millisecond))
 	t0 = time.Now()
 	for _, tc := range []struct {
