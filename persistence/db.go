@@ -97,6 +97,9 @@ type DB struct {
 	gw           *groupWriter
 	checkpointed chan struct{}
 	checkpoints  atomic.Int64
+	// testHookCheckpoint, when set (tests only, before any write), is
+	// called by the checkpointer before each of its checkpoints.
+	testHookCheckpoint func()
 
 	closeOnce sync.Once
 	closeErr  error
@@ -243,21 +246,23 @@ func Open(ctx context.Context, path string, opts Options) (*DB, error) {
 // checkpointLoop copies the WAL back into the main file when the writer
 // kicks it, on a reader connection, while the writer goes on appending:
 // PASSIVE never blocks the writer or readers, and copies what no reader
-// still needs. Once the WAL is fully copied, the writer's next transaction
-// starts it over from the beginning, so it stays small. It returns when the
-// writer closed kicks. Close leaves the final checkpoint to the writer's
-// connection, the last one closed.
+// still needs, so that the writer's own checkpoint (catchUpCheckpoint)
+// finds only a short tail left. It returns when the writer closed kicks.
+// Close leaves the final checkpoint to the writer's connection, the last
+// one closed.
 func (db *DB) checkpointLoop(kicks <-chan struct{}, done chan<- struct{}) {
 	defer close(done)
 	for range kicks {
+		if db.testHookCheckpoint != nil {
+			db.testHookCheckpoint()
+		}
+		db.gw.ckptMu.Lock()
 		var busy, frames, copied int
 		// A failure (a checkpoint of another process running) is left
 		// to the next kick.
-		err := db.reader.DB.QueryRowContext(context.Background(), `PRAGMA wal_checkpoint(PASSIVE)`).Scan(&busy, &frames, &copied)
+		_ = db.reader.DB.QueryRowContext(context.Background(), `PRAGMA wal_checkpoint(PASSIVE)`).Scan(&busy, &frames, &copied)
+		db.gw.ckptMu.Unlock()
 		db.checkpoints.Add(1)
-		if err == nil && frames >= walCatchUpFrames {
-			db.gw.catchUp.Store(true)
-		}
 	}
 }
 
