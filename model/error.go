@@ -49,7 +49,11 @@ const (
 	CodeNotFound              Code = "not_found"
 	CodeTaskNotCancelable     Code = "task_not_cancelable"
 	CodeDaemonUnavailable     Code = "daemon_unavailable"
-	CodeInternal              Code = "internal"
+	// CodeStorageFull: the write was refused because the disk (or the
+	// daemon's quota or file-size limit) is full; nothing of it was
+	// stored, and reads go on working.
+	CodeStorageFull Code = "storage_full"
+	CodeInternal    Code = "internal"
 )
 
 // Engine codes: typed refusals of the lifecycle engine itself.
@@ -82,7 +86,7 @@ func AllTaskCodes() []Code {
 func AllRequestCodes() []Code {
 	return []Code{CodeInvalidArgs, CodeUnknownAgent, CodeInvalidRecipient,
 		CodeBroadcastNotSupported, CodePayloadTooLarge, CodeInvalidCwd, CodeNotFound,
-		CodeTaskNotCancelable, CodeDaemonUnavailable, CodeInternal}
+		CodeTaskNotCancelable, CodeDaemonUnavailable, CodeStorageFull, CodeInternal}
 }
 
 // AllEngineCodes lists the engine's own refusal codes.

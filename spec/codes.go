@@ -79,6 +79,7 @@ func Catalogue() []CodeInfo {
 		r(model.CodeNotFound, http.StatusNotFound, "no such task or message (or it is not yours to see)", "list_tasks / check_inbox show what you can see"),
 		r(model.CodeTaskNotCancelable, http.StatusConflict, "the task is already in a terminal state", "a follow-up is a new task in the same context_id"),
 		r(model.CodeDaemonUnavailable, http.StatusServiceUnavailable, "no relay daemon of yours answers on this home: none runs, or the home, a file in it or the daemon behind its socket belongs to another user (the client refuses those and sends nothing)", "start one with `relay daemon`; if the message names another owner, pass a --home only you can write"),
+		r(model.CodeStorageFull, http.StatusInsufficientStorage, "the disk holding the relay's database is full (or the daemon's quota or file-size limit is reached): the write was not stored; reads go on working, and nothing acknowledged before is lost", "free space on the filesystem of the relay home; writes work again once there is room, without a restart"),
 		r(model.CodeInternal, http.StatusInternalServerError, "an internal error; details are in the daemon log", "see the daemon log in the relay home"),
 
 		e(model.CodeStaleState, http.StatusConflict, "another transition changed the task first (compare-and-set lost)", "read the task again"),

@@ -386,3 +386,152 @@ func TestReliabilityPaging(t *testing.T) {
 		}
 	}
 }
+
+// fsizeLimit is a file-size limit headroom bytes above the largest file in
+// home now.
+func fsizeLimit(t *testing.T, home string, headroom int64) uint64 {
+	t.Helper()
+	var most int64
+	entries, err := os.ReadDir(home)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if fi, err := e.Info(); err == nil && fi.Mode().IsRegular() {
+			most = max(most, fi.Size())
+		}
+	}
+	return uint64(most + headroom)
+}
+
+// TestReliabilityStorageFull stops the running daemon's writes the way a
+// full disk does, with a file-size limit (RLIMIT_FSIZE, set on it with
+// prlimit(2); the Go runtime ignores SIGXFSZ, so the write fails with EFBIG
+// instead of killing it), which runs anywhere without root or a filesystem
+// to fill. (A full disk itself, ENOSPC, is SQLITE_FULL:
+// persistence/db_test.go TestStorageFullRefusesWritesKeepsReadsAndRecovers.)
+// Writes are refused with storage_full and a hint, on the socket API and
+// through MCP; reads go on; nothing acknowledged is lost and nothing
+// refused is stored; once the limit is lifted (space is back) writes work
+// again without a restart.
+func TestReliabilityStorageFull(t *testing.T) {
+	t.Parallel()
+	home := newHome(t, "")
+	d := launchDaemonEnv(t, home, fastExit)
+	c := apiClient(home)
+	send := func(body string) apiResp {
+		return apiDo(t, c, "POST", "/v1/messages", "claude", mustJSON(t, map[string]any{"to": "codex", "body": body}))
+	}
+	pad := strings.Repeat("x", 3000)
+	acked := map[string]string{} // message ID → body
+	for i := range 5 {
+		body := fmt.Sprintf("before %d %s", i, pad)
+		r := send(body)
+		if r.status != 200 {
+			t.Fatalf("send: %s", r.body)
+		}
+		acked[r.str("message_id")] = body
+	}
+	codex := startFacade(t, home, "codex")
+
+	pid := d.cmd.Process.Pid
+	var was unix.Rlimit
+	if err := unix.Prlimit(pid, unix.RLIMIT_FSIZE, nil, &was); err != nil {
+		t.Fatal(err)
+	}
+	limit := fsizeLimit(t, home, 256<<10)
+	if err := unix.Prlimit(pid, unix.RLIMIT_FSIZE, &unix.Rlimit{Cur: limit, Max: was.Max}, nil); err != nil {
+		t.Skipf("cannot set the daemon's file-size limit: %v", err)
+	}
+	var refused apiResp
+	var refusedBodies []string
+	for i := range 200 {
+		body := fmt.Sprintf("during %d %s", i, pad)
+		r := send(body)
+		if r.status == 200 {
+			acked[r.str("message_id")] = body
+			continue
+		}
+		refused, refusedBodies = r, append(refusedBodies, body)
+		break
+	}
+	if refused.status == 0 {
+		t.Fatalf("200 messages of 3 KB were stored under a file-size limit of %d bytes", limit)
+	}
+	if refused.status != 507 || refused.code() != "storage_full" || refused.str("hint") == "" || !strings.Contains(refused.str("hint"), home) {
+		t.Fatalf("a write on a full disk: HTTP %d %s; want 507 storage_full with a hint naming the home\n%s", refused.status, refused.body, d.stderr.String())
+	}
+	t.Logf("refused at %d bytes: %s", limit, refused.body)
+	// Again, and through MCP: the same answer, and the daemon still runs.
+	body := "still full " + pad
+	if r := send(body); r.code() != "storage_full" {
+		t.Fatalf("a second write on a full disk: HTTP %d %s", r.status, r.body)
+	}
+	refusedBodies = append(refusedBodies, body)
+	mustCode(t, codex, "send_message", map[string]any{"to": "claude", "body": "from codex " + pad}, "storage_full")
+	refusedBodies = append(refusedBodies, "from codex "+pad)
+
+	// Reads go on: the operator's listing (over the socket) and an MCP
+	// listing see every acknowledged message.
+	listed := allMessages(t, home)
+	if len(listed) != len(acked) {
+		t.Errorf("listed %d messages on a full disk, %d were acknowledged", len(listed), len(acked))
+	}
+	mustOK(t, codex, "list_tasks", map[string]any{})
+	// An inbox with unread messages marks them read: a write, refused
+	// alike, and nothing is marked.
+	mustCode(t, codex, "check_inbox", map[string]any{}, "storage_full")
+	if r := apiDo(t, c, "GET", "/v1/agents", "claude", nil); r.status != 200 {
+		t.Errorf("list agents on a full disk: HTTP %d %s", r.status, r.body)
+	}
+
+	// Space is back: writes work on the same daemon.
+	if err := unix.Prlimit(pid, unix.RLIMIT_FSIZE, &was, nil); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		body := fmt.Sprintf("after %d", i)
+		r := send(body)
+		if r.status != 200 {
+			t.Fatalf("a write once there is room again: HTTP %d %s", r.status, r.body)
+		}
+		acked[r.str("message_id")] = body
+	}
+	mustOK(t, codex, "send_message", map[string]any{"to": "claude", "body": "codex again"})
+	if in := mustOK(t, codex, "check_inbox", map[string]any{"limit": 100}); len(in.data["messages"].([]any)) != len(acked) {
+		t.Errorf("codex's inbox holds %d messages once there is room, want the %d sent to it", len(in.data["messages"].([]any)), len(acked))
+	}
+
+	// Stopped: exactly the acknowledged messages are stored, none of the
+	// refused ones, and the audit chain verifies.
+	d.stop(t, syscall.SIGTERM)
+	rows, err := openRO(t, home).Query(`SELECT id, body FROM messages`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	stored := map[string]string{}
+	for rows.Next() {
+		var id, b string
+		if err := rows.Scan(&id, &b); err != nil {
+			t.Fatal(err)
+		}
+		stored[id] = b
+	}
+	for id, b := range acked {
+		if stored[id] != b {
+			t.Errorf("acknowledged message %s is not stored as sent", id)
+		}
+	}
+	for _, b := range refusedBodies {
+		for id, s := range stored {
+			if s == b {
+				t.Errorf("refused message stored as %s", id)
+			}
+		}
+	}
+	if len(stored) != len(acked)+1 { // and codex's last one
+		t.Errorf("%d messages stored, want the %d acknowledged", len(stored), len(acked)+1)
+	}
+	auditVerify(t, home)
+}
