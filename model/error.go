@@ -68,6 +68,10 @@ const (
 	CodeInvalidConfig Code = "invalid_config"
 	// CodeAuditBroken: the audit hash chain does not verify.
 	CodeAuditBroken Code = "audit_broken"
+	// CodeDatabaseCorrupt: the database file is not a SQLite database, or
+	// fails SQLite's integrity check; the relay refuses to open it and
+	// leaves it as it is.
+	CodeDatabaseCorrupt Code = "database_corrupt"
 )
 
 // AllTaskCodes lists every code a task can end with.
@@ -91,7 +95,7 @@ func AllRequestCodes() []Code {
 
 // AllEngineCodes lists the engine's own refusal codes.
 func AllEngineCodes() []Code {
-	return []Code{CodeStaleState, CodeInvalidTransition, CodeInvalidConfig, CodeAuditBroken}
+	return []Code{CodeStaleState, CodeInvalidTransition, CodeInvalidConfig, CodeAuditBroken, CodeDatabaseCorrupt}
 }
 
 // AllCodes lists every code.

@@ -349,3 +349,62 @@ func TestStorageFullRefusesWritesKeepsReadsAndRecovers(t *testing.T) {
 		t.Errorf("VerifyAudit = %+v, %v", rep, err)
 	}
 }
+
+// TestOpenCheckRefusesACorruptDatabaseUntouched: with Check, a database
+// whose pages were overwritten is refused with ErrCorrupt naming the file,
+// and nothing is changed or left beside it; a sound one opens.
+func TestOpenCheckRefusesACorruptDatabaseUntouched(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "relay.db")
+	db, err := Open(ctx, path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 200 {
+		if _, err := db.CreateMessage(ctx, model.Message{ID: seqID("M", i), From: "codex", To: "claude", Body: strings.Repeat("b", 2000)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	sound, err := Open(ctx, path, Options{Check: true})
+	if err != nil {
+		t.Fatalf("Check refused a sound database: %v", err)
+	}
+	if err := sound.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	content, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	middle := len(content) / 4096 / 2 * 4096
+	for i := middle; i < middle+4*4096; i++ {
+		content[i] = byte(i*7 + 3)
+	}
+	if err := os.WriteFile(path, content, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	db, err = Open(ctx, path, Options{Check: true})
+	if err == nil {
+		db.Close()
+		t.Fatal("Open with Check accepted a database with 4 pages overwritten")
+	}
+	if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), path) {
+		t.Errorf("error %q should wrap ErrCorrupt and name the file", err)
+	}
+	if after, err := os.ReadFile(path); err != nil || !bytes.Equal(after, content) {
+		t.Errorf("the corrupt file changed (read err %v)", err)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 1 {
+		var names []string
+		for _, e := range entries {
+			names = append(names, e.Name())
+		}
+		t.Errorf("the check left files beside the database: %v", names)
+	}
+}

@@ -86,6 +86,7 @@ func Catalogue() []CodeInfo {
 		e(model.CodeInvalidTransition, http.StatusConflict, "the trigger is not permitted from the task's current state", "terminal states never change"),
 		e(model.CodeInvalidConfig, http.StatusInternalServerError, "config.toml cannot be read, is malformed, or has an unknown key, a wrong type or a bad value", "fix the key named in the message"),
 		e(model.CodeAuditBroken, http.StatusInternalServerError, "the audit hash chain does not verify", "the named row was changed, removed or reordered"),
+		e(model.CodeDatabaseCorrupt, http.StatusInternalServerError, "the database file is not a SQLite database, or fails SQLite's integrity check (quick_check, run at a start after a stop that was not clean); the relay refuses to open it and leaves it untouched", "move the file aside and put back relay.db from a backup; a damaged database can be salvaged with `sqlite3 relay.db .recover | sqlite3 recovered.db`"),
 	}
 }
 

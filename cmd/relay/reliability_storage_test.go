@@ -218,6 +218,9 @@ func TestReliabilityStorageFaults(t *testing.T) {
 			}
 			before := fileBytes(t, home)
 			out, _ := refuseStart(t, home, 0, "not a SQLite database")
+			if !strings.Contains(out, "database_corrupt") || !strings.Contains(out, "backup") {
+				t.Errorf("%s: want database_corrupt and a hint to restore a backup:\n%s", name, out)
+			}
 			sameFiles(t, home, before)
 			// The operator's commands that open the file refuse it too.
 			_, errOut, code := cli(t, home, "audit", "verify")
@@ -534,4 +537,136 @@ func TestReliabilityStorageFull(t *testing.T) {
 		t.Errorf("%d messages stored, want the %d acknowledged", len(stored), len(acked)+1)
 	}
 	auditVerify(t, home)
+}
+
+// filledHome returns a stopped home whose database holds n messages of
+// 2 KB, so that its middle pages are data.
+func filledHome(t *testing.T, n int) string {
+	t.Helper()
+	home := newHome(t, "")
+	d := launchDaemonEnv(t, home, fastExit)
+	c := apiClient(home)
+	pad := strings.Repeat("y", 2000)
+	for i := range n {
+		if r := apiDo(t, c, "POST", "/v1/messages", "claude", mustJSON(t, map[string]any{"to": "codex", "body": fmt.Sprint(i, pad)})); r.status != 200 {
+			t.Fatalf("send: %s", r.body)
+		}
+	}
+	d.stop(t, syscall.SIGTERM)
+	return home
+}
+
+// overwritePages writes seeded random bytes over n pages of 4 KiB a third
+// of the way into the file at p.
+func overwritePages(t *testing.T, p string, n int) {
+	t.Helper()
+	fi, err := os.Stat(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pages := fi.Size() / 4096
+	if pages < int64(3*n) {
+		t.Fatalf("%s has %d pages, too few to overwrite %d in the middle", p, pages, n)
+	}
+	garbage := make([]byte, n*4096)
+	rng := rand.New(rand.NewPCG(12, 3))
+	for i := range garbage {
+		garbage[i] = byte(rng.UintN(256))
+	}
+	f, err := os.OpenFile(p, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteAt(garbage, pages/3*4096); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A corrupt database is refused at start, with database_corrupt, the file
+// named and what to do (restore a backup, or salvage with .recover), and
+// left as it is. The check (PRAGMA quick_check) runs when the last stop
+// was not clean — no stop at all, or the file changed since — and is
+// skipped after a clean stop of an untouched file.
+func TestReliabilityCorruptDatabase(t *testing.T) {
+	t.Parallel()
+
+	t.Run("pages overwritten after a clean stop", func(t *testing.T) {
+		t.Parallel()
+		home := filledHome(t, 150)
+		overwritePages(t, dbPath(home), 4)
+		before := fileBytes(t, home)
+		out, _ := refuseStart(t, home, 0, dbPath(home))
+		for _, want := range []string{"database_corrupt", "backup", ".recover"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("the refusal does not say %q:\n%s", want, out)
+			}
+		}
+		sameFiles(t, home, before)
+		t.Logf("corrupt pages:\n%s", out)
+	})
+
+	t.Run("pages overwritten after a crash", func(t *testing.T) {
+		t.Parallel()
+		home := filledHome(t, 150)
+		d := launchDaemonEnv(t, home, fastExit)
+		if r := apiDo(t, apiClient(home), "POST", "/v1/messages", "claude", []byte(`{"to":"codex","body":"in the WAL"}`)); r.status != 200 {
+			t.Fatalf("send: %s", r.body)
+		}
+		d.stop(t, syscall.SIGKILL)
+		overwritePages(t, dbPath(home), 4)
+		before := fileBytes(t, home)
+		if len(before["relay.db-wal"]) == 0 {
+			t.Fatal("the crash left no WAL")
+		}
+		out, _ := refuseStart(t, home, 0, dbPath(home))
+		if !strings.Contains(out, "database_corrupt") {
+			t.Errorf("the refusal is not database_corrupt:\n%s", out)
+		}
+		// The database and its WAL are as the crash left them: the WAL
+		// was read, not copied into the file. (The -shm index is SQLite's
+		// scratch space, rebuilt from the WAL by every first reader.)
+		after := fileBytes(t, home)
+		for _, f := range []string{"relay.db", "relay.db-wal"} {
+			if !bytes.Equal(before[f], after[f]) {
+				t.Errorf("%s was rewritten", f)
+			}
+		}
+	})
+
+	t.Run("checked after a crash, not after a clean stop", func(t *testing.T) {
+		t.Parallel()
+		const checked = "checked the database"
+		home := filledHome(t, 20)
+		d := launchDaemonEnv(t, home, fastExit)
+		if strings.Contains(d.stderr.String(), checked) {
+			t.Errorf("the database was checked after a clean stop:\n%s", d.stderr.String())
+		}
+		c := apiClient(home)
+		if r := apiDo(t, c, "POST", "/v1/messages", "claude", []byte(`{"to":"codex","body":"before the crash"}`)); r.status != 200 {
+			t.Fatalf("send: %s", r.body)
+		}
+		d.stop(t, syscall.SIGKILL)
+		d = launchDaemonEnv(t, home, fastExit)
+		if !strings.Contains(d.stderr.String(), checked) {
+			t.Errorf("the database was not checked after a crash:\n%s", d.stderr.String())
+		}
+		if ms := allMessages(t, home); len(ms) != 21 {
+			t.Errorf("%d messages after the crash, want 21", len(ms))
+		}
+		d.stop(t, syscall.SIGTERM)
+		// A change to the file after a clean stop (here a harmless one:
+		// the same bytes written back) is a reason to check too.
+		b, err := os.ReadFile(dbPath(home))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(dbPath(home), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		d = launchDaemonEnv(t, home, fastExit)
+		if !strings.Contains(d.stderr.String(), checked) {
+			t.Errorf("the database was not checked after it changed behind a stopped daemon:\n%s", d.stderr.String())
+		}
+	})
 }
