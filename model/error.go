@@ -54,7 +54,11 @@ const (
 	// lost; it may have been carried out. Unlike daemon_unavailable, a blind
 	// retry may do it twice.
 	CodeOutcomeUnknown Code = "outcome_unknown"
-	CodeInternal       Code = "internal"
+	// CodeStorageFull: the write was refused because the disk (or the
+	// daemon's quota or file-size limit) is full; nothing of it was
+	// stored, and reads go on working.
+	CodeStorageFull Code = "storage_full"
+	CodeInternal    Code = "internal"
 )
 
 // Engine codes: typed refusals of the lifecycle engine itself.
@@ -69,6 +73,10 @@ const (
 	CodeInvalidConfig Code = "invalid_config"
 	// CodeAuditBroken: the audit hash chain does not verify.
 	CodeAuditBroken Code = "audit_broken"
+	// CodeDatabaseCorrupt: the database file is not a SQLite database, or
+	// fails SQLite's integrity check; the relay refuses to open it and
+	// leaves it as it is.
+	CodeDatabaseCorrupt Code = "database_corrupt"
 )
 
 // AllTaskCodes lists every code a task can end with.
@@ -87,12 +95,12 @@ func AllTaskCodes() []Code {
 func AllRequestCodes() []Code {
 	return []Code{CodeInvalidArgs, CodeUnknownAgent, CodeInvalidRecipient,
 		CodeBroadcastNotSupported, CodePayloadTooLarge, CodeInvalidCwd, CodeNotFound,
-		CodeTaskNotCancelable, CodeIdempotencyConflict, CodeDaemonUnavailable, CodeOutcomeUnknown, CodeInternal}
+		CodeTaskNotCancelable, CodeIdempotencyConflict, CodeDaemonUnavailable, CodeOutcomeUnknown, CodeStorageFull, CodeInternal}
 }
 
 // AllEngineCodes lists the engine's own refusal codes.
 func AllEngineCodes() []Code {
-	return []Code{CodeStaleState, CodeInvalidTransition, CodeInvalidConfig, CodeAuditBroken}
+	return []Code{CodeStaleState, CodeInvalidTransition, CodeInvalidConfig, CodeAuditBroken, CodeDatabaseCorrupt}
 }
 
 // AllCodes lists every code.

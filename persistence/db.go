@@ -44,6 +44,11 @@ const DefaultBusyTimeout = 5 * time.Second
 // not a SQLite database. The file is left untouched.
 var ErrNotDatabase = errors.New("file is not a SQLite database")
 
+// ErrCorrupt is returned (wrapped) by Open when the database fails SQLite's
+// integrity check (Options.Check) or SQLite finds it malformed on first
+// use. The file is left untouched.
+var ErrCorrupt = errors.New("database file is corrupt")
+
 // sqliteHeader is the first 16 bytes of every SQLite 3 database file.
 var sqliteHeader = []byte("SQLite format 3\x00")
 
@@ -69,6 +74,12 @@ type Options struct {
 	// It exists so tests can build the previous schema and then migrate
 	// forward; a DB opened at an older version is only fit for that.
 	MigrateTo int
+	// Check runs SQLite's integrity check (PRAGMA quick_check) on an
+	// existing database before anything else opens it, and refuses one
+	// that fails it with an error wrapping ErrCorrupt, leaving the file
+	// untouched. It reads the whole file, so
+	// it is for a start after a stop that was not clean.
+	Check bool
 	// AnswerBytes bounds the encoded JSON of one page of Inbox,
 	// ListMessages and ListTasks (see model.AnswerBytes, the default for
 	// 0); tests lower it.
@@ -97,6 +108,9 @@ type DB struct {
 	gw           *groupWriter
 	checkpointed chan struct{}
 	checkpoints  atomic.Int64
+	// testHookCheckpoint, when set (tests only, before any write), is
+	// called by the checkpointer before each of its checkpoints.
+	testHookCheckpoint func()
 
 	closeOnce sync.Once
 	closeErr  error
@@ -157,6 +171,11 @@ func Open(ctx context.Context, path string, opts Options) (*DB, error) {
 	}
 	if err := ownerOnly(abs); err != nil {
 		return nil, err
+	}
+	if opts.Check {
+		if err := quickCheck(ctx, abs, busy); err != nil {
+			return nil, err
+		}
 	}
 
 	if opts.AnswerBytes < 0 {
@@ -243,21 +262,23 @@ func Open(ctx context.Context, path string, opts Options) (*DB, error) {
 // checkpointLoop copies the WAL back into the main file when the writer
 // kicks it, on a reader connection, while the writer goes on appending:
 // PASSIVE never blocks the writer or readers, and copies what no reader
-// still needs. Once the WAL is fully copied, the writer's next transaction
-// starts it over from the beginning, so it stays small. It returns when the
-// writer closed kicks. Close leaves the final checkpoint to the writer's
-// connection, the last one closed.
+// still needs, so that the writer's own checkpoint (catchUpCheckpoint)
+// finds only a short tail left. It returns when the writer closed kicks.
+// Close leaves the final checkpoint to the writer's connection, the last
+// one closed.
 func (db *DB) checkpointLoop(kicks <-chan struct{}, done chan<- struct{}) {
 	defer close(done)
 	for range kicks {
+		if db.testHookCheckpoint != nil {
+			db.testHookCheckpoint()
+		}
+		db.gw.ckptMu.Lock()
 		var busy, frames, copied int
 		// A failure (a checkpoint of another process running) is left
 		// to the next kick.
-		err := db.reader.DB.QueryRowContext(context.Background(), `PRAGMA wal_checkpoint(PASSIVE)`).Scan(&busy, &frames, &copied)
+		_ = db.reader.DB.QueryRowContext(context.Background(), `PRAGMA wal_checkpoint(PASSIVE)`).Scan(&busy, &frames, &copied)
+		db.gw.ckptMu.Unlock()
 		db.checkpoints.Add(1)
-		if err == nil && frames >= walCatchUpFrames {
-			db.gw.catchUp.Store(true)
-		}
 	}
 }
 
@@ -384,12 +405,68 @@ func ownerOnly(path string) error {
 }
 
 // openError wraps an error from the first use of the file, naming SQLite's
-// "not a database" case (a corrupt file with a valid header) plainly.
+// "not a database" case (a corrupt file with a valid header) and its
+// "malformed" case plainly.
 func openError(path string, err error) error {
-	if sqliteCode(err)&0xff == sqliteNotADB {
+	switch sqliteCode(err) & 0xff {
+	case sqliteNotADB:
 		return fmt.Errorf("persistence: open %s: %w: %v", path, ErrNotDatabase, err)
+	case sqliteCorrupt:
+		return fmt.Errorf("persistence: open %s: %w: %v", path, ErrCorrupt, err)
 	}
 	return fmt.Errorf("persistence: open %s: %w", path, err)
+}
+
+// quickCheckLines is how many of quick_check's findings an error quotes.
+const quickCheckLines = 3
+
+// quickCheck runs PRAGMA quick_check on the database at path, if it holds
+// anything, on a connection of its own that leaves a database that fails
+// exactly as it was. With a WAL beside it (a crash left one) the
+// connection is read-only: it reads the WAL, whose frames are part of
+// what is checked, but never copies them into the file, as a read-write
+// connection closing last would. Without one it is read-write: a
+// read-only one would leave behind the empty -wal and -shm files it
+// creates, while a read-write one closing last removes them, with nothing
+// to copy.
+func quickCheck(ctx context.Context, path string, busy time.Duration) error {
+	if fi, err := os.Stat(path); err != nil || fi.Size() == 0 {
+		return nil // nothing yet: Open creates it
+	}
+	mode := "rw"
+	if _, err := os.Lstat(path + "-wal"); err == nil {
+		mode = "ro"
+	}
+	c, err := sql.Open("sqlite", dsn(path, busy, nil, "")+"&mode="+mode)
+	if err != nil {
+		return fmt.Errorf("persistence: check %s: %w", path, err)
+	}
+	defer c.Close()
+	c.SetMaxOpenConns(1)
+	rows, err := c.QueryContext(ctx, `PRAGMA quick_check`)
+	var found []string
+	if err == nil {
+		for rows.Next() {
+			var line string
+			if err = rows.Scan(&line); err != nil {
+				break
+			}
+			if len(found) < quickCheckLines {
+				found = append(found, line)
+			}
+		}
+		if err == nil {
+			err = rows.Err()
+		}
+		rows.Close()
+	}
+	switch {
+	case err != nil:
+		return openError(path, err)
+	case len(found) == 1 && found[0] == "ok":
+		return nil
+	}
+	return fmt.Errorf("persistence: open %s: %w: SQLite's quick_check found: %s", path, ErrCorrupt, strings.Join(found, "; "))
 }
 
 // now returns the clock's time, in UTC without a monotonic reading.

@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"database/sql"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -277,4 +278,133 @@ func TestOpenMakesTheFilesOwnerOnly(t *testing.T) {
 		t.Fatal(err)
 	}
 	check("reopened after a chmod 0664")
+}
+
+// setMaxPages caps the database at n pages on the writer's connection: a
+// write that needs one more page fails with SQLITE_FULL, the code SQLite
+// gives a write that met a full disk (ENOSPC).
+func setMaxPages(t *testing.T, db *DB, n int64) {
+	t.Helper()
+	if _, err := db.writer.ExecContext(context.Background(), fmt.Sprintf("PRAGMA max_page_count = %d", n)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestStorageFullRefusesWritesKeepsReadsAndRecovers fills the database:
+// the write that finds no room is refused with storage_full and a hint,
+// nothing of it is stored, everything acknowledged before is read back,
+// and once there is room again writes work without reopening.
+func TestStorageFullRefusesWritesKeepsReadsAndRecovers(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := MustOpenTemp(t)
+	task := mustCreate(t, db, newTask("T-kept"))
+	var pages int64
+	if err := db.writer.QueryRowContext(ctx, "PRAGMA page_count").Scan(&pages); err != nil {
+		t.Fatal(err)
+	}
+	setMaxPages(t, db, pages+4)
+	body := strings.Repeat("a body that needs room. ", 80)
+	var kept []string
+	var full error
+	for i := range 1000 {
+		m, err := db.CreateMessage(ctx, model.Message{ID: seqID("M", i), From: "codex", To: "claude", Body: body})
+		if err != nil {
+			full = err
+			break
+		}
+		kept = append(kept, m.ID)
+	}
+	if full == nil {
+		t.Fatal("1,000 messages fitted in a database capped at 4 more pages")
+	}
+	wantCode(t, full, model.CodeStorageFull)
+	var me *model.Error
+	if errors.As(full, &me) && (!strings.Contains(me.Hint, db.Path()) || !strings.Contains(me.Message, "not stored")) {
+		t.Errorf("storage_full error %+v: want a message saying nothing was stored and a hint naming the file", me)
+	}
+	if len(kept) == 0 {
+		t.Fatal("not one message fitted; the test cap is too tight")
+	}
+	// The refused write left nothing; what was acknowledged reads back.
+	ms, err := db.ListMessages(ctx, model.MessageFilter{Limit: MaxLimit})
+	if err != nil {
+		t.Fatalf("a read while the disk is full: %v", err)
+	}
+	if got := messageIDs(ms); len(got) != len(kept) {
+		t.Errorf("listed %d messages, %d were acknowledged", len(got), len(kept))
+	}
+	if _, err := db.GetTask(ctx, task.ID); err != nil {
+		t.Errorf("a read while the disk is full: %v", err)
+	}
+	// Room again: the same write goes through, on the same handle.
+	setMaxPages(t, db, 1<<30)
+	if _, err := db.CreateMessage(ctx, model.Message{ID: "M-after", From: "codex", To: "claude", Body: body}); err != nil {
+		t.Fatalf("a write once there is room again: %v", err)
+	}
+	if n := count(t, db, "messages", ""); n != len(kept)+1 {
+		t.Errorf("%d messages stored, want the %d acknowledged", n, len(kept)+1)
+	}
+	if rep, err := db.VerifyAudit(ctx); err != nil || !rep.OK {
+		t.Errorf("VerifyAudit = %+v, %v", rep, err)
+	}
+}
+
+// TestOpenCheckRefusesACorruptDatabaseUntouched: with Check, a database
+// whose pages were overwritten is refused with ErrCorrupt naming the file,
+// and nothing is changed or left beside it; a sound one opens.
+func TestOpenCheckRefusesACorruptDatabaseUntouched(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "relay.db")
+	db, err := Open(ctx, path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 200 {
+		if _, err := db.CreateMessage(ctx, model.Message{ID: seqID("M", i), From: "codex", To: "claude", Body: strings.Repeat("b", 2000)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	sound, err := Open(ctx, path, Options{Check: true})
+	if err != nil {
+		t.Fatalf("Check refused a sound database: %v", err)
+	}
+	if err := sound.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	content, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	middle := len(content) / 4096 / 2 * 4096
+	for i := middle; i < middle+4*4096; i++ {
+		content[i] = byte(i*7 + 3)
+	}
+	if err := os.WriteFile(path, content, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	db, err = Open(ctx, path, Options{Check: true})
+	if err == nil {
+		db.Close()
+		t.Fatal("Open with Check accepted a database with 4 pages overwritten")
+	}
+	if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), path) {
+		t.Errorf("error %q should wrap ErrCorrupt and name the file", err)
+	}
+	if after, err := os.ReadFile(path); err != nil || !bytes.Equal(after, content) {
+		t.Errorf("the corrupt file changed (read err %v)", err)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 1 {
+		var names []string
+		for _, e := range entries {
+			names = append(names, e.Name())
+		}
+		t.Errorf("the check left files beside the database: %v", names)
+	}
 }

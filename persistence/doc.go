@@ -55,12 +55,16 @@
 //     stops it; later writes fail with ErrClosed. WriterStats reports how
 //     many requests the batches carried.
 //
-// The writer never checkpoints on commit (wal_autocheckpoint=0). A
-// checkpointer goroutine, kicked every few dozen commits, copies the WAL
-// into the main file on a reader connection while the writer goes on; when
-// the WAL has outgrown walCatchUpFrames because the copy never catches up
-// with a steady stream of writes, the writer copies the short tail itself
-// between two batches, so the WAL starts over instead of growing.
+// The writer never checkpoints on commit (wal_autocheckpoint=0). It counts
+// the WAL frames it appends (the connection's pages written). Every
+// kickFrames it kicks a checkpointer goroutine, which copies the WAL into
+// the main file on a reader connection while the writer goes on; once it
+// appended walCatchUpFrames, the writer checkpoints itself between two
+// batches, after waiting for a checkpoint of the checkpointer's to end, so
+// no write can be appending then and the next transaction starts the WAL
+// over. The WAL stays near walCatchUpFrames pages under any stream of
+// writes, however starved the checkpointer; only a reader that holds one
+// snapshot across checkpoints can keep it longer.
 //
 // The schema lives in numbered SQL files embedded from migrations/. Open
 // applies the missing ones, each in its own transaction together with its

@@ -6,9 +6,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"time"
 
+	"golang.org/x/sys/unix"
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 
@@ -18,6 +20,9 @@ import (
 // Result codes of modernc.org/sqlite errors that this package tells apart.
 const (
 	sqliteNotADB            = sqlite3.SQLITE_NOTADB
+	sqliteCorrupt           = sqlite3.SQLITE_CORRUPT
+	sqliteFull              = sqlite3.SQLITE_FULL
+	sqliteIOErrWrite        = sqlite3.SQLITE_IOERR_WRITE
 	sqliteConstraintUnique  = sqlite3.SQLITE_CONSTRAINT_UNIQUE
 	sqliteConstraintPrimary = sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY
 )
@@ -146,6 +151,48 @@ func sqliteCode(err error) int {
 func isUniqueViolation(err error) bool {
 	c := sqliteCode(err)
 	return c == sqliteConstraintUnique || c == sqliteConstraintPrimary
+}
+
+// storageFull turns a write that failed for want of room into a
+// model.Error with CodeStorageFull; other errors are returned as they are.
+// Want of room is SQLITE_FULL (the disk is full: ENOSPC), or a write error
+// once a file of the database has reached the process's file-size limit
+// (RLIMIT_FSIZE: SQLite completes a write cut short at the limit, and the
+// rest fails with EFBIG, which it reports as SQLITE_IOERR_WRITE). SQLite
+// rolled back the write's transaction: nothing of it is stored, and the
+// database is as it was.
+func storageFull(path string, err error) error {
+	if err == nil {
+		return nil
+	}
+	switch code := sqliteCode(err); {
+	case code&0xff == sqliteFull:
+	case code == sqliteIOErrWrite && atSizeLimit(path):
+	default:
+		return err
+	}
+	var me *model.Error
+	if errors.As(err, &me) {
+		return err
+	}
+	return &model.Error{Code: model.CodeStorageFull, Err: err,
+		Message: "the relay's disk is full: this write was not stored (what was acknowledged before is kept)",
+		Hint:    "free space on the filesystem holding " + path + " (or raise the daemon's file-size limit); reads go on working, and writes work again once there is room"}
+}
+
+// atSizeLimit reports whether the database at path, its WAL or its
+// shared-memory file has reached the process's file-size limit.
+func atSizeLimit(path string) bool {
+	var lim unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_FSIZE, &lim); err != nil || lim.Cur == unix.RLIM_INFINITY {
+		return false
+	}
+	for _, p := range []string{path, path + "-wal", path + "-shm"} {
+		if fi, err := os.Stat(p); err == nil && uint64(fi.Size()) >= lim.Cur {
+			return true
+		}
+	}
+	return false
 }
 
 // notFound builds the CodeNotFound error for a missing row.

@@ -282,10 +282,11 @@ type auditHead struct {
 // that transaction has committed (nil) or fn's own error, or the batch's
 // failure. Audit rows that fn appends are chained from audit_head, which
 // is updated before commit; if fn fails, nothing of it (rows or head) is
-// committed, and the other requests of its batch are unaffected.
+// committed, and the other requests of its batch are unaffected. A write
+// that found no room on disk fails with CodeStorageFull.
 func (db *DB) write(ctx context.Context, fn func(ctx context.Context, w *writeTx) error) error {
 	if db.gw == nil {
 		return ErrClosed
 	}
-	return db.gw.write(ctx, fn)
+	return storageFull(db.path, db.gw.write(ctx, fn))
 }

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+
+	"modernc.org/sqlite"
 )
 
 // Group commit. Every write method hands its transaction body (a func on a
@@ -50,7 +52,7 @@ type WriterStats struct {
 	// MaxBatch is the largest group seen.
 	MaxBatch int64
 	// Checkpoints counts the checkpointer's runs beside the writer;
-	// CatchUps the writer's own, when the WAL outgrew walCatchUpFrames.
+	// CatchUps the writer's own, once it appended walCatchUpFrames.
 	Checkpoints, CatchUps int64
 }
 
@@ -71,13 +73,16 @@ type groupWriter struct {
 	batches, requests, largest atomic.Int64
 	catchUps                   atomic.Int64
 
-	// checkpoint receives a kick every checkpointEvery commits; the writer
+	// checkpoint receives a kick every kickFrames WAL frames; the writer
 	// closes it when it exits. See checkpointLoop.
 	checkpoint chan struct{}
-	sinceKick  int
-	// catchUp asks the writer to checkpoint the WAL's tail itself, between
-	// two batches; see catchUpCheckpoint.
-	catchUp atomic.Bool
+	// walFrames counts the WAL frames the writer appended since its last
+	// complete checkpoint, sinceKick those since the last kick. Only the
+	// writer goroutine touches them.
+	walFrames, sinceKick int
+	// ckptMu is held by whoever checkpoints in this process: the
+	// checkpointer, or the writer in catchUpCheckpoint.
+	ckptMu sync.Mutex
 
 	// testHookBatch and testHookCommitted, when set (tests only, before any
 	// write), are called by the writer with the size of each batch before
@@ -97,40 +102,83 @@ func newGroupWriter(db *sql.DB, stmts *stmtCache, maxBatch int) *groupWriter {
 	}
 }
 
-// checkpointEvery is how many commits the writer makes between two kicks
-// of the checkpointer: with ~10 to 30 WAL frames a commit, a few hundred
-// frames, about the default of SQLite's own checkpoint on commit (1000).
-const checkpointEvery = 32
+// kickFrames is how many WAL frames (4 KiB pages) the writer appends
+// between two kicks of the checkpointer: it copies them into the main file
+// beside the writer, so that the writer's own checkpoint at
+// walCatchUpFrames finds little left to copy.
+const kickFrames = 512
 
-// walCatchUpFrames is the WAL size, in frames (4 KiB pages), above which
-// the writer itself checkpoints the WAL's tail between two batches. The
-// checkpointer copies the WAL beside the writer, but under a steady stream
-// of writes it never copies the very last frames, and the WAL can only
-// start over once all are copied: without this, it would grow without
-// bound.
+// walCatchUpFrames is how many WAL frames the writer appends before it
+// checkpoints the WAL itself, on its own connection between two batches.
+// No write runs then, so it copies every frame no reader still needs, and
+// the next transaction starts the WAL over from its beginning. The
+// checkpointer alone cannot do that: it runs beside a steady stream of
+// writes, never copies the frames appended meanwhile, and on a loaded
+// machine it may not run at all; the WAL would grow without bound.
 const walCatchUpFrames = 2048
 
-// catchUpCheckpoint copies what the checkpointer left of the WAL, on the
-// writer's connection while no write runs, so the next transaction can
-// start the WAL over. The checkpointer did the bulk already: the tail is a
-// few batches' frames.
-func (g *groupWriter) catchUpCheckpoint() {
-	var busy, frames, copied int
-	_ = g.db.QueryRowContext(context.Background(), `PRAGMA wal_checkpoint(PASSIVE)`).Scan(&busy, &frames, &copied)
-	g.catchUps.Add(1)
-}
-
-// kickCheckpoint counts a commit and, every checkpointEvery, wakes the
-// checkpointer without ever waiting for it.
-func (g *groupWriter) kickCheckpoint() {
-	g.sinceKick++
-	if g.sinceKick < checkpointEvery {
+// noteFrames adds the WAL frames the last batch appended (the writer
+// connection's count of pages written, which in WAL mode are WAL frames)
+// and checkpoints, or kicks the checkpointer, when they are due. It runs
+// on the writer goroutine between two batches.
+func (g *groupWriter) noteFrames() {
+	n, err := g.framesWritten()
+	if err != nil {
+		// Unknown: count a kick's worth, so checkpoints still come.
+		n = kickFrames
+	}
+	g.walFrames += n
+	g.sinceKick += n
+	if g.walFrames >= walCatchUpFrames {
+		g.catchUpCheckpoint()
 		return
 	}
-	g.sinceKick = 0
-	select {
-	case g.checkpoint <- struct{}{}:
-	default: // one is pending already
+	if g.sinceKick >= kickFrames {
+		g.sinceKick = 0
+		select {
+		case g.checkpoint <- struct{}{}:
+		default: // one is pending already
+		}
+	}
+}
+
+// framesWritten returns the pages the writer connection wrote since the
+// last call, and resets the count.
+func (g *groupWriter) framesWritten() (int, error) {
+	conn, err := g.db.Conn(context.Background())
+	if err != nil {
+		return 0, err
+	}
+	defer conn.Close()
+	var n int
+	err = conn.Raw(func(dc any) error {
+		st, ok := dc.(sqlite.DBStatus)
+		if !ok {
+			return fmt.Errorf("persistence: driver connection %T has no status", dc)
+		}
+		var err error
+		n, _, err = st.Status(sqlite.DBStatusCacheWrite, true)
+		return err
+	})
+	return n, err
+}
+
+// catchUpCheckpoint copies the WAL into the main file on the writer's
+// connection, while no write runs, so that the next transaction starts
+// the WAL over. It first waits for a checkpoint of the checkpointer's to
+// end: a checkpoint that finds another one running is refused at once
+// (SQLITE_BUSY), and this one must not be skipped. The checkpointer did
+// the bulk already; what is left is a few batches' frames. When a reader
+// still needs frames (its snapshot predates them), they stay, and the
+// writer tries again after its next batch.
+func (g *groupWriter) catchUpCheckpoint() {
+	g.ckptMu.Lock()
+	defer g.ckptMu.Unlock()
+	var busy, frames, copied int
+	err := g.db.QueryRowContext(context.Background(), `PRAGMA wal_checkpoint(PASSIVE)`).Scan(&busy, &frames, &copied)
+	g.catchUps.Add(1)
+	if err == nil && busy == 0 && copied >= frames {
+		g.walFrames, g.sinceKick = 0, 0
 	}
 }
 
@@ -245,11 +293,9 @@ func (g *groupWriter) run() {
 		}
 		clear(b.reqs)
 		// The connection is free: prepare what ran unprepared, and
-		// finish a checkpoint the checkpointer could not.
+		// checkpoint if the WAL grew enough.
 		g.stmts.prepareWanted()
-		if g.catchUp.CompareAndSwap(true, false) {
-			g.catchUpCheckpoint()
-		}
+		g.noteFrames()
 	}
 }
 
@@ -370,7 +416,6 @@ func (b *batch) commit() {
 		failAll(fmt.Errorf("commit: %w", err))
 		return
 	}
-	b.g.kickCheckpoint()
 }
 
 // runReq runs one request's body, turning a panic into its error so that a

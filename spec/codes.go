@@ -81,12 +81,14 @@ func Catalogue() []CodeInfo {
 		r(model.CodeIdempotencyConflict, http.StatusConflict, "the caller already used this idempotency_key for a task whose request differs (any field: target, prompt, mission_id, lease_id, mode, context_id, cwd, reference_task_ids, artifacts); nothing is created", "retry with exactly the first request to get its task, or use a new idempotency_key for a new task"),
 		r(model.CodeDaemonUnavailable, http.StatusServiceUnavailable, "no relay daemon of yours answers on this home: none runs, or the home, a file in it or the daemon behind its socket belongs to another user (the client refuses those and sends nothing); also a request that did not reach it whole, or a read whose answer was lost. Nothing was carried out or changed: a retry is safe", "start one with `relay daemon`; if the message names another owner, pass a --home only you can write"),
 		r(model.CodeOutcomeUnknown, http.StatusGatewayTimeout, "the request reached the relay daemon but its answer was lost (the connection closed, or no answer came in time): it may have been carried out. The client reports it; the daemon never answers it", "look before you retry: list_tasks shows your tasks (a submit_task sent again with the same idempotency_key returns the first task, never a second); `relay messages list --from AGENT` shows the messages an agent sent"),
+		r(model.CodeStorageFull, http.StatusInsufficientStorage, "the disk holding the relay's database is full (or the daemon's quota or file-size limit is reached): the write was not stored; reads go on working, and nothing acknowledged before is lost", "free space on the filesystem of the relay home; writes work again once there is room, without a restart"),
 		r(model.CodeInternal, http.StatusInternalServerError, "an internal error; details are in the daemon log", "see the daemon log in the relay home"),
 
 		e(model.CodeStaleState, http.StatusConflict, "another transition changed the task first (compare-and-set lost)", "read the task again"),
 		e(model.CodeInvalidTransition, http.StatusConflict, "the trigger is not permitted from the task's current state", "terminal states never change"),
 		e(model.CodeInvalidConfig, http.StatusInternalServerError, "config.toml cannot be read, is malformed, or has an unknown key, a wrong type or a bad value", "fix the key named in the message"),
 		e(model.CodeAuditBroken, http.StatusInternalServerError, "the audit hash chain does not verify", "the named row was changed, removed or reordered"),
+		e(model.CodeDatabaseCorrupt, http.StatusInternalServerError, "the database file is not a SQLite database, or fails SQLite's integrity check (quick_check, run at a start after a stop that was not clean); the relay refuses to open it and leaves it untouched", "move the file aside and put back relay.db from a backup; a damaged database can be salvaged with `sqlite3 relay.db .recover | sqlite3 recovered.db`"),
 	}
 }
 

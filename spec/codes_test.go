@@ -35,7 +35,7 @@ var (
 	briefRequestCodes = []model.Code{
 		"invalid_args", "unknown_agent", "invalid_recipient",
 		"broadcast_not_supported", "payload_too_large", "invalid_cwd", "not_found",
-		"task_not_cancelable", "idempotency_conflict", "daemon_unavailable", "outcome_unknown", "internal",
+		"task_not_cancelable", "idempotency_conflict", "daemon_unavailable", "outcome_unknown", "storage_full", "internal",
 	}
 	// briefTaskStates is the state the lifecycle contract (spec/lifecycle.dot) gives each task code it names
 	// (agent_auth_required is named only in §8).

@@ -63,11 +63,11 @@ func (d *daemon) run(ctx context.Context) (err error) {
 	if err := checkHomeFiles(d.home, model.CodeInvalidArgs); err != nil {
 		return err
 	}
-	unlock, err := lockHome(d.home)
+	lock, err := lockHome(d.home)
 	if err != nil {
 		return err
 	}
-	defer unlock()
+	defer lock.release()
 
 	logFile, err := openRotatingLog(filepath.Join(d.home, "relay.log"), logMaxBytes, logGenerations)
 	if err != nil {
@@ -113,11 +113,27 @@ func (d *daemon) run(ctx context.Context) (err error) {
 	// when it is a bare name. An agent runs in its task's cwd, where a
 	// relative program would otherwise be looked up.
 	cfg = cfg.ResolveCommands(d.home, exec.LookPath)
-	db, err := persistence.Open(ctx, dbPath(d.home), persistence.Options{Synchronous: cfg.Storage.Synchronous})
+	// A database the last daemon did not leave cleanly (it crashed, or the
+	// file changed since) is checked before it is used: a corrupt one is
+	// refused, untouched, rather than served until a read hits the damage.
+	check := !lock.stoppedClean(dbPath(d.home))
+	if fi, err := os.Stat(dbPath(d.home)); err != nil || fi.Size() == 0 {
+		check = false // a new database: nothing to check
+	}
+	t0 := time.Now()
+	db, err := persistence.Open(ctx, dbPath(d.home), persistence.Options{Synchronous: cfg.Storage.Synchronous, Check: check})
 	if err != nil {
 		return openError(dbPath(d.home), err)
 	}
-	defer db.Close()
+	if check {
+		d.log.Info("checked the database (quick_check), the last stop was not clean", "db", dbPath(d.home),
+			"took", time.Since(t0).Round(time.Millisecond))
+	}
+	defer func() {
+		if db.Close() == nil {
+			lock.markClean(dbPath(d.home))
+		}
+	}()
 	// The database must take writes before anyone is served: a read-only
 	// file, or another process holding it (an open transaction, an
 	// exclusive lock), makes the daemon refuse to start rather than fail
@@ -272,8 +288,11 @@ func loadProbes(ctx context.Context, db *persistence.DB, r *dispatch.Registry) e
 }
 
 // lockHome takes the home's single-instance lock. A second daemon on the
-// same home fails here, before it touches the socket or the database.
-func lockHome(home string) (func(), error) {
+// same home fails here, before it touches the socket or the database. The
+// lock file holds the running daemon's pid; after a clean stop it holds
+// the mark that stop left (see homeLock.markClean), which lockHome reads
+// before writing its own pid.
+func lockHome(home string) (*homeLock, error) {
 	p := filepath.Join(home, "relay.lock")
 	f, err := openHomeFile(p, os.O_RDWR|os.O_CREATE, 0o600, model.CodeInvalidArgs)
 	if err != nil {
@@ -294,9 +313,61 @@ func lockHome(home string) (func(), error) {
 		}
 		return nil, fmt.Errorf("lock %s: %w", p, err)
 	}
+	prev := make([]byte, 256)
+	n, _ := unix.Pread(fd, prev, 0)
 	_ = unix.Ftruncate(fd, 0)
 	_, _ = unix.Pwrite(fd, []byte(strconv.Itoa(os.Getpid())+"\n"), 0)
-	return func() { f.Close() }, nil
+	return &homeLock{f: f, prev: string(prev[:max(n, 0)])}, nil
+}
+
+// homeLock is the home's single-instance lock, held from start to stop.
+type homeLock struct {
+	f *os.File
+	// prev is what the lock file held before this daemon took it.
+	prev string
+}
+
+// release lets the lock go.
+func (l *homeLock) release() { l.f.Close() }
+
+// cleanMark is what a clean stop leaves in the lock file: the database
+// file as that stop left it, fully checkpointed (no WAL).
+func cleanMark(db string) (string, bool) {
+	var st unix.Stat_t
+	if err := unix.Stat(db, &st); err != nil {
+		return "", false
+	}
+	if wal, err := os.Stat(db + "-wal"); err == nil && wal.Size() > 0 {
+		return "", false
+	}
+	return fmt.Sprintf("clean %s size=%d mtime=%d.%09d ino=%d\n", filepath.Base(db), st.Size, st.Mtim.Sec, st.Mtim.Nsec, st.Ino), true
+}
+
+// stoppedClean reports whether the last daemon on this home stopped
+// cleanly and nothing changed the database since: the lock file holds its
+// clean mark, and the file still matches it (size, modification time,
+// inode, and no WAL). A crash leaves the pid instead; any write since
+// (another program, a restore, bytes overwritten) changes the mark.
+func (l *homeLock) stoppedClean(db string) bool {
+	mark, ok := cleanMark(db)
+	return ok && l.prev == mark
+}
+
+// markClean records a clean stop, once the database is closed (and so
+// fully checkpointed, its WAL removed): the next start skips the
+// integrity check if the file is still as it was left.
+func (l *homeLock) markClean(db string) {
+	mark, ok := cleanMark(db)
+	if !ok {
+		return
+	}
+	fd := int(l.f.Fd())
+	if err := unix.Ftruncate(fd, 0); err != nil {
+		return
+	}
+	if _, err := unix.Pwrite(fd, []byte(mark), 0); err == nil {
+		_ = unix.Fsync(fd)
+	}
 }
 
 // homeUnwritable is the error of a home the daemon cannot write in.

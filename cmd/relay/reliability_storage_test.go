@@ -220,6 +220,9 @@ func TestReliabilityStorageFaults(t *testing.T) {
 			}
 			before := fileBytes(t, home)
 			out, _ := refuseStart(t, home, 0, "not a SQLite database")
+			if !strings.Contains(out, "database_corrupt") || !strings.Contains(out, "backup") {
+				t.Errorf("%s: want database_corrupt and a hint to restore a backup:\n%s", name, out)
+			}
 			sameFiles(t, home, before)
 			// The operator's commands that open the file refuse it too.
 			_, errOut, code := cli(t, home, "audit", "verify")
@@ -392,4 +395,285 @@ func TestReliabilityPaging(t *testing.T) {
 			t.Errorf("relay %v: exit %d\n%s", args, code, errOut)
 		}
 	}
+}
+
+// fsizeLimit is a file-size limit headroom bytes above the largest file in
+// home now.
+func fsizeLimit(t *testing.T, home string, headroom int64) uint64 {
+	t.Helper()
+	var most int64
+	entries, err := os.ReadDir(home)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if fi, err := e.Info(); err == nil && fi.Mode().IsRegular() {
+			most = max(most, fi.Size())
+		}
+	}
+	return uint64(most + headroom)
+}
+
+// TestReliabilityStorageFull stops the running daemon's writes the way a
+// full disk does, with a file-size limit (RLIMIT_FSIZE, set on it with
+// prlimit(2); the Go runtime ignores SIGXFSZ, so the write fails with EFBIG
+// instead of killing it), which runs anywhere without root or a filesystem
+// to fill. (A full disk itself, ENOSPC, is SQLITE_FULL:
+// persistence/db_test.go TestStorageFullRefusesWritesKeepsReadsAndRecovers.)
+// Writes are refused with storage_full and a hint, on the socket API and
+// through MCP; reads go on; nothing acknowledged is lost and nothing
+// refused is stored; once the limit is lifted (space is back) writes work
+// again without a restart.
+func TestReliabilityStorageFull(t *testing.T) {
+	t.Parallel()
+	home := newHome(t, "")
+	d := launchDaemonEnv(t, home, fastExit)
+	c := apiClient(home)
+	send := func(body string) apiResp {
+		return apiDo(t, c, "POST", "/v1/messages", "claude", mustJSON(t, map[string]any{"to": "codex", "body": body}))
+	}
+	pad := strings.Repeat("x", 3000)
+	acked := map[string]string{} // message ID → body
+	for i := range 5 {
+		body := fmt.Sprintf("before %d %s", i, pad)
+		r := send(body)
+		if r.status != 200 {
+			t.Fatalf("send: %s", r.body)
+		}
+		acked[r.str("message_id")] = body
+	}
+	codex := startFacade(t, home, "codex")
+
+	pid := d.cmd.Process.Pid
+	var was unix.Rlimit
+	if err := unix.Prlimit(pid, unix.RLIMIT_FSIZE, nil, &was); err != nil {
+		t.Fatal(err)
+	}
+	limit := fsizeLimit(t, home, 256<<10)
+	if err := unix.Prlimit(pid, unix.RLIMIT_FSIZE, &unix.Rlimit{Cur: limit, Max: was.Max}, nil); err != nil {
+		t.Skipf("cannot set the daemon's file-size limit: %v", err)
+	}
+	var refused apiResp
+	var refusedBodies []string
+	for i := range 200 {
+		body := fmt.Sprintf("during %d %s", i, pad)
+		r := send(body)
+		if r.status == 200 {
+			acked[r.str("message_id")] = body
+			continue
+		}
+		refused, refusedBodies = r, append(refusedBodies, body)
+		break
+	}
+	if refused.status == 0 {
+		t.Fatalf("200 messages of 3 KB were stored under a file-size limit of %d bytes", limit)
+	}
+	if refused.status != 507 || refused.code() != "storage_full" || refused.str("hint") == "" || !strings.Contains(refused.str("hint"), home) {
+		t.Fatalf("a write on a full disk: HTTP %d %s; want 507 storage_full with a hint naming the home\n%s", refused.status, refused.body, d.stderr.String())
+	}
+	t.Logf("refused at %d bytes: %s", limit, refused.body)
+	// Again, and through MCP: the same answer, and the daemon still runs.
+	body := "still full " + pad
+	if r := send(body); r.code() != "storage_full" {
+		t.Fatalf("a second write on a full disk: HTTP %d %s", r.status, r.body)
+	}
+	refusedBodies = append(refusedBodies, body)
+	mustCode(t, codex, "send_message", map[string]any{"to": "claude", "body": "from codex " + pad}, "storage_full")
+	refusedBodies = append(refusedBodies, "from codex "+pad)
+
+	// Reads go on: the operator's listing (over the socket) and an MCP
+	// listing see every acknowledged message.
+	listed := allMessages(t, home)
+	if len(listed) != len(acked) {
+		t.Errorf("listed %d messages on a full disk, %d were acknowledged", len(listed), len(acked))
+	}
+	mustOK(t, codex, "list_tasks", map[string]any{})
+	// An inbox with unread messages marks them read: a write, refused
+	// alike, and nothing is marked.
+	mustCode(t, codex, "check_inbox", map[string]any{}, "storage_full")
+	if r := apiDo(t, c, "GET", "/v1/agents", "claude", nil); r.status != 200 {
+		t.Errorf("list agents on a full disk: HTTP %d %s", r.status, r.body)
+	}
+
+	// Space is back: writes work on the same daemon.
+	if err := unix.Prlimit(pid, unix.RLIMIT_FSIZE, &was, nil); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		body := fmt.Sprintf("after %d", i)
+		r := send(body)
+		if r.status != 200 {
+			t.Fatalf("a write once there is room again: HTTP %d %s", r.status, r.body)
+		}
+		acked[r.str("message_id")] = body
+	}
+	mustOK(t, codex, "send_message", map[string]any{"to": "claude", "body": "codex again"})
+	if in := mustOK(t, codex, "check_inbox", map[string]any{"limit": 100}); len(in.data["messages"].([]any)) != len(acked) {
+		t.Errorf("codex's inbox holds %d messages once there is room, want the %d sent to it", len(in.data["messages"].([]any)), len(acked))
+	}
+
+	// Stopped: exactly the acknowledged messages are stored, none of the
+	// refused ones, and the audit chain verifies.
+	d.stop(t, syscall.SIGTERM)
+	rows, err := openRO(t, home).Query(`SELECT id, body FROM messages`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	stored := map[string]string{}
+	for rows.Next() {
+		var id, b string
+		if err := rows.Scan(&id, &b); err != nil {
+			t.Fatal(err)
+		}
+		stored[id] = b
+	}
+	for id, b := range acked {
+		if stored[id] != b {
+			t.Errorf("acknowledged message %s is not stored as sent", id)
+		}
+	}
+	for _, b := range refusedBodies {
+		for id, s := range stored {
+			if s == b {
+				t.Errorf("refused message stored as %s", id)
+			}
+		}
+	}
+	if len(stored) != len(acked)+1 { // and codex's last one
+		t.Errorf("%d messages stored, want the %d acknowledged", len(stored), len(acked)+1)
+	}
+	auditVerify(t, home)
+}
+
+// filledHome returns a stopped home whose database holds n messages of
+// 2 KB, so that its middle pages are data.
+func filledHome(t *testing.T, n int) string {
+	t.Helper()
+	home := newHome(t, "")
+	d := launchDaemonEnv(t, home, fastExit)
+	c := apiClient(home)
+	pad := strings.Repeat("y", 2000)
+	for i := range n {
+		if r := apiDo(t, c, "POST", "/v1/messages", "claude", mustJSON(t, map[string]any{"to": "codex", "body": fmt.Sprint(i, pad)})); r.status != 200 {
+			t.Fatalf("send: %s", r.body)
+		}
+	}
+	d.stop(t, syscall.SIGTERM)
+	return home
+}
+
+// overwritePages writes seeded random bytes over n pages of 4 KiB a third
+// of the way into the file at p.
+func overwritePages(t *testing.T, p string, n int) {
+	t.Helper()
+	fi, err := os.Stat(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pages := fi.Size() / 4096
+	if pages < int64(3*n) {
+		t.Fatalf("%s has %d pages, too few to overwrite %d in the middle", p, pages, n)
+	}
+	garbage := make([]byte, n*4096)
+	rng := rand.New(rand.NewPCG(12, 3))
+	for i := range garbage {
+		garbage[i] = byte(rng.UintN(256))
+	}
+	f, err := os.OpenFile(p, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteAt(garbage, pages/3*4096); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A corrupt database is refused at start, with database_corrupt, the file
+// named and what to do (restore a backup, or salvage with .recover), and
+// left as it is. The check (PRAGMA quick_check) runs when the last stop
+// was not clean — no stop at all, or the file changed since — and is
+// skipped after a clean stop of an untouched file.
+func TestReliabilityCorruptDatabase(t *testing.T) {
+	t.Parallel()
+
+	t.Run("pages overwritten after a clean stop", func(t *testing.T) {
+		t.Parallel()
+		home := filledHome(t, 150)
+		overwritePages(t, dbPath(home), 4)
+		before := fileBytes(t, home)
+		out, _ := refuseStart(t, home, 0, dbPath(home))
+		for _, want := range []string{"database_corrupt", "backup", ".recover"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("the refusal does not say %q:\n%s", want, out)
+			}
+		}
+		sameFiles(t, home, before)
+		t.Logf("corrupt pages:\n%s", out)
+	})
+
+	t.Run("pages overwritten after a crash", func(t *testing.T) {
+		t.Parallel()
+		home := filledHome(t, 150)
+		d := launchDaemonEnv(t, home, fastExit)
+		if r := apiDo(t, apiClient(home), "POST", "/v1/messages", "claude", []byte(`{"to":"codex","body":"in the WAL"}`)); r.status != 200 {
+			t.Fatalf("send: %s", r.body)
+		}
+		d.stop(t, syscall.SIGKILL)
+		overwritePages(t, dbPath(home), 4)
+		before := fileBytes(t, home)
+		if len(before["relay.db-wal"]) == 0 {
+			t.Fatal("the crash left no WAL")
+		}
+		out, _ := refuseStart(t, home, 0, dbPath(home))
+		if !strings.Contains(out, "database_corrupt") {
+			t.Errorf("the refusal is not database_corrupt:\n%s", out)
+		}
+		// The database and its WAL are as the crash left them: the WAL
+		// was read, not copied into the file. (The -shm index is SQLite's
+		// scratch space, rebuilt from the WAL by every first reader.)
+		after := fileBytes(t, home)
+		for _, f := range []string{"relay.db", "relay.db-wal"} {
+			if !bytes.Equal(before[f], after[f]) {
+				t.Errorf("%s was rewritten", f)
+			}
+		}
+	})
+
+	t.Run("checked after a crash, not after a clean stop", func(t *testing.T) {
+		t.Parallel()
+		const checked = "checked the database"
+		home := filledHome(t, 20)
+		d := launchDaemonEnv(t, home, fastExit)
+		if strings.Contains(d.stderr.String(), checked) {
+			t.Errorf("the database was checked after a clean stop:\n%s", d.stderr.String())
+		}
+		c := apiClient(home)
+		if r := apiDo(t, c, "POST", "/v1/messages", "claude", []byte(`{"to":"codex","body":"before the crash"}`)); r.status != 200 {
+			t.Fatalf("send: %s", r.body)
+		}
+		d.stop(t, syscall.SIGKILL)
+		d = launchDaemonEnv(t, home, fastExit)
+		if !strings.Contains(d.stderr.String(), checked) {
+			t.Errorf("the database was not checked after a crash:\n%s", d.stderr.String())
+		}
+		if ms := allMessages(t, home); len(ms) != 21 {
+			t.Errorf("%d messages after the crash, want 21", len(ms))
+		}
+		d.stop(t, syscall.SIGTERM)
+		// A change to the file after a clean stop (here a harmless one:
+		// the same bytes written back) is a reason to check too.
+		b, err := os.ReadFile(dbPath(home))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(dbPath(home), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		d = launchDaemonEnv(t, home, fastExit)
+		if !strings.Contains(d.stderr.String(), checked) {
+			t.Errorf("the database was not checked after it changed behind a stopped daemon:\n%s", d.stderr.String())
+		}
+	})
 }
