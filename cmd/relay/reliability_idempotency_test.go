@@ -3,6 +3,7 @@ package main
 import (
 	"net/http"
 	"testing"
+	"time"
 
 	"github.com/hai-relay/relay/model"
 	"github.com/hai-relay/relay/spec"
@@ -38,6 +39,13 @@ func TestReliabilityIdempotencyConflict(t *testing.T) {
 		t.Fatalf("first submit: %d %s", a.status, a.body)
 	}
 	id := a.str("task_id")
+	// The submit answered before the gates ran: take the count once both
+	// tasks have ended (their notices are written in the same transaction).
+	for _, tid := range []string{refID, id} {
+		eventually(t, "task "+tid+" ended", 30*time.Second, func() bool {
+			return model.State(apiDo(t, c, "GET", "/v1/tasks/"+tid, "codex", nil).str("state")).Terminal()
+		})
+	}
 	rows := boundsRows(t, db)
 
 	// The very same request, again (a retry after a lost answer): the first

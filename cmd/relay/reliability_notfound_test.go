@@ -126,7 +126,7 @@ func TestReliabilityNotYoursIsNotFound(t *testing.T) {
 		}
 		r := apiDo(t, c, "GET", "/v1/tasks/"+sc["task_id"].(string), "gemini", nil)
 		got, _ := r.data["reference_task_ids"].([]any)
-		if r.str("state") != sc["state"] || len(got) != 1 || got[0] != ref {
+		if r.str("task_id") != sc["task_id"] || len(got) != 1 || got[0] != ref {
 			t.Errorf("task referencing %s: %s", ref, r.body)
 		}
 	}
