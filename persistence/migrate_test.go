@@ -67,13 +67,14 @@ func TestMigrateEmptyDatabase(t *testing.T) {
 	}
 }
 
-// TestMigrateFromPreviousSchema builds the schema as the previous release
-// left it, writes through it, then lets Open migrate forward.
+// TestMigrateFromPreviousSchema builds the schema as the first release
+// left it (before 0002), writes through it, then lets Open migrate
+// forward.
 func TestMigrateFromPreviousSchema(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "relay.db")
-	prev := LatestVersion() - 1
+	prev := 1
 
 	old, err := Open(ctx, path, Options{MigrateTo: prev})
 	if err != nil {
@@ -234,6 +235,10 @@ func TestCheckListsMatchModel(t *testing.T) {
 	for _, s := range model.AllMessageStates() {
 		msgStates = append(msgStates, string(s))
 	}
+	var hardening []string
+	for _, s := range model.AllHardeningStatuses() {
+		hardening = append(hardening, string(s))
+	}
 	for _, c := range []struct {
 		table, column string
 		want          []string
@@ -241,6 +246,7 @@ func TestCheckListsMatchModel(t *testing.T) {
 		{"tasks", "state", sorted(states)},
 		{"tasks", "mode", sorted(modes)},
 		{"messages", "state", sorted(msgStates)},
+		{"agent_verifications", "status", sorted(hardening)},
 	} {
 		if got := list(schema(c.table), c.column); !slices.Equal(got, c.want) {
 			t.Errorf("%s.%s CHECK = %v, model = %v", c.table, c.column, got, c.want)
