@@ -50,6 +50,7 @@ var exitCodes = map[model.Code]int{
 	model.CodeInvalidTransition:     4,
 	model.CodeDaemonUnavailable:     5,
 	model.CodeAuditBroken:           6,
+	model.CodeAgentNotVerified:      7, // relay agents verify: an agent's hardening was not verified
 	model.CodePayloadTooLarge:       2,
 	model.CodeInvalidCwd:            2,
 	model.CodeInvalidRecipient:      2,
