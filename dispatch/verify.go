@@ -274,9 +274,11 @@ type verifyRun struct {
 	mode    model.Mode
 	attempt Attempt
 	paths   AttemptPaths
-	tag     string
+	tag     string // in the prompt: tells this session's model requests apart
+	steps   string // the script
 	tool    string
 	prompt  string
+	tries   int // sessions run for the attempt so far
 }
 
 // verifyParallel bounds how many of a verification's sessions run at once.
@@ -343,35 +345,60 @@ func (d *Dispatcher) runVerify(ctx context.Context, spec AgentSpec, timeout time
 				return notRun("writing the edit target: " + err.Error())
 			}
 			r := &verifyRun{mode: m, attempt: a, paths: p, tag: "relay-verify-" + newRunID()[:12]}
-			var steps string
-			steps, r.tool = vs.Vocab.Script(a, p)
-			r.prompt = "HAI-Relay hardening verification " + r.tag + ".\n" + steps + "\n[[say " + r.tag + " finished]]"
+			r.steps, r.tool = vs.Vocab.Script(a, p)
+			r.prompt = "HAI-Relay hardening verification " + r.tag + ".\n" + r.steps + "\n[[say " + r.tag + " finished]]"
 			runs = append(runs, r)
 		}
 	}
 
 	results := make([]model.VerifyAttempt, len(runs))
 	versions := make([]string, len(runs))
-	var canceled bool
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, verifyParallel)
-	for i, r := range runs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			res, version, stopped := d.verifyAttempt(ctx, spec, vs, srv, r, deadline, unhardened)
-			mu.Lock()
-			defer mu.Unlock()
-			results[i], versions[i] = res, version
-			canceled = canceled || stopped
-		}()
+	retry := make([]bool, len(runs))
+	pending := make([]int, len(runs))
+	for i := range runs {
+		pending[i] = i
 	}
-	wg.Wait()
-	if canceled {
-		return v, true
+	// An agent that dies before it reaches the model (OpenCode racing
+	// another of its processes to create its database on a first run)
+	// made no attempt: such attempts are made once more, after the others.
+	for try := 0; try < 2 && len(pending) > 0; try++ {
+		var canceled bool
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		sem := make(chan struct{}, verifyParallel)
+		for _, i := range pending {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				sem <- struct{}{}
+				defer func() { <-sem }()
+				if try > 0 {
+					runs[i].tag = "relay-verify-" + newRunID()[:12]
+					runs[i].prompt = "HAI-Relay hardening verification " + runs[i].tag + ".\n" + runs[i].steps + "\n[[say " + runs[i].tag + " finished]]"
+				}
+				res, version, again, stopped := d.verifyAttempt(ctx, spec, vs, srv, runs[i], deadline, unhardened)
+				if try > 0 {
+					res.Detail = clipLine("second try: "+res.Detail, maxDetail)
+				}
+				mu.Lock()
+				defer mu.Unlock()
+				results[i], retry[i] = res, again
+				if version != "" {
+					versions[i] = version
+				}
+				canceled = canceled || stopped
+			}()
+		}
+		wg.Wait()
+		if canceled {
+			return v, true
+		}
+		pending = pending[:0]
+		for i := range runs {
+			if retry[i] && try == 0 {
+				pending = append(pending, i)
+			}
+		}
 	}
 	v.Attempts = results
 	for _, ver := range versions {
@@ -419,16 +446,18 @@ func (d *Dispatcher) verifyLogDir() string {
 }
 
 // verifyAttempt runs one attempt's session and classifies what stopped
-// it; canceled when ctx or Stop ended it.
+// it; retry when the agent died before it reached the model (no attempt
+// was made), canceled when ctx or Stop ended it.
 func (d *Dispatcher) verifyAttempt(ctx context.Context, spec AgentSpec, vs *VerifySpec, srv *scripted.Server, r *verifyRun,
-	deadline time.Time, unhardened bool) (res model.VerifyAttempt, version string, canceled bool) {
+	deadline time.Time, unhardened bool) (res model.VerifyAttempt, version string, retry, canceled bool) {
 	res = model.VerifyAttempt{Name: string(r.attempt), Mode: r.mode, Tool: r.tool, Target: r.paths.Target(r.attempt)}
 	remaining := time.Until(deadline)
 	if remaining <= 0 {
 		res.StoppedBy, res.Detail = model.StopNotRun, "the verification's time ran out before this attempt started"
-		return res, "", false
+		return res, "", false, false
 	}
-	lg, err := openLog(d.verifyLogDir(), spec.Name+"-"+string(r.mode)+"-"+string(r.attempt), d.o.LogLimit, true)
+	r.tries++
+	lg, err := openLog(d.verifyLogDir(), spec.Name+"-"+string(r.mode)+"-"+string(r.attempt), d.o.LogLimit, r.tries == 1)
 	if err != nil {
 		lg, _ = openLog("", "", d.o.LogLimit, false)
 	}
@@ -446,7 +475,7 @@ func (d *Dispatcher) verifyAttempt(ctx context.Context, spec AgentSpec, vs *Veri
 	launch, err := vs.Redirect(srv.URL(), ruleEnv)
 	if err != nil {
 		res.StoppedBy, res.Detail = model.StopNotRun, "redirecting the agent to the scripted model: "+err.Error()
-		return res, "", false
+		return res, "", false, false
 	}
 	launch.Env = append(offlineEnv(), launch.Env...)
 	s.extra = launch
@@ -454,7 +483,7 @@ func (d *Dispatcher) verifyAttempt(ctx context.Context, spec AgentSpec, vs *Veri
 
 	out, started, stopped := d.runBounded(ctx, s)
 	if stopped {
-		return res, "", true
+		return res, "", false, true
 	}
 	s.mu.Lock()
 	if s.agentInfo != nil {
@@ -468,7 +497,9 @@ func (d *Dispatcher) verifyAttempt(ctx context.Context, spec AgentSpec, vs *Veri
 	}
 	res.StoppedBy, res.Detail = classify(ev)
 	lg.Printf("verification %s: %s: %s", r.tag, res.StoppedBy, res.Detail)
-	return res, version, false
+	retry = res.StoppedBy == model.StopNotRun && len(ev.reqs) == 0 && started == nil &&
+		out.Code != model.CodeAgentAuthRequired && out.Code != model.CodeTaskTimeout
+	return res, version, retry, false
 }
 
 // runBounded starts s, drives it to its end, and tears it down, as a probe

@@ -69,10 +69,12 @@ func newVerifyEnv(t *testing.T, unhardened ...string) *verifyEnv {
 		{Name: "locked", Command: []string{bin, "auth"}, Enabled: true, Profile: verifyProfile("ask", "", "")},
 		{Name: "oauth", Command: []string{bin}, Enabled: true, Profile: verifyProfile("ask", "", "the user logs in with OAuth")},
 		{Name: "hermes", Command: []string{bin}, Enabled: true},
+		{Name: "flaky", Command: []string{bin, "die-first"}, Enabled: true, Profile: verifyProfile("ask", "", "")},
 	}
 	e.reg = dispatch.NewRegistry(specs, nil, nil)
 	e.d = dispatch.New(dispatch.Options{Registry: e.reg, Home: e.home, CancelGrace: time.Second,
 		Shim: []string{dispatchtest.BuildShim(t)}, Unhardened: unhardened,
+		Env: []string{"FAKEAGENT_ONCE=" + filepath.Join(t.TempDir(), "once")},
 		OnVerify: func(v model.Verification) {
 			e.mu.Lock()
 			e.got = append(e.got, v)
@@ -220,5 +222,28 @@ func TestVerifyDetectsAnUnhardenedAgent(t *testing.T) {
 		if stop != model.StopNotStopped {
 			t.Errorf("%s: %s, want not stopped", name, stop)
 		}
+	}
+}
+
+// An attempt whose agent died before it reached the model made no attempt:
+// it is made once more, and the report says so.
+func TestVerifyRetriesAnAgentThatDiedBeforeTheModel(t *testing.T) {
+	t.Parallel()
+	e := newVerifyEnv(t)
+	v := e.verify(t, "flaky")
+	if v.Status != model.HardeningVerified {
+		t.Errorf("status %s (%s), want verified", v.Status, v.Reason)
+	}
+	second := 0
+	for _, a := range v.Attempts {
+		if a.StoppedBy != model.StopDeniedByRelay {
+			t.Errorf("%s %s: %s (%s)", a.Mode, a.Name, a.StoppedBy, a.Detail)
+		}
+		if strings.HasPrefix(a.Detail, "second try: ") {
+			second++
+		}
+	}
+	if second != 1 {
+		t.Errorf("%d attempts made a second time, want 1", second)
 	}
 }

@@ -59,7 +59,8 @@
 // default and plan), modes-refuse (offer them but refuse set_mode),
 // options (offer a select config option "mode": build, plan; start at
 // build), hang-init (never answer initialize), v2 (claim ACP
-// protocol version 2). A startup behaviour that is also a prompt behaviour
+// protocol version 2), die-first (the first process to create
+// $FAKEAGENT_ONCE exits 1 before initialize; the others are compliant). A startup behaviour that is also a prompt behaviour
 // (hang, echo, ...) applies to every prompt.
 //
 // The probe prompt "Reply with the single word OK." is answered "OK".
@@ -684,6 +685,15 @@ func main() {
 	}
 	a.log.event("start", map[string]any{"args": os.Args[1:]})
 	fmt.Fprintln(os.Stderr, "fakeagent: started", os.Args[1:])
+	if a.startup == "die-first" {
+		// The first of its processes to start dies before initialize, as
+		// an agent racing another to create its state on a first run.
+		if f, err := os.OpenFile(os.Getenv("FAKEAGENT_ONCE"), os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600); err == nil {
+			f.Close()
+			fmt.Fprintln(os.Stderr, "fakeagent: dying first")
+			os.Exit(1)
+		}
+	}
 	conn := acp.NewAgentSideConnection(a, os.Stdout, os.Stdin)
 	conn.SetLogger(slog.New(slog.NewTextHandler(os.Stderr, nil)))
 	a.conn = conn
