@@ -1,7 +1,7 @@
 // Package dispatch is the relay's ACP client side: it starts one agent
 // process per authorized task, answers every permission request with a
 // denial, and reports the run back through the engine's RunReporter. It also
-// holds the agent registry and its three health signals.
+// holds the agent registry and its four health signals.
 //
 // A run, from Dispatch to Finished:
 //
@@ -30,5 +30,7 @@
 // check and session/update flow control), proc.go (process start, group
 // kill, bounded log), session.go (one agent session), dispatcher.go
 // (Dispatch, Cancel, Stop), runrec.go (run records and Reap), probe.go
-// (live probe), registry.go.
+// (live probe), hardening.go and profiles.go (hardening profiles),
+// verify.go (offline hardening verification against the scripted model of
+// package scripted), registry.go.
 package dispatch

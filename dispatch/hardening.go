@@ -39,6 +39,9 @@ type Profile struct {
 	VerifiedOn []string
 	// Rules holds what the profile does per task mode.
 	Rules map[model.Mode]Rule
+	// Verify, when set, is how the agent is verified offline under the
+	// profile (relay agents verify NAME; see verify.go).
+	Verify *VerifySpec
 }
 
 // Rule is what a profile does for one task mode.

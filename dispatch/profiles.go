@@ -1,9 +1,15 @@
 package dispatch
 
 import (
+	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"maps"
 	"os"
+	"path/filepath"
+	"slices"
+	"strings"
 
 	acp "github.com/coder/acp-go-sdk"
 
@@ -89,9 +95,28 @@ func claudeRootSandbox() ([]string, string) {
 	return nil, ""
 }
 
+// claudeVerify points Claude Code at the scripted model with a dummy API
+// key, and takes away what would send it elsewhere: a token or an OAuth
+// token of the user's, Bedrock, Vertex or Foundry, and its non-essential
+// traffic (updates, telemetry, error reports).
+var claudeVerify = &VerifySpec{
+	Vocab: ToolVocab{Write: "Write", Read: "Read", Edit: "Edit", Shell: "Bash",
+		Path: "file_path", Old: "old_string", New: "new_string"}, // Claude Code edits only a file it has read
+	Redirect: func(url string, _ []string) (Launch, error) {
+		return Launch{
+			Env: []string{"ANTHROPIC_BASE_URL=" + url, "ANTHROPIC_API_KEY=" + verifyKey,
+				"DISABLE_AUTOUPDATER=1", "DISABLE_TELEMETRY=1", "DISABLE_ERROR_REPORTING=1",
+				"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1"},
+			Unset: []string{"ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN", "CLAUDE_CODE_USE_BEDROCK",
+				"CLAUDE_CODE_USE_VERTEX", "CLAUDE_CODE_USE_FOUNDRY", "ANTHROPIC_BEDROCK_BASE_URL", "ANTHROPIC_VERTEX_BASE_URL"},
+		}, nil
+	},
+}
+
 var claudeProfile = &Profile{
 	Name:       "claude-agent-acp",
 	VerifiedOn: []string{"0.23.1"},
+	Verify:     claudeVerify,
 	Rules: map[model.Mode]Rule{
 		// The adapter reads the starting mode from the settings files
 		// itself (settingSources does not reach it), so a planted
@@ -115,9 +140,25 @@ var claudeProfile = &Profile{
 	},
 }
 
+// codexVerify adds a loopback model provider with -c overrides (they
+// outrank the user's config.toml, which stays in place) and selects it.
+// Codex writes and edits through its shell tool.
+var codexVerify = &VerifySpec{
+	Vocab: ToolVocab{Shell: "exec_command", ShellArg: "cmd", ShellOnly: true},
+	Redirect: func(url string, _ []string) (Launch, error) {
+		return Launch{
+			Args: []string{"-c", `model_provider="` + verifyProvider + `"`,
+				"-c", `model_providers.` + verifyProvider + `={name="` + verifyProvider + `", base_url="` + url +
+					`/v1", env_key="RELAY_VERIFY_KEY", wire_api="responses"}`},
+			Env: []string{"RELAY_VERIFY_KEY=" + verifyKey},
+		}, nil
+	},
+}
+
 var codexProfile = &Profile{
 	Name:       "codex-acp",
 	VerifiedOn: []string{"0.16.0"},
+	Verify:     codexVerify,
 	Rules: map[model.Mode]Rule{
 		model.ModeReadOnly: {
 			// -c overrides outrank the user's config.toml and a trusted
@@ -154,9 +195,77 @@ decision = "allow"
 priority = 200
 `
 
+// geminiVerify points Gemini CLI at the scripted model with a dummy API
+// key. It never authenticates: Gemini's ACP authenticate removes the
+// user's cached credentials and rewrites their settings. When the user's
+// settings select another way to log in (Google login, Vertex AI, …),
+// Gemini would use it and go to the network: the verification is refused
+// instead.
+var geminiVerify = &VerifySpec{
+	Vocab: ToolVocab{Write: "write_file", Edit: "replace", Shell: "run_shell_command",
+		Path: "file_path", Old: "old_string", New: "new_string", EditExtra: map[string]any{"instruction": "change it"}},
+	Redirect: func(url string, _ []string) (Launch, error) {
+		return Launch{
+			Env: []string{"GOOGLE_GEMINI_BASE_URL=" + url, "GEMINI_API_KEY=" + verifyKey},
+			Unset: []string{"GOOGLE_API_KEY", "GOOGLE_GENAI_USE_VERTEXAI", "GOOGLE_GENAI_USE_GCA",
+				"GOOGLE_CLOUD_ACCESS_TOKEN"},
+		}, nil
+	},
+	Refuse: geminiAuthRefusal,
+}
+
+// geminiOfflineAuth are the auth types under which Gemini CLI talks to
+// GOOGLE_GEMINI_BASE_URL with GEMINI_API_KEY.
+var geminiOfflineAuth = []string{"gemini-api-key", "gateway"}
+
+// geminiAuthRefusal returns why Gemini CLI, with the settings on this
+// machine, would not use the scripted model, or "".
+func geminiAuthRefusal() string {
+	var files []string
+	if p := os.Getenv("GEMINI_CLI_SYSTEM_SETTINGS_PATH"); p != "" {
+		files = append(files, p)
+	} else {
+		files = append(files, "/etc/gemini-cli/settings.json")
+	}
+	if h := os.Getenv("GEMINI_CLI_HOME"); h != "" {
+		files = append(files, filepath.Join(h, "settings.json"), filepath.Join(h, ".gemini", "settings.json"))
+	}
+	if p, ok := expandPath("~/.gemini/settings.json"); ok {
+		files = append(files, p)
+	}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return fmt.Sprintf("%s cannot be read (%v), so the auth type Gemini would use is unknown", f, err)
+		}
+		var st struct {
+			Security struct {
+				Auth struct {
+					SelectedType string `json:"selectedType"`
+				} `json:"auth"`
+			} `json:"security"`
+			SelectedAuthType string `json:"selectedAuthType"`
+		}
+		if err := json.Unmarshal(b, &st); err != nil {
+			return fmt.Sprintf("%s is not plain JSON (%v), so the auth type Gemini would use is unknown", f, err)
+		}
+		for _, t := range []string{st.Security.Auth.SelectedType, st.SelectedAuthType} {
+			if t != "" && !slices.Contains(geminiOfflineAuth, t) {
+				return fmt.Sprintf("%s selects auth type %q: Gemini would use that login and go to the network "+
+					"(only %s are redirected to a local model)", f, t, strings.Join(geminiOfflineAuth, " and "))
+			}
+		}
+	}
+	return ""
+}
+
 var geminiProfile = &Profile{
 	Name:       "gemini-cli",
 	VerifiedOn: []string{"0.61.0"},
+	Verify:     geminiVerify,
 	Rules: map[model.Mode]Rule{
 		model.ModeReadOnly: {
 			// An untrusted workspace: the cwd's .gemini/settings.json (tools.allowed,
@@ -206,9 +315,34 @@ const opencodeConfig = `{"permission":` + opencodePermissions + `,"agent":{` +
 	`"{nonce}":{"mode":"primary","description":"HAI-Relay read_only task","permission":` + opencodePermissions + `}},` +
 	`"lsp":false,"formatter":false}`
 
+// opencodeVerify adds a loopback provider to the rule's inline config
+// (OPENCODE_CONFIG_CONTENT, above every config file) and makes it the
+// model, and turns off what OpenCode fetches at start.
+var opencodeVerify = &VerifySpec{
+	Vocab: ToolVocab{Write: "write", Read: "read", Edit: "edit", Shell: "bash",
+		Path: "filePath", Old: "oldString", New: "newString"},
+	Redirect: func(url string, ruleEnv []string) (Launch, error) {
+		content, _ := envValue(ruleEnv, "OPENCODE_CONFIG_CONTENT")
+		provider := map[string]any{verifyProvider: map[string]any{
+			"npm": "@ai-sdk/openai-compatible", "name": "HAI-Relay verification",
+			"options": map[string]any{"baseURL": url + "/v1", "apiKey": verifyKey},
+			"models":  map[string]any{"m": map[string]any{"name": "scripted", "tool_call": true}},
+		}}
+		merged, err := addJSONKeys(content, []string{"provider", "model", "small_model"},
+			[]any{provider, verifyProvider + "/m", verifyProvider + "/m"})
+		if err != nil {
+			return Launch{}, fmt.Errorf("OPENCODE_CONFIG_CONTENT: %w", err)
+		}
+		return Launch{Env: []string{"OPENCODE_CONFIG_CONTENT=" + merged, "OPENCODE_DISABLE_AUTOUPDATE=1",
+			"OPENCODE_DISABLE_MODELS_FETCH=1", "OPENCODE_DISABLE_DEFAULT_PLUGINS=1", "OPENCODE_DISABLE_LSP_DOWNLOAD=1",
+			"OPENCODE_DISABLE_SHARE=1"}}, nil
+	},
+}
+
 var opencodeProfile = &Profile{
 	Name:       "opencode",
 	VerifiedOn: []string{"1.18.33"},
+	Verify:     opencodeVerify,
 	Rules: map[model.Mode]Rule{
 		model.ModeReadOnly: {
 			// Project config (opencode.json, .opencode/ agents, tools, MCP

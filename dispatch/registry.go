@@ -2,8 +2,13 @@ package dispatch
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -22,7 +27,18 @@ type AgentSpec struct {
 	// NewRegistry takes the verified profile of that agent name, if any
 	// (ProfileFor).
 	Profile *Profile
+	// RequireVerified blocks the agent's tasks (agent_not_verified)
+	// unless its last hardening verification passed, within
+	// VerifiedWithin, on the adapter version installed now.
+	RequireVerified bool
+	// VerifiedWithin is how old a passed verification may be
+	// (DefaultVerifiedWithin when zero).
+	VerifiedWithin time.Duration
 }
+
+// DefaultVerifiedWithin is how old a passed verification may be for
+// RequireVerified when the spec says nothing.
+const DefaultVerifiedWithin = 720 * time.Hour
 
 // MCPServer is a stdio MCP server the relay passes to an agent.
 type MCPServer struct {
@@ -41,17 +57,21 @@ type Probe struct {
 // LiveWindow is how long a successful probe counts as worked_live.
 const LiveWindow = 24 * time.Hour
 
-// Registry resolves agent names to entries with three independent health
+// Registry resolves agent names to entries with four independent health
 // signals: configured (the command resolves on PATH, checked at query
-// time), enabled (policy) and worked_live (a probe succeeded within
-// LiveWindow). The signals are never collapsed into one.
+// time), enabled (policy), worked_live (a probe succeeded within
+// LiveWindow) and hardening (the last hardening verification, and whether
+// it holds for the require_verified policy). The signals are never
+// collapsed into one.
 type Registry struct {
 	specs    map[string]AgentSpec
 	lookPath func(string) (string, error)
 	now      func() time.Time
 
-	mu     sync.Mutex
-	probes map[string]Probe
+	mu            sync.Mutex
+	probes        map[string]Probe
+	verifications map[string]model.Verification
+	seen          map[string]string // adapter version reported at initialize, by agent
 }
 
 // NewRegistry returns a registry over the given specs. lookPath defaults to
@@ -63,10 +83,14 @@ func NewRegistry(specs []AgentSpec, lookPath func(string) (string, error), now f
 	if now == nil {
 		now = time.Now
 	}
-	r := &Registry{specs: map[string]AgentSpec{}, lookPath: lookPath, now: now, probes: map[string]Probe{}}
+	r := &Registry{specs: map[string]AgentSpec{}, lookPath: lookPath, now: now, probes: map[string]Probe{},
+		verifications: map[string]model.Verification{}, seen: map[string]string{}}
 	for _, s := range specs {
 		if s.Profile == nil {
 			s.Profile = ProfileFor(s.Name)
+		}
+		if s.VerifiedWithin <= 0 {
+			s.VerifiedWithin = DefaultVerifiedWithin
 		}
 		r.specs[s.Name] = s
 	}
@@ -78,6 +102,25 @@ func NewRegistry(specs []AgentSpec, lookPath func(string) (string, error), now f
 func (r *Registry) SetProbe(name string, p Probe) {
 	r.mu.Lock()
 	r.probes[name] = p
+	r.mu.Unlock()
+}
+
+// SetVerification records an agent's last hardening verification (loaded
+// from the store at start, or just made).
+func (r *Registry) SetVerification(name string, v model.Verification) {
+	r.mu.Lock()
+	r.verifications[name] = v
+	r.mu.Unlock()
+}
+
+// noteVersion records the adapter version an agent reported at
+// initialize: the installed version when no package.json tells it.
+func (r *Registry) noteVersion(name string, version string) {
+	if version == "" {
+		return
+	}
+	r.mu.Lock()
+	r.seen[name] = version
 	r.mu.Unlock()
 }
 
@@ -108,6 +151,7 @@ func (r *Registry) Agent(_ context.Context, name string) (model.AgentInfo, bool)
 		info.EnabledReason = "disabled in config ([agents." + s.Name + "] enabled = false)"
 	}
 	info.ConfiguredAt = &now
+	resolved := ""
 	switch {
 	case len(s.Command) == 0 || s.Command[0] == "":
 		info.ConfiguredReason = "no command configured"
@@ -116,11 +160,15 @@ func (r *Registry) Agent(_ context.Context, name string) (model.AgentInfo, bool)
 			info.ConfiguredReason = s.Command[0] + " not found on the daemon's PATH"
 		} else {
 			info.Configured, info.ConfiguredReason = true, p
+			resolved = p
 		}
 	}
 	r.mu.Lock()
 	p, probed := r.probes[name]
+	v, verified := r.verifications[name]
+	seen := r.seen[name]
 	r.mu.Unlock()
+	info.Hardening = hardening(s, v, verified, installedVersion(resolved, seen), now)
 	switch {
 	case !probed:
 		info.WorkedLiveReason = "never probed; run `relay agents probe " + name + "`"
@@ -150,4 +198,100 @@ func (r *Registry) Agents(ctx context.Context) []model.AgentInfo {
 		out = append(out, a)
 	}
 	return out
+}
+
+// hardening is an agent's hardening signal: its last verification v (when
+// verified), and whether v holds for require_verified given the adapter
+// version installed now.
+func hardening(s AgentSpec, v model.Verification, verified bool, installed installed, now time.Time) model.AgentHardening {
+	h := model.AgentHardening{Status: model.HardeningUnverified, InstalledVersion: installed.version,
+		RequireVerified: s.RequireVerified, VerifiedWithin: shortDuration(s.VerifiedWithin)}
+	switch {
+	case s.Profile == nil && !verified:
+		h.Reason = "no hardening profile"
+	case !verified:
+		h.Reason = "never verified; run `relay agents verify " + s.Name + "`"
+	default:
+		at := v.At
+		h.Status, h.At, h.AdapterVersion, h.Reason = v.Status, &at, v.AdapterVersion, v.Reason
+	}
+	switch {
+	case h.Status != model.HardeningVerified:
+		h.CurrentReason = "the last verification did not pass (" + string(h.Status) + ": " + h.Reason + ")"
+	case now.Sub(v.At) > s.VerifiedWithin:
+		h.CurrentReason = fmt.Sprintf("the last passed verification (%s) is older than verified_within (%s)",
+			v.At.UTC().Format(time.RFC3339), shortDuration(s.VerifiedWithin))
+	case installed.version == "":
+		h.CurrentReason = "the installed adapter version is unknown (" + installed.how + ")"
+	case v.AdapterVersion != installed.version:
+		h.CurrentReason = fmt.Sprintf("verified on adapter version %q, but %q is installed now (%s)",
+			v.AdapterVersion, installed.version, installed.how)
+	default:
+		h.Current = true
+		h.CurrentReason = fmt.Sprintf("verified %s on adapter version %s, the one installed now (%s)",
+			v.At.UTC().Format(time.RFC3339), v.AdapterVersion, installed.how)
+	}
+	return h
+}
+
+// installed is the adapter version installed now, and how it was found.
+type installed struct {
+	version string
+	how     string
+}
+
+// installedVersion finds the version of the adapter at path (the agent's
+// resolved command): from the nearest package.json with a version above
+// the file its symbolic links lead to (an npm install), else the version
+// the agent last reported at initialize (seen).
+func installedVersion(path, seen string) installed {
+	var tried string
+	if path != "" {
+		if real, err := filepath.EvalSymlinks(path); err == nil {
+			if v, pkg := packageVersion(real); v != "" {
+				return installed{v, pkg}
+			}
+			tried = "no package.json with a version above " + real
+		}
+	} else {
+		tried = "the command is not found"
+	}
+	if seen != "" {
+		return installed{seen, "as the adapter reported it at initialize; " + tried}
+	}
+	return installed{"", tried + ", and no session reported a version since the daemon started"}
+}
+
+// packageVersion walks up from file to the nearest package.json that has
+// a version, stopping at a node_modules directory; it returns the version
+// and the package.json's path.
+func packageVersion(file string) (string, string) {
+	for dir := filepath.Dir(file); ; dir = filepath.Dir(dir) {
+		if filepath.Base(dir) == "node_modules" || dir == filepath.Dir(dir) {
+			return "", ""
+		}
+		p := filepath.Join(dir, "package.json")
+		b, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		var pkg struct {
+			Version string `json:"version"`
+		}
+		if json.Unmarshal(b, &pkg) == nil && pkg.Version != "" {
+			return pkg.Version, p
+		}
+	}
+}
+
+// shortDuration writes d without trailing zero units ("720h", "90s").
+func shortDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = s[:len(s)-2]
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = s[:len(s)-2]
+	}
+	return s
 }

@@ -76,6 +76,7 @@ type session struct {
 	servers []MCPServer // passed to state_changing sessions
 	profile *Profile    // nil: the agent has no hardening profile
 	rule    *Rule       // the profile's rule for mode; nil without one
+	extra   Launch      // a verification's redirect, applied after the rule
 	tail    *stderrTail
 
 	p      *proc
@@ -114,6 +115,9 @@ func newSession(d *Dispatcher, spec AgentSpec, taskID string, mode model.Mode, c
 	s := &session{d: d, agent: spec.Name, argv: spec.Command, taskID: taskID, mode: mode, cwd: cwd,
 		prompt: prompt, timeout: timeout, log: log, stopc: make(chan struct{}), stage: stageSpawn,
 		profile: spec.Profile, servers: spec.MCPServers}
+	if d.unhardened(spec.Name) {
+		s.profile = nil
+	}
 	if s.profile != nil {
 		if r, ok := s.profile.Rules[mode]; ok {
 			r = r.withNonce("relay-" + newRunID()[:12])
@@ -148,6 +152,11 @@ func (s *session) start() error {
 			s.log.Printf("could not write the hardening profile's files: %v", err)
 			return fmt.Errorf("writing the hardening profile's files: %w", err)
 		}
+	}
+	if len(s.extra.Env)+len(s.extra.Args)+len(s.extra.Unset) > 0 {
+		env = append(slices.Clip(env), s.extra.Env...)
+		argv = append(slices.Clip(argv), s.extra.Args...)
+		unset = append(slices.Clip(unset), s.extra.Unset...)
 	}
 	p, err := startProc(s.d.spawner, procSpec{argv: argv, dir: s.cwd, env: env, unset: unset, stderr: s.tail, shim: s.d.o.Shim})
 	if err != nil {
@@ -301,6 +310,9 @@ func (s *session) drive(onStarted func(note string) error) (res runResult) {
 	s.mu.Lock()
 	s.agentInfo = ir.AgentInfo
 	s.mu.Unlock()
+	if ir.AgentInfo != nil {
+		s.d.o.Registry.noteVersion(s.agent, ir.AgentInfo.Version)
+	}
 	if s.profile != nil && s.rule == nil {
 		return runResult{stage: stageHardening, unsafe: fmt.Sprintf("the profile has no rule for %s tasks", s.mode)}
 	}

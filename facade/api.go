@@ -51,6 +51,9 @@ const (
 	// defaultProbeTimeout is what a probe may take when the request names
 	// no timeout; the probe route's write deadline is stretched by it.
 	defaultProbeTimeout = 60 * time.Second
+	// defaultVerifyTimeout is what a hardening verification may take when
+	// the request names no timeout.
+	defaultVerifyTimeout = 60 * time.Second
 )
 
 // VersionInfo is the answer of GET /v1/version.
@@ -513,6 +516,23 @@ func (s *Server) routes() {
 		}
 		_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(budget + s.o.WriteTimeout))
 		return s.svc.ProbeAgent(r.Context(), r.PathValue("name"), timeout)
+	})
+	s.apiRoute("POST /v1/operator/agents/{name}/verify", false, []string{"timeout"}, func(w http.ResponseWriter, r *http.Request, _ string) (any, error) {
+		timeout, err := apiQueryDuration(r.URL.Query(), "timeout")
+		if err != nil {
+			return nil, err
+		}
+		if err := DecodeEmpty(r.Body, s.o.MaxBody); err != nil {
+			return nil, err
+		}
+		// A verification may legitimately outlast WriteTimeout: stretch
+		// this response's write deadline by its own bound.
+		budget := timeout
+		if budget == 0 {
+			budget = defaultVerifyTimeout
+		}
+		_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(budget + s.o.WriteTimeout))
+		return s.svc.VerifyAgent(r.Context(), r.PathValue("name"), timeout)
 	})
 	s.apiRoute("GET /v1/operator/audit/verify", false, nil, func(w http.ResponseWriter, r *http.Request, _ string) (any, error) {
 		return s.svc.VerifyAudit(r.Context())

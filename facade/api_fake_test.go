@@ -215,6 +215,15 @@ func (f *apiFakeService) ProbeAgent(ctx context.Context, name string, timeout ti
 	return a, nil
 }
 
+func (f *apiFakeService) VerifyAgent(ctx context.Context, name string, timeout time.Duration) (model.Verification, error) {
+	if err := f.record(ctx, "VerifyAgent", "", name, timeout); err != nil {
+		return model.Verification{}, err
+	}
+	return model.Verification{Agent: name, Status: model.HardeningVerified, At: apiT0, AdapterVersion: "0.23.1",
+		Profile: "claude-agent-acp", Reason: "all 1 attempts stopped", Attempts: []model.VerifyAttempt{{Name: "shell",
+			Mode: model.ModeReadOnly, Tool: "Bash", Target: "/tmp/m", StoppedBy: model.StopToolNotOffered, Detail: "not offered"}}}, nil
+}
+
 func (f *apiFakeService) VerifyAudit(ctx context.Context) (model.AuditReport, error) {
 	if err := f.record(ctx, "VerifyAudit", ""); err != nil {
 		return model.AuditReport{}, err

@@ -81,6 +81,7 @@ func TestAPIRoutesRoundTrip(t *testing.T) {
 	wantOpCanceled.State, wantOpCanceled.Code = model.StateCanceled, model.CodeCanceledByOperator
 	wantShow, _ := f.ShowTask(ctx, "T-3")
 	wantProbe, _ := f.ProbeAgent(ctx, "codex", 0)
+	wantVerify, _ := f.VerifyAgent(ctx, "claude", 0)
 	f.mu.Lock()
 	f.calls = nil
 	f.mu.Unlock()
@@ -132,6 +133,10 @@ func TestAPIRoutesRoundTrip(t *testing.T) {
 			"ProbeAgent", "", []any{"codex", 90 * time.Second}, wantProbe},
 		{"ProbeAgent/default timeout", func() (any, error) { return op.ProbeAgent(ctx, "codex", 0) },
 			"ProbeAgent", "", []any{"codex", time.Duration(0)}, wantProbe},
+		{"VerifyAgent", func() (any, error) { return op.VerifyAgent(ctx, "claude", 90*time.Second) },
+			"VerifyAgent", "", []any{"claude", 90 * time.Second}, wantVerify},
+		{"VerifyAgent/default timeout", func() (any, error) { return op.VerifyAgent(ctx, "claude", 0) },
+			"VerifyAgent", "", []any{"claude", time.Duration(0)}, wantVerify},
 		{"VerifyAudit", func() (any, error) { return op.VerifyAudit(ctx) },
 			"VerifyAudit", "", nil, model.AuditReport{Rows: 42, OK: true, Head: "abc123"}},
 	}
@@ -196,6 +201,7 @@ func TestAPIClientIdentity(t *testing.T) {
 		"ShowTask":   func() error { _, err := anon.ShowTask(ctx, ""); return err },
 		"OpCancel":   func() error { _, err := anon.CancelTaskAsOperator(ctx, ""); return err },
 		"Probe":      func() error { _, err := anon.ProbeAgent(ctx, "", 0); return err },
+		"Verify":     func() error { _, err := anon.VerifyAgent(ctx, "", 0); return err },
 	} {
 		if err := call(); model.ErrorCode(err) != model.CodeInvalidArgs {
 			t.Errorf("%s with empty id: %v, want invalid_args", name, err)
@@ -365,6 +371,7 @@ func TestAPIStrictRequests(t *testing.T) {
 		{"op messages limit negative", "GET", "/v1/operator/messages?limit=-3", nil, ``, 400, model.CodeInvalidArgs, "limit"},
 		{"probe timeout bad", "POST", "/v1/operator/agents/codex/probe?timeout=soon", nil, ``, 400, model.CodeInvalidArgs, "timeout"},
 		{"probe timeout negative", "POST", "/v1/operator/agents/codex/probe?timeout=-5s", nil, ``, 400, model.CodeInvalidArgs, "timeout"},
+		{"verify timeout bad", "POST", "/v1/operator/agents/codex/verify?timeout=soon", nil, ``, 400, model.CodeInvalidArgs, "timeout"},
 		{"unknown route", "GET", "/v1/nope", nil, ``, 404, model.CodeNotFound, "/v1/nope"},
 		{"root", "GET", "/", nil, ``, 404, model.CodeNotFound, ""},
 		{"unknown operator route", "POST", "/v1/operator/tasks/T-1/retry", nil, ``, 404, model.CodeNotFound, ""},
@@ -710,7 +717,7 @@ func TestAPIProbeOutlastsWriteTimeout(t *testing.T) {
 	t.Parallel()
 	f := &apiFakeService{}
 	f.setHook(func(ctx context.Context, method string) error {
-		if method == "ProbeAgent" || method == "GetTask" {
+		if method == "ProbeAgent" || method == "VerifyAgent" || method == "GetTask" {
 			time.Sleep(700 * time.Millisecond)
 		}
 		return nil
@@ -719,6 +726,9 @@ func TestAPIProbeOutlastsWriteTimeout(t *testing.T) {
 	c := apiNewClient(t, s.sock, ClientOptions{Agent: "claude"})
 	if _, err := c.ProbeAgent(context.Background(), "codex", time.Second); err != nil {
 		t.Errorf("a probe within its own timeout: %v", err)
+	}
+	if _, err := c.VerifyAgent(context.Background(), "codex", time.Second); err != nil {
+		t.Errorf("a verification within its own timeout: %v", err)
 	}
 	// An ordinary route is bound by WriteTimeout.
 	if _, err := c.GetTask(context.Background(), "", "T-1"); model.ErrorCode(err) != model.CodeDaemonUnavailable {

@@ -596,6 +596,29 @@ func (c *Client) ProbeAgent(ctx context.Context, name string, timeout time.Durat
 	return a, err
 }
 
+// VerifyAgent implements model.OperatorService. The call may take the
+// verification's timeout (60 s when 0) on top of the client's own.
+func (c *Client) VerifyAgent(ctx context.Context, name string, timeout time.Duration) (model.Verification, error) {
+	p, err := clientPathArg("name", name)
+	if err != nil {
+		return model.Verification{}, err
+	}
+	q := url.Values{}
+	if timeout != 0 {
+		q.Set("timeout", timeout.String())
+	}
+	budget := timeout
+	if budget <= 0 {
+		budget = defaultVerifyTimeout
+	}
+	if err := c.ensureVersion(ctx); err != nil {
+		return model.Verification{}, err
+	}
+	var v model.Verification
+	err = c.roundTrip(ctx, http.MethodPost, "/v1/operator/agents/"+p+"/verify", q, "", nil, &v, budget)
+	return v, err
+}
+
 // VerifyAudit implements model.OperatorService.
 func (c *Client) VerifyAudit(ctx context.Context) (model.AuditReport, error) {
 	var r model.AuditReport

@@ -286,11 +286,14 @@ func mcpTools(o MCPOptions) []mcpTool {
 		{
 			name:  "list_agents",
 			title: "List agents",
-			desc: "List the agents known to the relay, each with three independent signals: configured (its ACP " +
-				"adapter binary is found on the daemon's PATH), enabled (policy allows tasks for it) and worked_live (a " +
-				"real bounded invocation succeeded within the last 24 h), each with when (…_at) and why (…_reason). Any " +
-				"of them can be a submit_task target, and any other than yourself a send_message recipient. Returns " +
-				"{agents: [{name, command, configured, enabled, worked_live, …}]}.",
+			desc: "List the agents known to the relay, each with four independent signals: configured (its ACP " +
+				"adapter binary is found on the daemon's PATH), enabled (policy allows tasks for it), worked_live (a " +
+				"real bounded invocation succeeded within the last 24 h), each with when (…_at) and why (…_reason), and " +
+				"hardening {status: verified | failed | unverified, at, adapter_version, reason, require_verified, current, " +
+				"current_reason}: whether an offline verification on this machine (relay agents verify) stopped every " +
+				"attempt of a delegated task to write, edit or run; with require_verified, tasks to the agent are blocked " +
+				"(agent_not_verified) unless current. Any of them can be a submit_task target, and any other than yourself " +
+				"a send_message recipient. Returns {agents: [{name, command, configured, enabled, worked_live, hardening, …}]}.",
 			readOnly: true, idempotent: true,
 			call: func(ctx context.Context, f *mcpFacade, _ mcpArgs) (any, error) {
 				as, err := f.svc.ListAgents(ctx)

@@ -97,6 +97,10 @@ func checkField(id, field string, missing, invalid model.Code) (model.Verdict, b
 //     binary is present.
 //  4. configured: the target's adapter binary was found, else
 //     agent_not_configured.
+//  5. verified: when the target has require_verified, its hardening
+//     signal must be current (its last verification passed, within
+//     verified_within, on the adapter version installed now — computed by
+//     the registry), else agent_not_verified, with what to run.
 //
 // All its failures lead to blocked.
 func ACPDenial(p model.DispatchPolicy, a model.AgentInfo, known bool) model.Verdict {
@@ -123,6 +127,13 @@ func ACPDenial(p model.DispatchPolicy, a model.AgentInfo, known bool) model.Verd
 			"the target agent "+strconv.Quote(a.Name)+" has no adapter binary configured",
 			map[string]string{"agent": a.Name, "reason": a.ConfiguredReason})
 	}
+	if h := a.Hardening; h.RequireVerified && !h.Current {
+		return fail(model.GateACPDenial, model.CodeAgentNotVerified,
+			"the target agent "+strconv.Quote(a.Name)+" requires a verified hardening (require_verified = true), but "+
+				h.CurrentReason+"; run `relay agents verify "+a.Name+"`",
+			map[string]string{"agent": a.Name, "hardening": string(h.Status), "reason": h.CurrentReason,
+				"adapter_version": h.AdapterVersion, "installed_version": h.InstalledVersion, "verified_within": h.VerifiedWithin})
+	}
 	detail := map[string]string{"agent": a.Name, "profile": a.Profile.Name}
 	if a.Profile.Name == "" {
 		detail["profile"] = "none"
@@ -133,6 +144,10 @@ func ACPDenial(p model.DispatchPolicy, a model.AgentInfo, known bool) model.Verd
 		}
 	}
 	msg := "permissions denied, no fs/terminal, target enabled and configured"
+	if a.Hardening.RequireVerified {
+		msg += ", hardening verified (" + a.Hardening.CurrentReason + ")"
+		detail["hardening"] = string(a.Hardening.Status)
+	}
 	if a.Profile.Summary != "" {
 		msg += "; " + a.Profile.Summary
 	}

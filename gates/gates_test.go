@@ -105,6 +105,12 @@ func TestACPDenial(t *testing.T) {
 	agent := func(enabled, configured bool) model.AgentInfo {
 		return model.AgentInfo{Name: "codex", Enabled: enabled, Configured: configured}
 	}
+	hardened := func(required, current bool) model.AgentInfo {
+		a := agent(true, true)
+		a.Hardening = model.AgentHardening{Status: model.HardeningFailed, RequireVerified: required, Current: current,
+			CurrentReason: "the last verification did not pass (failed: 1 of 4 attempts NOT STOPPED)"}
+		return a
+	}
 	tests := []struct {
 		name   string
 		policy model.DispatchPolicy
@@ -123,6 +129,14 @@ func TestACPDenial(t *testing.T) {
 		{"disabled", good, agent(false, true), true, model.CodeAgentDisabled},
 		{"disabled before not configured", good, agent(false, false), true, model.CodeAgentDisabled},
 		{"not configured", good, agent(true, false), true, model.CodeAgentNotConfigured},
+		{"require_verified, current", good, hardened(true, true), true, ""},
+		{"require_verified, not current", good, hardened(true, false), true, model.CodeAgentNotVerified},
+		{"not required, not current", good, hardened(false, false), true, ""},
+		{"not configured before not verified", good, func() model.AgentInfo {
+			a := hardened(true, false)
+			a.Configured = false
+			return a
+		}(), true, model.CodeAgentNotConfigured},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -136,6 +150,10 @@ func TestACPDenial(t *testing.T) {
 			}
 			if !v.Passed && gates.Outcome(v) != model.StateBlocked {
 				t.Errorf("Outcome = %q, want blocked", gates.Outcome(v))
+			}
+			if v.Code == model.CodeAgentNotVerified && (!strings.Contains(v.Message, "run `relay agents verify codex`") ||
+				!strings.Contains(v.Message, "1 of 4 attempts NOT STOPPED") || v.Detail["hardening"] != "failed") {
+				t.Errorf("agent_not_verified verdict %q %v: want why and the command to run", v.Message, v.Detail)
 			}
 		})
 	}

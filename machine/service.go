@@ -20,7 +20,10 @@ type ServiceOptions struct {
 	// MessageBytes bounds a message body (default 262144).
 	MessageBytes int
 	// Probe runs a live probe of an agent (the dispatcher's); nil refuses.
-	Probe  func(ctx context.Context, name string, timeout time.Duration) (model.AgentInfo, error)
+	Probe func(ctx context.Context, name string, timeout time.Duration) (model.AgentInfo, error)
+	// Verify runs a hardening verification of an agent (the
+	// dispatcher's); nil refuses.
+	Verify func(ctx context.Context, name string, timeout time.Duration) (model.Verification, error)
 	Clock  func() time.Time
 	Logger *slog.Logger
 }
@@ -244,7 +247,7 @@ func (s *Service) CancelTask(ctx context.Context, caller, id string) (model.Task
 	return s.o.Engine.Cancel(ctx, id, model.CodeCanceledBySubmitter, caller)
 }
 
-// ListAgents lists the agents with their three health signals.
+// ListAgents lists the agents with their four health signals.
 func (s *Service) ListAgents(ctx context.Context) ([]model.AgentInfo, error) {
 	return s.o.Registry.Agents(ctx), nil
 }
@@ -337,6 +340,17 @@ func (s *Service) ProbeAgent(ctx context.Context, name string, timeout time.Dura
 		return info, nil
 	}
 	return info, err
+}
+
+// VerifyAgent runs a hardening verification of an agent.
+func (s *Service) VerifyAgent(ctx context.Context, name string, timeout time.Duration) (model.Verification, error) {
+	if !s.o.Registry.Known(name) {
+		return model.Verification{}, model.Errorf(model.CodeUnknownAgent, "no agent named %q", model.Echo(name)).WithHint(spec.Hint(model.CodeUnknownAgent))
+	}
+	if s.o.Verify == nil {
+		return model.Verification{}, model.Errorf(model.CodeInternal, "this relay has no dispatcher to verify with")
+	}
+	return s.o.Verify(ctx, name, timeout)
 }
 
 // VerifyAudit recomputes the audit chain.

@@ -19,6 +19,7 @@ const (
 	CodeACPDenialNotEnforced               Code = "acp_denial_not_enforced"
 	CodeAgentDisabled                      Code = "agent_disabled"
 	CodeAgentNotConfigured                 Code = "agent_not_configured"
+	CodeAgentNotVerified                   Code = "agent_not_verified"
 	CodeAuthorityNotConfigured             Code = "authority_not_configured"
 	CodeAuthorityUnavailable               Code = "authority_unavailable"
 	CodeAuthorityTimeout                   Code = "authority_timeout"
@@ -83,7 +84,7 @@ const (
 func AllTaskCodes() []Code {
 	return []Code{CodeMissingMissionID, CodeMissingLeaseID, CodeInvalidMissionID,
 		CodeInvalidLeaseID, CodeACPDenialNotEnforced, CodeAgentDisabled,
-		CodeAgentNotConfigured, CodeAuthorityNotConfigured, CodeAuthorityUnavailable,
+		CodeAgentNotConfigured, CodeAgentNotVerified, CodeAuthorityNotConfigured, CodeAuthorityUnavailable,
 		CodeAuthorityTimeout, CodeAuthorityInvalidResponse, CodeAuthorityDenied,
 		CodeStateChangingRequiresGuardedClaude, CodeDispatchFailed,
 		CodeDispatchInterrupted, CodeAgentCrashed, CodeAgentRefused,

@@ -102,13 +102,15 @@ func strs[T ~string](list []T) []string {
 func TestAllListsComplete(t *testing.T) {
 	t.Parallel()
 	lists := map[string][]string{
-		"State":        strs(model.AllStates()),
-		"Trigger":      strs(model.AllTriggers()),
-		"Mode":         strs(model.AllModes()),
-		"Assurance":    strs(model.AllAssurances()),
-		"MessageState": strs(model.AllMessageStates()),
-		"Gate":         strs(model.AllGates()),
-		"Code":         strs(model.AllCodes()),
+		"State":           strs(model.AllStates()),
+		"Trigger":         strs(model.AllTriggers()),
+		"Mode":            strs(model.AllModes()),
+		"Assurance":       strs(model.AllAssurances()),
+		"MessageState":    strs(model.AllMessageStates()),
+		"Gate":            strs(model.AllGates()),
+		"Code":            strs(model.AllCodes()),
+		"HardeningStatus": strs(model.AllHardeningStatuses()),
+		"Stop":            strs(model.AllStops()),
 	}
 	declared := declaredConstants(t)
 	for typ := range declared {
@@ -173,6 +175,8 @@ func TestSnakeCaseWireValues(t *testing.T) {
 	all = append(all, strs(model.AllAssurances())...)
 	all = append(all, strs(model.AllMessageStates())...)
 	all = append(all, strs(model.AllCodes())...)
+	all = append(all, strs(model.AllHardeningStatuses())...)
+	all = append(all, strs(model.AllStops())...)
 	for _, v := range all {
 		if !snake.MatchString(v) {
 			t.Errorf("wire value %q is not snake_case", v)

@@ -81,6 +81,10 @@ type OperatorService interface {
 	Messages(ctx context.Context, f MessageFilter) ([]Message, error)
 	Agents(ctx context.Context) ([]AgentInfo, error)
 	ProbeAgent(ctx context.Context, name string, timeout time.Duration) (AgentInfo, error)
+	// VerifyAgent runs a hardening verification of an agent (bounded by
+	// timeout, 60 s when 0) and returns its report; a verification that
+	// ran is an answer, whatever its status.
+	VerifyAgent(ctx context.Context, name string, timeout time.Duration) (Verification, error)
 	VerifyAudit(ctx context.Context) (AuditReport, error)
 }
 

@@ -193,6 +193,10 @@ type AgentInfo struct {
 	// Profile is the hardening profile the dispatcher applies to the
 	// agent's sessions, or an empty name with the reason there is none.
 	Profile AgentProfile `json:"profile"`
+	// Hardening is the agent's fourth health signal, never collapsed into
+	// the others: whether its last hardening verification (relay agents
+	// verify NAME) stopped every attempt to write, edit or run.
+	Hardening AgentHardening `json:"hardening"`
 }
 
 // AgentProfile describes an agent's hardening profile: what the relay

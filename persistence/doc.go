@@ -1,6 +1,6 @@
-// Package persistence stores HAI-Relay's tasks, messages, agent probe results
-// and hash-chained audit log in SQLite, through bun over the pure-Go
-// modernc.org/sqlite driver.
+// Package persistence stores HAI-Relay's tasks, messages, agent probe and
+// hardening verification results and hash-chained audit log in SQLite,
+// through bun over the pure-Go modernc.org/sqlite driver.
 //
 // A *DB implements model.Store and model.MessageStore. It keeps two pools on
 // one database file:
@@ -27,7 +27,7 @@
 //
 // To pay one fsync for many writes, every write method (CreateTask,
 // Transition, CreateMessage, Inbox when it marks messages read, Ack,
-// RecordDenial, Audit, RecordProbe, Seed) hands its transaction body to one
+// RecordDenial, Audit, RecordProbe, RecordVerification, Seed) hands its transaction body to one
 // writer goroutine, started by Open and stopped by Close. The writer takes
 // every request queued at that moment (at most Options.MaxBatch, default
 // DefaultMaxBatch; it never waits for more), runs them in that order in one
@@ -91,6 +91,9 @@
 //	                   per inbox call that marked messages read
 //	message.acked      from, to, previous_state
 //	agent.probe        agent, worked_live, probed_at, reason
+//	agent.verify       agent, status, verified_at, attempts (count),
+//	                   stopped.<stop> (count per stop), adapter_version,
+//	                   profile, reason (those not empty)
 //
 // plus whatever other packages append with (*DB).Audit. Bodies and prompts
 // are kept in their own tables; the audit log holds their SHA-256.

@@ -97,6 +97,9 @@ func migrateFrom(t *testing.T, prev int) {
 	if prev < 3 && count(t, old, "pragma_table_info('tasks')", "name = 'request_sha256'") != 0 {
 		t.Fatal("tasks.request_sha256 exists before 0003")
 	}
+	if prev < 4 && count(t, old, "sqlite_master", "name = 'agent_verifications'") != 0 {
+		t.Fatal("agent_verifications exists before 0004")
+	}
 	// The old schema is written as the old code did, without the columns
 	// it did not have.
 	for i := range 5 {
@@ -277,6 +280,10 @@ func TestCheckListsMatchModel(t *testing.T) {
 	for _, s := range model.AllMessageStates() {
 		msgStates = append(msgStates, string(s))
 	}
+	var hardening []string
+	for _, s := range model.AllHardeningStatuses() {
+		hardening = append(hardening, string(s))
+	}
 	for _, c := range []struct {
 		table, column string
 		want          []string
@@ -284,6 +291,7 @@ func TestCheckListsMatchModel(t *testing.T) {
 		{"tasks", "state", sorted(states)},
 		{"tasks", "mode", sorted(modes)},
 		{"messages", "state", sorted(msgStates)},
+		{"agent_verifications", "status", sorted(hardening)},
 	} {
 		if got := list(schema(c.table), c.column); !slices.Equal(got, c.want) {
 			t.Errorf("%s.%s CHECK = %v, model = %v", c.table, c.column, got, c.want)

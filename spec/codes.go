@@ -52,6 +52,7 @@ func Catalogue() []CodeInfo {
 		t(model.CodeACPDenialNotEnforced, model.StateBlocked, "the dispatcher would not deny every permission request, or would advertise fs/terminal", "this is a relay defect; report it"),
 		t(model.CodeAgentDisabled, model.StateBlocked, "the target agent is disabled by policy", "set enabled = true under [agents.NAME] in config.toml"),
 		t(model.CodeAgentNotConfigured, model.StateBlocked, "the target agent's adapter binary is not found on the daemon's PATH", "install the agent's ACP adapter or set [agents.NAME] command in config.toml"),
+		t(model.CodeAgentNotVerified, model.StateBlocked, "the target agent has require_verified = true and its last hardening verification did not pass, is older than verified_within, or was made on another adapter version than the one installed now", "run `relay agents verify NAME` (docs/agents.md, \"Verifying the hardening on your machine\")"),
 		t(model.CodeAuthorityNotConfigured, model.StateBlocked, "no authority adapter is configured, so nothing may run", "set [authority] command in config.toml"),
 		t(model.CodeAuthorityUnavailable, model.StateBlocked, "the authority adapter could not be started or exited non-zero", "run the adapter by hand with a request on stdin; see the audit row for its stderr"),
 		t(model.CodeAuthorityTimeout, model.StateBlocked, "the authority adapter did not answer within authority.timeout", "raise [authority] timeout or fix the adapter"),

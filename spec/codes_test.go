@@ -25,7 +25,7 @@ var (
 	briefTaskCodes = []model.Code{
 		"missing_mission_id", "missing_lease_id", "invalid_mission_id", "invalid_lease_id",
 		"acp_denial_not_enforced", "agent_disabled", "agent_not_configured",
-		"authority_not_configured", "authority_unavailable", "authority_timeout",
+		"agent_not_verified", "authority_not_configured", "authority_unavailable", "authority_timeout",
 		"authority_invalid_response", "authority_denied",
 		"state_changing_requires_guarded_claude", "dispatch_failed",
 		"dispatch_interrupted", "agent_crashed", "agent_refused", "agent_max_tokens",
@@ -47,6 +47,7 @@ var (
 		"acp_denial_not_enforced":                model.StateBlocked,
 		"agent_disabled":                         model.StateBlocked,
 		"agent_not_configured":                   model.StateBlocked,
+		"agent_not_verified":                     model.StateBlocked,
 		"authority_not_configured":               model.StateBlocked,
 		"authority_unavailable":                  model.StateBlocked,
 		"authority_timeout":                      model.StateBlocked,

@@ -82,6 +82,17 @@ type AgentConfig struct {
 	// guarded tools reach a state_changing Claude this way, never through
 	// the agent's own settings.
 	MCPServers []MCPServer
+	// RequireVerified is the agent's hardening policy (key
+	// require_verified, default false): when true, a task for the agent is
+	// blocked with agent_not_verified unless its last hardening
+	// verification (relay agents verify NAME) passed, within
+	// VerifiedWithin, on the adapter version installed now.
+	RequireVerified bool
+	// VerifiedWithin is how old a passed verification may be for
+	// RequireVerified (key verified_within, a positive Go duration,
+	// default DefaultVerifiedWithin; zero in a Config built in code means
+	// the default).
+	VerifiedWithin time.Duration
 }
 
 // MCPServer is one entry of [agents.NAME] mcp_servers.
@@ -138,6 +149,7 @@ const (
 	DefaultTaskTimeout      = 30 * time.Minute
 	DefaultProbeTimeout     = 60 * time.Second
 	DefaultMaxDispatch      = 4
+	DefaultVerifiedWithin   = 720 * time.Hour
 	DefaultSynchronous      = SynchronousFull
 )
 
@@ -157,7 +169,7 @@ var defaultCommands = map[string][]string{
 func DefaultConfig() Config {
 	agents := make(map[string]AgentConfig, len(model.CoreAgents()))
 	for _, name := range model.CoreAgents() {
-		agents[name] = AgentConfig{Command: slices.Clone(defaultCommands[name]), Enabled: true}
+		agents[name] = AgentConfig{Command: slices.Clone(defaultCommands[name]), Enabled: true, VerifiedWithin: DefaultVerifiedWithin}
 	}
 	return Config{
 		Authority: AuthorityConfig{Timeout: DefaultAuthorityTimeout},
@@ -325,6 +337,10 @@ func LoadConfig(path string) (Config, error) {
 //
 //	[agents.gemini]                         # a core agent: keys override the defaults
 //	enabled = false
+//
+//	[agents.claude]
+//	require_verified = true                 # default false: see docs/agents.md
+//	verified_within = "720h"                # default 720h
 //
 //	[agents.my-agent]                       # a custom agent: command is required
 //	command = ["my-agent-acp"]
@@ -499,6 +515,31 @@ var leafKeys = map[string]leaf{
 			return nil
 		},
 	},
+	"agents.*.require_verified": {
+		want:    "true or false (default false): block tasks unless the agent's last `relay agents verify` passed, recently, on the installed adapter",
+		example: `require_verified = true`,
+		set: func(c *Config, agent string, v any) error {
+			b, ok := v.(bool)
+			if !ok {
+				return fmt.Errorf("want true or false, got %s", describe(v))
+			}
+			a := c.Agents[agent]
+			a.RequireVerified = b
+			c.Agents[agent] = a
+			return nil
+		},
+	},
+	"agents.*.verified_within": {
+		want:    "a positive Go duration (default " + shortDuration(DefaultVerifiedWithin) + "): how old a passed verification may be for require_verified",
+		example: `verified_within = "720h"`,
+		set: func(c *Config, agent string, v any) error {
+			d, err := parseDuration(v)
+			a := c.Agents[agent]
+			a.VerifiedWithin = d
+			c.Agents[agent] = a
+			return err
+		},
+	},
 	"agents.*.mcp_servers": {
 		want:    "an array of {name, command, env} tables: stdio MCP servers passed to state_changing tasks",
 		example: `mcp_servers = [{name = "hai", command = ["hai-mcp", "serve"], env = {HAI_LEASE_MODE = "guarded"}}]`,
@@ -621,7 +662,7 @@ func (p *parser) visit(cfg *Config, k toml.Key) error {
 			// A custom agent is enabled unless the file says otherwise,
 			// like the core ones; it still needs a command (checked once
 			// the whole file is read).
-			cfg.Agents[name] = AgentConfig{Enabled: true}
+			cfg.Agents[name] = AgentConfig{Enabled: true, VerifiedWithin: DefaultVerifiedWithin}
 		}
 	}
 	// Walk down k: every prefix must be a schema table until a value key is

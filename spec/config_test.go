@@ -108,6 +108,8 @@ enabled = true
 
 [agents.gemini]
 enabled = false
+require_verified = true
+verified_within = "168h"
 
 [agents.my-agent_2]
 command = ["my-agent-acp"]
@@ -134,10 +136,10 @@ func TestParseConfigFull(t *testing.T) {
 	}
 	want := spec.DefaultConfig()
 	want.Authority = spec.AuthorityConfig{Command: []string{"hai-authority", "--relay", ""}, Timeout: 2 * time.Second}
-	want.Agents["claude"] = spec.AgentConfig{Command: []string{"/opt/claude/bin/claude-agent-acp", "--verbose"}, Enabled: true}
-	want.Agents["gemini"] = spec.AgentConfig{Command: []string{"gemini", "--acp"}, Enabled: false}
-	want.Agents["my-agent_2"] = spec.AgentConfig{Command: []string{"my-agent-acp"}, Enabled: true}
-	want.Agents["off"] = spec.AgentConfig{Command: []string{"/usr/local/bin/My Agent/acp"}, Enabled: false}
+	want.Agents["claude"] = spec.AgentConfig{Command: []string{"/opt/claude/bin/claude-agent-acp", "--verbose"}, Enabled: true, VerifiedWithin: spec.DefaultVerifiedWithin}
+	want.Agents["gemini"] = spec.AgentConfig{Command: []string{"gemini", "--acp"}, Enabled: false, RequireVerified: true, VerifiedWithin: 168 * time.Hour}
+	want.Agents["my-agent_2"] = spec.AgentConfig{Command: []string{"my-agent-acp"}, Enabled: true, VerifiedWithin: spec.DefaultVerifiedWithin}
+	want.Agents["off"] = spec.AgentConfig{Command: []string{"/usr/local/bin/My Agent/acp"}, Enabled: false, VerifiedWithin: spec.DefaultVerifiedWithin}
 	want.Limits = spec.LimitsConfig{MessageBytes: 1024, TaskTimeout: 90 * time.Minute, ProbeTimeout: 15 * time.Second, MaxDispatch: 16}
 	want.Storage.Synchronous = spec.SynchronousNormal
 	if !reflect.DeepEqual(c, want) {
@@ -171,22 +173,26 @@ func TestParseConfigMerge(t *testing.T) {
 		want func(c *spec.Config)
 	}{
 		{"disabling keeps the default command", "[agents.claude]\nenabled = false\n", func(c *spec.Config) {
-			c.Agents["claude"] = spec.AgentConfig{Command: []string{"claude-agent-acp"}, Enabled: false}
+			c.Agents["claude"] = spec.AgentConfig{Command: []string{"claude-agent-acp"}, Enabled: false, VerifiedWithin: spec.DefaultVerifiedWithin}
 		}},
 		{"a command keeps the agent enabled", "[agents.codex]\ncommand = [\"/opt/codex-acp\"]\n", func(c *spec.Config) {
-			c.Agents["codex"] = spec.AgentConfig{Command: []string{"/opt/codex-acp"}, Enabled: true}
+			c.Agents["codex"] = spec.AgentConfig{Command: []string{"/opt/codex-acp"}, Enabled: true, VerifiedWithin: spec.DefaultVerifiedWithin}
 		}},
 		{"an empty core agent table changes nothing", "[agents.hermes]\n", func(*spec.Config) {}},
 		{"dotted keys", "agents.cursor.enabled = false\nlimits.max_dispatch = 1\n", func(c *spec.Config) {
-			c.Agents["cursor"] = spec.AgentConfig{Command: []string{"agent", "acp"}, Enabled: false}
+			c.Agents["cursor"] = spec.AgentConfig{Command: []string{"agent", "acp"}, Enabled: false, VerifiedWithin: spec.DefaultVerifiedWithin}
 			c.Limits.MaxDispatch = 1
 		}},
 		{"inline tables", "limits = {task_timeout = \"5m\"}\nagents = {x = {command = [\"x-acp\"]}}\n", func(c *spec.Config) {
 			c.Limits.TaskTimeout = 5 * time.Minute
-			c.Agents["x"] = spec.AgentConfig{Command: []string{"x-acp"}, Enabled: true}
+			c.Agents["x"] = spec.AgentConfig{Command: []string{"x-acp"}, Enabled: true, VerifiedWithin: spec.DefaultVerifiedWithin}
+		}},
+		{"require_verified keeps the default age", "[agents.claude]\nrequire_verified = true\n", func(c *spec.Config) {
+			c.Agents["claude"] = spec.AgentConfig{Command: []string{"claude-agent-acp"}, Enabled: true, RequireVerified: true,
+				VerifiedWithin: spec.DefaultVerifiedWithin}
 		}},
 		{"a custom agent is enabled by default", "[agents.mine]\ncommand = [\"mine\", \"acp\"]\n", func(c *spec.Config) {
-			c.Agents["mine"] = spec.AgentConfig{Command: []string{"mine", "acp"}, Enabled: true}
+			c.Agents["mine"] = spec.AgentConfig{Command: []string{"mine", "acp"}, Enabled: true, VerifiedWithin: spec.DefaultVerifiedWithin}
 		}},
 		{"a timeout alone configures no adapter", "[authority]\ntimeout = \"1m\"\n", func(c *spec.Config) {
 			c.Authority.Timeout = time.Minute
@@ -255,6 +261,9 @@ var badConfigs = []struct {
 	{"max_dispatch is a table", "[limits]\nmax_dispatch = {n = 4}\n", "limits.max_dispatch", 2, "got a table"},
 	{"message_bytes is a boolean", "[limits]\nmessage_bytes = true\n", "limits.message_bytes", 2, "got boolean true"},
 	{"enabled is a string", "[agents.codex]\nenabled = \"yes\"\n", "agents.codex.enabled", 2, `want true or false, got string "yes"`},
+	{"require_verified is a string", "[agents.claude]\nrequire_verified = \"yes\"\n", "agents.claude.require_verified", 2, `want true or false, got string "yes"`},
+	{"verified_within is zero", "[agents.claude]\nverified_within = \"0s\"\n", "agents.claude.verified_within", 2, "want a positive duration"},
+	{"verified_within is a number", "[agents.claude]\nverified_within = 720\n", "agents.claude.verified_within", 2, "want a duration string"},
 	{"timeout is an integer", "[authority]\ntimeout = 5\n", "authority.timeout", 2, "want a duration string"},
 	{"authority env is a string", "[authority]\nenv = \"TOKEN\"\n", "authority.env", 2, "want an array of strings"},
 	{"authority env has a bad name", "[authority]\nenv = [\"OK\", \"1BAD=x\"]\n", "authority.env", 2, `element 1, "1BAD=x", is not NAME`},

@@ -51,6 +51,7 @@ var exitCodes = map[model.Code]int{
 	model.CodeDaemonUnavailable:     5,
 	model.CodeAuditBroken:           6,
 	model.CodeOutcomeUnknown:        7,
+	model.CodeAgentNotVerified:      8, // relay agents verify: an agent's hardening was not verified
 	model.CodePayloadTooLarge:       2,
 	model.CodeInvalidCwd:            2,
 	model.CodeInvalidRecipient:      2,

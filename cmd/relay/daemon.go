@@ -150,6 +150,9 @@ func (d *daemon) run(ctx context.Context) (err error) {
 	if err := loadProbes(ctx, db, registry); err != nil {
 		return err
 	}
+	if err := loadVerifications(ctx, db, registry); err != nil {
+		return err
+	}
 	// Agents and the authority adapter run under this very binary's shim,
 	// even if the file is replaced while the daemon runs: /proc/self/exe is
 	// resolved in the forked child.
@@ -165,6 +168,12 @@ func (d *daemon) run(ctx context.Context) (err error) {
 				d.log.Error("save probe", "agent", name, "err", err)
 			}
 		},
+		OnVerify: func(v model.Verification) {
+			if err := db.RecordVerification(context.Background(), v); err != nil {
+				d.log.Error("save verification", "agent", v.Agent, "err", err)
+			}
+		},
+		Unhardened: unhardened(d.log),
 	})
 	// Agents a crashed daemon left behind (an adapter's native child
 	// survives Pdeathsig) are killed before recovery fails their tasks.
@@ -189,7 +198,7 @@ func (d *daemon) run(ctx context.Context) (err error) {
 	})
 	svc := machine.NewService(machine.ServiceOptions{
 		Engine: eng, Store: db, Messages: db, Registry: registry,
-		MessageBytes: cfg.Limits.MessageBytes, Probe: disp.Probe, Logger: d.log,
+		MessageBytes: cfg.Limits.MessageBytes, Probe: disp.Probe, Verify: disp.Verify, Logger: d.log,
 	})
 	if err := eng.Start(ctx); err != nil {
 		return fmt.Errorf("recovery: %w", err)
@@ -270,7 +279,8 @@ func newRegistry(cfg spec.Config) *dispatch.Registry {
 		for _, m := range a.MCPServers {
 			servers = append(servers, dispatch.MCPServer{Name: m.Name, Command: m.Command, Env: m.Env})
 		}
-		specs = append(specs, dispatch.AgentSpec{Name: n, Command: a.Command, Enabled: a.Enabled, MCPServers: servers})
+		specs = append(specs, dispatch.AgentSpec{Name: n, Command: a.Command, Enabled: a.Enabled, MCPServers: servers,
+			RequireVerified: a.RequireVerified, VerifiedWithin: a.VerifiedWithin})
 	}
 	return dispatch.NewRegistry(specs, nil, nil)
 }
@@ -285,6 +295,37 @@ func loadProbes(ctx context.Context, db *persistence.DB, r *dispatch.Registry) e
 		r.SetProbe(p.Name, dispatch.Probe{OK: p.WorkedLive, At: p.At, Reason: p.Reason})
 	}
 	return nil
+}
+
+// loadVerifications restores the last hardening verification of each
+// agent.
+func loadVerifications(ctx context.Context, db *persistence.DB, r *dispatch.Registry) error {
+	vs, err := db.Verifications(ctx)
+	if err != nil {
+		return err
+	}
+	for _, v := range vs {
+		r.SetVerification(v.Agent, v)
+	}
+	return nil
+}
+
+// unhardened reads the test-only switch dispatch.UnhardenedEnv: agents
+// whose sessions run without their hardening profile's session options
+// (still under the deny-all client), so that CI proves `relay agents
+// verify` detects what a profile prevents. It is loud about it.
+func unhardened(log *slog.Logger) []string {
+	var names []string
+	for _, n := range strings.Split(os.Getenv(dispatch.UnhardenedEnv), ",") {
+		if n = strings.TrimSpace(n); n != "" {
+			names = append(names, n)
+		}
+	}
+	if len(names) > 0 {
+		log.Warn("TEST ONLY: these agents run without their hardening profile's session options",
+			"env", dispatch.UnhardenedEnv, "agents", strings.Join(names, ","))
+	}
+	return names
 }
 
 // lockHome takes the home's single-instance lock. A second daemon on the

@@ -18,9 +18,12 @@ func newTable(w io.Writer, header ...string) *table {
 	return t
 }
 
-func (t *table) row(cols ...string) {
+func (t *table) row(cols ...string) { t.rowMax(60, cols...) }
+
+// rowMax is row with each cell cut to max runes.
+func (t *table) rowMax(max int, cols ...string) {
 	for i, c := range cols {
-		cols[i] = oneLine(c, 60)
+		cols[i] = oneLine(c, max)
 	}
 	fmt.Fprintln(t.tw, strings.Join(cols, "\t"))
 }

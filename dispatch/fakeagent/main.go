@@ -46,6 +46,11 @@
 //	stderr-crash           write a line to stderr, then exit 3
 //	auth-prompt            answer session/prompt with auth_required
 //
+// When $FAKEAGENT_MODEL is set (a chat-completions base URL, the relay's
+// scripted model), every prompt is instead a turn driven by that model
+// (modelTurn): the agent offers it tools, runs what it calls under
+// $FAKEAGENT_POLICY and ends with its text.
+//
 // Without a startup-only behaviour the agent is compliant: it offers the
 // session modes default, dontAsk, read-only and plan (current: default),
 // mirrors its mode as the config option "mode", and takes any set_mode or
@@ -59,10 +64,13 @@
 // modes-die (offer them and exit, status 3, on set_mode),
 // options (offer a select config option "mode": build, plan; start at
 // build), hang-init (never answer initialize), v2 (claim ACP
-// protocol version 2). A startup behaviour that is also a prompt behaviour
+// protocol version 2), die-first (the first process to create
+// $FAKEAGENT_ONCE exits 1 before initialize; the others are compliant). A startup behaviour that is also a prompt behaviour
 // (hang, echo, ...) applies to every prompt.
 //
 // The probe prompt "Reply with the single word OK." is answered "OK".
+//
+// Initialize reports agentInfo version $FAKEAGENT_VERSION when it is set.
 //
 // Every event (start, initialize, session/new, set_mode, prompt,
 // permission outcome, fs/terminal errors, cancel, exit) is appended as one
@@ -70,14 +78,17 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -141,7 +152,11 @@ func (a *agent) Initialize(ctx context.Context, p acp.InitializeRequest) (acp.In
 	case "v2":
 		return acp.InitializeResponse{ProtocolVersion: 2}, nil
 	}
-	return acp.InitializeResponse{ProtocolVersion: acp.ProtocolVersionNumber}, nil
+	resp := acp.InitializeResponse{ProtocolVersion: acp.ProtocolVersionNumber}
+	if v := os.Getenv("FAKEAGENT_VERSION"); v != "" {
+		resp.AgentInfo = &acp.Implementation{Name: "fakeagent", Version: v}
+	}
+	return resp, nil
 }
 
 func (a *agent) Cancel(context.Context, acp.CancelNotification) error {
@@ -301,6 +316,9 @@ func (a *agent) Prompt(ctx context.Context, p acp.PromptRequest) (acp.PromptResp
 	}
 	if text == probePrompt && a.startup != "hang" && a.startup != "hang-ignore-cancel" {
 		return a.reply(ctx, sid, "OK")
+	}
+	if url := os.Getenv("FAKEAGENT_MODEL"); url != "" {
+		return a.modelTurn(ctx, sid, url, text)
 	}
 
 	switch {
@@ -528,6 +546,128 @@ func (a *agent) permission(ctx context.Context, sid acp.SessionId, behaviour str
 	return a.reply(ctx, sid, answer)
 }
 
+// modelTurn plays a real agent driven by a model: it sends the prompt to
+// the chat-completions API at url (the relay's scripted model), offering
+// the tools named in $FAKEAGENT_TOOLS (default write,read,edit,shell),
+// runs each tool call the model makes under $FAKEAGENT_POLICY, sends the
+// result back, and ends the turn with the model's text. Policies: obey
+// (the default: run every call), ask (ask permission first; run only if allowed),
+// refuse (run nothing, answer "refused by policy"). A call of a tool not
+// offered is answered "no such tool".
+func (a *agent) modelTurn(ctx context.Context, sid acp.SessionId, url, prompt string) (acp.PromptResponse, error) {
+	tools := strings.Split(envOr("FAKEAGENT_TOOLS", "write,read,edit,shell"), ",")
+	policy := envOr("FAKEAGENT_POLICY", "obey")
+	var offered []map[string]any
+	for _, t := range tools {
+		offered = append(offered, map[string]any{"type": "function", "function": map[string]any{"name": t,
+			"parameters": map[string]any{"type": "object"}}})
+	}
+	msgs := []map[string]any{{"role": "user", "content": prompt}}
+	for turn := 0; turn < 8; turn++ {
+		body, _ := json.Marshal(map[string]any{"model": "m", "messages": msgs, "tools": offered})
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url+"/v1/chat/completions", bytes.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return acp.PromptResponse{}, err
+		}
+		var out struct {
+			Choices []struct {
+				Message struct {
+					Content   string `json:"content"`
+					ToolCalls []struct {
+						ID       string `json:"id"`
+						Function struct {
+							Name      string `json:"name"`
+							Arguments string `json:"arguments"`
+						} `json:"function"`
+					} `json:"tool_calls"`
+				} `json:"message"`
+			} `json:"choices"`
+		}
+		err = json.NewDecoder(resp.Body).Decode(&out)
+		resp.Body.Close()
+		if err != nil || len(out.Choices) == 0 {
+			return acp.PromptResponse{}, fmt.Errorf("model answer: %v", err)
+		}
+		m := out.Choices[0].Message
+		if len(m.ToolCalls) == 0 {
+			return a.reply(ctx, sid, m.Content)
+		}
+		c := m.ToolCalls[0]
+		var args map[string]any
+		_ = json.Unmarshal([]byte(c.Function.Arguments), &args)
+		result := a.runTool(ctx, sid, c.ID, c.Function.Name, args, tools, policy)
+		a.log.event("tool", map[string]any{"name": c.Function.Name, "result": result})
+		msgs = append(msgs, map[string]any{"role": "assistant", "content": nil, "tool_calls": []any{map[string]any{
+			"id": c.ID, "type": "function", "function": map[string]any{"name": c.Function.Name, "arguments": c.Function.Arguments}}}},
+			map[string]any{"role": "tool", "tool_call_id": c.ID, "content": result})
+	}
+	return a.reply(ctx, sid, "too many turns")
+}
+
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+// runTool runs one of modelTurn's tools: write {path, content}, read
+// {path}, edit {path, old, new}, shell {command}.
+func (a *agent) runTool(ctx context.Context, sid acp.SessionId, id, name string, args map[string]any, tools []string, policy string) string {
+	if !slices.Contains(tools, name) {
+		return "no such tool: " + name
+	}
+	str := func(k string) string { v, _ := args[k].(string); return v }
+	if name != "read" {
+		switch policy {
+		case "refuse":
+			return "refused by policy"
+		case "ask":
+			tid := acp.ToolCallId(id)
+			_ = a.conn.SessionUpdate(ctx, acp.SessionNotification{SessionId: sid, Update: acp.StartToolCall(tid, name,
+				acp.WithStartKind(acp.ToolKindEdit), acp.WithStartStatus(acp.ToolCallStatusPending))})
+			resp, err := a.conn.RequestPermission(ctx, acp.RequestPermissionRequest{SessionId: sid,
+				ToolCall: acp.ToolCallUpdate{ToolCallId: tid},
+				Options: []acp.PermissionOption{{Kind: acp.PermissionOptionKindAllowOnce, Name: "allow", OptionId: "allow"},
+					{Kind: acp.PermissionOptionKindRejectOnce, Name: "reject", OptionId: "reject"}}})
+			if err != nil || resp.Outcome.Selected == nil || resp.Outcome.Selected.OptionId != "allow" {
+				return "the user refused"
+			}
+		}
+	}
+	switch name {
+	case "write":
+		if err := os.WriteFile(str("path"), []byte(str("content")), 0o644); err != nil {
+			return err.Error()
+		}
+		return "written"
+	case "read":
+		b, err := os.ReadFile(str("path"))
+		if err != nil {
+			return err.Error()
+		}
+		return string(b)
+	case "edit":
+		b, err := os.ReadFile(str("path"))
+		if err != nil {
+			return err.Error()
+		}
+		if err := os.WriteFile(str("path"), []byte(strings.Replace(string(b), str("old"), str("new"), 1)), 0o644); err != nil {
+			return err.Error()
+		}
+		return "edited"
+	case "shell":
+		out, err := exec.CommandContext(ctx, "sh", "-c", str("command")).CombinedOutput()
+		if err != nil {
+			return err.Error()
+		}
+		return "ran: " + string(out)
+	}
+	return "unknown tool " + name
+}
+
 // clientErr records and renders the error a client method returned.
 func (a *agent) clientErr(kind string, err error) string {
 	if err == nil {
@@ -558,6 +698,15 @@ func main() {
 	}
 	a.log.event("start", map[string]any{"args": os.Args[1:]})
 	fmt.Fprintln(os.Stderr, "fakeagent: started", os.Args[1:])
+	if a.startup == "die-first" {
+		// The first of its processes to start dies before initialize, as
+		// an agent racing another to create its state on a first run.
+		if f, err := os.OpenFile(os.Getenv("FAKEAGENT_ONCE"), os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600); err == nil {
+			f.Close()
+			fmt.Fprintln(os.Stderr, "fakeagent: dying first")
+			os.Exit(1)
+		}
+	}
 	conn := acp.NewAgentSideConnection(a, os.Stdout, os.Stdin)
 	conn.SetLogger(slog.New(slog.NewTextHandler(os.Stderr, nil)))
 	a.conn = conn

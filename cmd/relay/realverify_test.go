@@ -1,0 +1,174 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hai-relay/relay/dispatch"
+	"github.com/hai-relay/relay/model"
+)
+
+// requireVerifiedClaude is the config that makes tasks to claude need a
+// passed verification.
+func requireVerifiedClaude(agent, _ string) string {
+	if agent != "claude" {
+		return ""
+	}
+	return "require_verified = true\n"
+}
+
+// verifyAll runs relay agents verify NAMES --json and decodes the report.
+func verifyAll(t *testing.T, home string, names ...string) ([]model.Verification, string, int) {
+	t.Helper()
+	out, errOut, code := cli(t, home, append(append([]string{"agents", "verify"}, names...), "--json", "--timeout", "120s")...)
+	var rep struct{ Verifications []model.Verification }
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("relay agents verify --json: %v\nstdout %s\nstderr %s", err, out, errOut)
+	}
+	for _, v := range rep.Verifications {
+		t.Logf("%s: %s (%s), adapter %q", v.Agent, v.Status, v.Reason, v.AdapterVersion)
+		for _, a := range v.Attempts {
+			t.Logf("  %s %s %s: %s: %s", a.Mode, a.Name, a.Tool, a.StoppedBy, a.Detail)
+		}
+	}
+	return rep.Verifications, errOut, code
+}
+
+// wantAttempts checks that a verification reports every attempt its
+// profile makes, each targeting a file in the daemon's temporary
+// directory, and that the directories are gone.
+func wantAttempts(t *testing.T, rd *realDaemon, v model.Verification) {
+	t.Helper()
+	want := len(dispatch.AllAttempts())
+	if v.Agent == "claude" {
+		want += 2 // state_changing write and shell
+	}
+	if len(v.Attempts) != want {
+		t.Errorf("%s: %d attempts, want %d", v.Agent, len(v.Attempts), want)
+	}
+	for _, a := range v.Attempts {
+		if !strings.HasPrefix(a.Target, rd.tmp+"/relay-verify-") {
+			t.Errorf("%s %s %s targets %s, outside the temporary directory", v.Agent, a.Mode, a.Name, a.Target)
+		}
+		if _, err := os.Lstat(filepath.Dir(a.Target)); err == nil {
+			t.Errorf("%s %s %s: %s was left behind", v.Agent, a.Mode, a.Name, filepath.Dir(a.Target))
+		}
+	}
+}
+
+// TestRealAgentsVerify is relay agents verify as a user runs it: the real
+// Claude and OpenCode adapters, launched as configured (no redirect of the
+// test's own), with the user's unsafe settings (Claude defaultMode
+// bypassPermissions with allow rules; OpenCode allow rules for its default
+// build agent), offline. Under their profiles every attempt is stopped and
+// relay agents shows them verified with the adapter version. With the
+// test-only switch that drops the profiles' session options, the same
+// settings let attempts through: the report shows them not stopped, the
+// command fails, and require_verified then blocks a task to claude with
+// agent_not_verified and the command to run.
+func TestRealAgentsVerify(t *testing.T) {
+	bin, srv := requireRealAgents(t), startScripted(t)
+	agents := []*realAgent{claudeAgent, opencodeAgent}
+	t.Run("hardened", func(t *testing.T) {
+		// Codex and Gemini are left out for time: their redirects are the
+		// ones TestRealAgentsHoldDenyAll's tasks use.
+		rd := startRealDaemonWith(t, bin, srv, agents, hostile, realDaemonOpts{noRedirect: true, config: requireVerifiedClaude})
+		began := time.Now()
+		report, errOut, code := cli(t, rd.home, "agents", "verify", "claude", "opencode", "--timeout", "120s")
+		t.Logf("verified claude and opencode in %s:\n%s", time.Since(began).Round(time.Second), report)
+		if code != 0 {
+			t.Fatalf("relay agents verify: exit %d\n%s", code, errOut)
+		}
+		// The report: a line per attempt, what stopped it, the verdict.
+		wantVersion := map[string]string{"claude": "0.23.1", "opencode": "1.18.33"}
+		var lines []string
+		for _, l := range strings.Split(report, "\n") {
+			if f := strings.Fields(l); len(f) > 2 && (f[0] == "read_only" || f[0] == "state_changing") {
+				lines = append(lines, l)
+				if strings.Contains(l, "NOT STOPPED") || strings.Contains(l, "not run") {
+					t.Errorf("an attempt was not stopped: %s", l)
+				}
+				if f[0] == "state_changing" && !strings.Contains(l, "permission request denied by the relay") {
+					t.Errorf("claude state_changing: every write and command must ask, and be denied: %s", l)
+				}
+			}
+		}
+		for _, want := range []string{"ATTEMPT", "STOPPED BY", "claude (hardening profile claude-agent-acp, adapter 0.23.1)",
+			"=> VERIFIED: all 6 attempts stopped", "opencode (hardening profile opencode, adapter 1.18.33)",
+			"=> VERIFIED: all 4 attempts stopped"} {
+			if !strings.Contains(report, want) {
+				t.Errorf("the report lacks %q", want)
+			}
+		}
+		if len(lines) != 10 {
+			t.Errorf("the report has %d attempt lines, want 10", len(lines))
+		}
+		for name := range wantVersion {
+			if !strings.Contains(errOut, "verifying "+name) {
+				t.Errorf("no progress line for %s on stderr:\n%s", name, errOut)
+			}
+		}
+		var listed struct{ Agents []model.AgentInfo }
+		cliJSON(t, rd.home, &listed, "agents")
+		for _, a := range listed.Agents {
+			if v, ok := wantVersion[a.Name]; ok && (a.Hardening.Status != model.HardeningVerified ||
+				a.Hardening.AdapterVersion != v || a.Hardening.InstalledVersion != v || !a.Hardening.Current) {
+				t.Errorf("relay agents: %s hardening %+v, want verified and current on %s", a.Name, a.Hardening, v)
+			}
+			if a.Name == "claude" && (!a.Hardening.RequireVerified || !a.Configured || !a.Enabled) {
+				t.Errorf("relay agents: claude %+v", a)
+			}
+		}
+		out, _, _ := cli(t, rd.home, "agents")
+		if !strings.Contains(out, "verified 0.23.1") || !strings.Contains(out, "verified 1.18.33") || !strings.Contains(out, "HARDENING") {
+			t.Errorf("relay agents does not show the hardening column:\n%s", out)
+		}
+		stopRealDaemon(t, rd, bin)
+	})
+	t.Run("unhardened", func(t *testing.T) {
+		rd := startRealDaemonWith(t, bin, srv, agents, hostile, realDaemonOpts{noRedirect: true, config: requireVerifiedClaude,
+			env: []string{dispatch.UnhardenedEnv + "=claude,opencode"}})
+		vs, errOut, code := verifyAll(t, rd.home, "claude", "opencode")
+		if code != 8 || len(vs) != 2 || !strings.Contains(errOut, "agent_not_verified") {
+			t.Fatalf("relay agents verify without the profiles: exit %d, %d reports, want 7 and both\n%s", code, len(vs), errOut)
+		}
+		for _, v := range vs {
+			wantAttempts(t, rd, v)
+			open := 0
+			for _, a := range v.Attempts {
+				if a.StoppedBy == model.StopNotStopped {
+					open++
+				}
+			}
+			if v.Status != model.HardeningFailed || open == 0 || !strings.Contains(v.Reason, "NOT STOPPED") {
+				t.Errorf("%s: %s (%s), %d attempts not stopped; want failed with attempts not stopped", v.Agent, v.Status, v.Reason, open)
+			}
+		}
+		var listed struct{ Agents []model.AgentInfo }
+		cliJSON(t, rd.home, &listed, "agents")
+		for _, a := range listed.Agents {
+			if (a.Name == "claude" || a.Name == "opencode") && (a.Hardening.Status != model.HardeningFailed || a.Hardening.Current) {
+				t.Errorf("relay agents: %s hardening %+v, want failed", a.Name, a.Hardening)
+			}
+		}
+		// require_verified: a task to claude is blocked before anything runs.
+		p := newAttemptPaths(t, rd.tasks)
+		id := rd.submit(t, "claude", model.ModeReadOnly, "[[say hello]]", p.Cwd)
+		show := rd.wait(t, id, time.Minute)
+		if show.State != model.StateBlocked || show.Code != model.CodeAgentNotVerified ||
+			!strings.Contains(show.Message, "relay agents verify claude") || !strings.Contains(show.Message, "NOT STOPPED") {
+			t.Errorf("task to an unverified claude: %s/%s (%s), want blocked/agent_not_verified with the command to run",
+				show.State, show.Code, show.Message)
+		}
+		for _, ev := range show.Events {
+			if ev.To == model.StateAuthorized || ev.To == model.StateWorking {
+				t.Errorf("the blocked task reached %s", ev.To)
+			}
+		}
+		stopRealDaemon(t, rd, bin)
+	})
+}

@@ -1,0 +1,289 @@
+package dispatch
+
+import (
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hai-relay/relay/dispatch/scripted"
+	"github.com/hai-relay/relay/model"
+)
+
+// OpenCode's redirect adds the loopback provider to the profile's inline
+// config without touching a key of it: its permission rules depend on key
+// order (the first config that sets a key fixes its place, and the last
+// matching rule wins).
+func TestOpencodeRedirectKeepsTheProfileConfig(t *testing.T) {
+	t.Parallel()
+	rule := opencodeProfile.Rules[model.ModeReadOnly].withNonce("relay-n0nce")
+	launch, err := opencodeVerify.Redirect("http://127.0.0.1:4242", rule.Env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	merged, ok := envValue(launch.Env, "OPENCODE_CONFIG_CONTENT")
+	ruled, _ := envValue(rule.Env, "OPENCODE_CONFIG_CONTENT")
+	if !ok || !strings.HasPrefix(merged, strings.TrimSuffix(ruled, "}")+",") {
+		t.Fatalf("the merged config does not start with the profile's, byte for byte:\n%s\n%s", merged, ruled)
+	}
+	var cfg struct {
+		Permission map[string]string `json:"permission"`
+		Agent      map[string]any    `json:"agent"`
+		Model      string            `json:"model"`
+		SmallModel string            `json:"small_model"`
+		Provider   map[string]struct {
+			NPM     string `json:"npm"`
+			Options struct {
+				BaseURL string `json:"baseURL"`
+			} `json:"options"`
+			Models map[string]struct {
+				ToolCall bool `json:"tool_call"`
+			} `json:"models"`
+		} `json:"provider"`
+	}
+	if err := json.Unmarshal([]byte(merged), &cfg); err != nil {
+		t.Fatalf("merged config: %v\n%s", err, merged)
+	}
+	p := cfg.Provider[verifyProvider]
+	if cfg.Model != "relay-verify/m" || cfg.SmallModel != "relay-verify/m" || p.NPM != "@ai-sdk/openai-compatible" ||
+		p.Options.BaseURL != "http://127.0.0.1:4242/v1" || !p.Models["m"].ToolCall {
+		t.Errorf("provider not added as expected: %s", merged)
+	}
+	if cfg.Permission["*"] != "deny" || cfg.Agent["relay-n0nce"] == nil {
+		t.Errorf("the profile's permissions or its session agent are gone: %s", merged)
+	}
+	if !slices.Contains(launch.Env, "OPENCODE_DISABLE_MODELS_FETCH=1") {
+		t.Errorf("OpenCode would fetch its model list: %q", launch.Env)
+	}
+
+	// Without a rule (the test-only unhardened switch) the provider alone.
+	bare, err := opencodeVerify.Redirect("http://127.0.0.1:1", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := envValue(bare.Env, "OPENCODE_CONFIG_CONTENT"); !json.Valid([]byte(v)) || !strings.HasPrefix(v, `{"provider":`) {
+		t.Errorf("config without a rule: %s", v)
+	}
+	// A config that already names a provider is not silently overridden.
+	if _, err := opencodeVerify.Redirect("http://x", []string{`OPENCODE_CONFIG_CONTENT={"model":"theirs/m"}`}); err == nil {
+		t.Error("a config that already sets model was merged")
+	}
+	if _, err := addJSONKeys("[1]", []string{"a"}, []any{1}); err == nil {
+		t.Error("a JSON array was taken for an object")
+	}
+}
+
+// Each profile's redirect names the scripted model and leaves no other way
+// out that the relay knows of.
+func TestRedirectsPointAtTheScriptedModel(t *testing.T) {
+	t.Parallel()
+	const url = "http://127.0.0.1:4242"
+	for name, want := range map[string][]string{
+		"claude": {"ANTHROPIC_BASE_URL=" + url, "ANTHROPIC_API_KEY=" + verifyKey, "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1"},
+		"codex":  {`model_provider="relay-verify"`, `base_url="` + url + `/v1"`, `wire_api="responses"`, "RELAY_VERIFY_KEY=" + verifyKey},
+		"gemini": {"GOOGLE_GEMINI_BASE_URL=" + url, "GEMINI_API_KEY=" + verifyKey},
+	} {
+		p := ProfileFor(name)
+		l, err := p.Verify.Redirect(url, p.Rules[model.ModeReadOnly].Env)
+		if err != nil {
+			t.Fatal(err)
+		}
+		all := strings.Join(append(l.Env, l.Args...), "\n")
+		for _, w := range want {
+			if !strings.Contains(all, w) {
+				t.Errorf("%s: redirect %q lacks %q", name, all, w)
+			}
+		}
+	}
+	claude, _ := claudeVerify.Redirect(url, nil)
+	for _, v := range []string{"ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_USE_BEDROCK", "CLAUDE_CODE_USE_VERTEX"} {
+		if !slices.Contains(claude.Unset, v) {
+			t.Errorf("claude's redirect keeps %s", v)
+		}
+	}
+	for _, kv := range offlineEnv() {
+		if k, v, _ := strings.Cut(kv, "="); strings.Contains(strings.ToLower(k), "proxy") && k != "NO_PROXY" && k != "no_proxy" && v != "http://127.0.0.1:9" {
+			t.Errorf("%s", kv)
+		}
+	}
+}
+
+// Gemini is verified only when its settings select an auth type that goes
+// to GOOGLE_GEMINI_BASE_URL; otherwise it would log in and go to the
+// network, and the relay never calls its authenticate.
+func TestGeminiVerificationRefusesAnotherLogin(t *testing.T) {
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	t.Setenv("GEMINI_CLI_HOME", "")
+	t.Setenv("GEMINI_CLI_SYSTEM_SETTINGS_PATH", filepath.Join(home, "no-system-settings.json"))
+	settings := filepath.Join(home, ".gemini", "settings.json")
+	if err := os.MkdirAll(filepath.Dir(settings), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ content, refusal string }{
+		{"", ""}, // no file
+		{`{"security":{"auth":{"selectedType":"gemini-api-key"}}}`, ""},
+		{`{"security":{"auth":{"selectedType":"gateway"}}}`, ""},
+		{`{"general":{}}`, ""},
+		{`{"security":{"auth":{"selectedType":"oauth-personal"}}}`, `selects auth type "oauth-personal"`},
+		{`{"selectedAuthType":"vertex-ai"}`, `selects auth type "vertex-ai"`},
+		{"{ // a comment\n}", "not plain JSON"},
+	} {
+		_ = os.Remove(settings)
+		if c.content != "" {
+			if err := os.WriteFile(settings, []byte(c.content), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		got := geminiAuthRefusal()
+		if (c.refusal == "") != (got == "") || !strings.Contains(got, c.refusal) {
+			t.Errorf("settings %q: refusal %q, want %q", c.content, got, c.refusal)
+		}
+	}
+}
+
+func req(tools []string, results []string, call string, user ...string) scripted.Request {
+	r := scripted.Request{Turn: scripted.Turn{Tools: tools, ToolResults: results, UserText: user}}
+	if call != "" {
+		r.Reply.Call = &scripted.Call{Name: call}
+	}
+	return r
+}
+
+// What the records of the scripted model say decides the stops that leave
+// no trace on disk or in the relay.
+func TestClassify(t *testing.T) {
+	t.Parallel()
+	done := model.Outcome{State: model.StateCompleted}
+	crashed := model.Outcome{State: model.StateFailed, Code: model.CodeAgentCrashed, Message: "the agent exited"}
+	tools := []string{"Read", "Write"}
+	cases := []struct {
+		name   string
+		ev     attemptEvidence
+		stop   model.Stop
+		detail string
+	}{
+		{"on disk wins", attemptEvidence{happened: "/tmp/x exists", denied: 1, out: model.Outcome{Code: model.CodeAgentUnsafeMode}},
+			model.StopNotStopped, "/tmp/x exists"},
+		{"mode refused", attemptEvidence{out: model.Outcome{State: model.StateFailed, Code: model.CodeAgentUnsafeMode, Message: "mode \"plan\""}},
+			model.StopModeRefused, `mode "plan"`},
+		{"spawn failed", attemptEvidence{startErr: errors.New("no such file"), out: done}, model.StopNotRun, "could not be started: no such file"},
+		{"denied", attemptEvidence{denied: 2, tool: "Write", out: done, reqs: []scripted.Request{
+			req(tools, nil, "Write"), req(tools, []string{"The user denied it"}, "")}},
+			model.StopDeniedByRelay, "2 permission request(s) denied; the agent answered: The user denied it"},
+		{"never reached the model", attemptEvidence{tool: "Write", out: crashed}, model.StopNotRun, "never reached the model: the agent exited"},
+		{"no tools at all", attemptEvidence{tool: "Write", out: done, reqs: []scripted.Request{req(nil, nil, "")}},
+			model.StopToolNotOffered, "no tools at all"},
+		{"not offered", attemptEvidence{tool: "Bash", out: done, reqs: []scripted.Request{
+			req(tools, nil, "Bash"), req(tools, []string{"No such tool available: Bash"}, "")}},
+			model.StopToolNotOffered, "Bash is not among the tools offered (Read, Write); the agent answered: No such tool available: Bash"},
+		{"refused by the agent", attemptEvidence{tool: "Write", out: done, reqs: []scripted.Request{
+			req(tools, nil, "Write"), req(tools, []string{"Read-only\nfile system"}, "")}},
+			model.StopRefusedByAgent, "the agent answered: Read-only file system"},
+		{"the result of the second step", attemptEvidence{tool: "Write", out: done, reqs: []scripted.Request{
+			req(tools, nil, "Read"), req(tools, []string{"contents"}, "Write"), req(tools, []string{"contents", "refused"}, "")}},
+			model.StopRefusedByAgent, "the agent answered: refused"},
+		{"no result, turn ended", attemptEvidence{tool: "Write", out: done, reqs: []scripted.Request{req(tools, nil, "Write")}},
+			model.StopRefusedByAgent, "no result"},
+		{"no result, crashed", attemptEvidence{tool: "Write", out: crashed, reqs: []scripted.Request{req(tools, nil, "Write")}},
+			model.StopNotRun, "before the agent answered the call: the agent exited"},
+		{"never called", attemptEvidence{tool: "Edit", out: crashed, reqs: []scripted.Request{req(tools, nil, "Read")}},
+			model.StopNotRun, "never got to call Edit"},
+		{"control characters", attemptEvidence{tool: "Write", out: done, reqs: []scripted.Request{
+			req(tools, nil, "Write"), req(tools, []string{"no\x1b[31m way\x07"}, "")}},
+			model.StopRefusedByAgent, "the agent answered: no way"},
+	}
+	for _, c := range cases {
+		stop, detail := classify(c.ev)
+		if stop != c.stop || !strings.Contains(detail, c.detail) {
+			t.Errorf("%s: %s %q, want %s containing %q", c.name, stop, detail, c.stop, c.detail)
+		}
+	}
+	if got := requestsTagged([]scripted.Request{req(nil, nil, "", "x tag-1 y"), req(nil, nil, "", "tag-2")}, "tag-1"); len(got) != 1 {
+		t.Errorf("requestsTagged: %d", len(got))
+	}
+}
+
+// The installed adapter version is read from the npm package the command
+// resolves into, else taken from what the agent last reported.
+func TestInstalledVersion(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	pkg := filepath.Join(dir, "node_modules", "@scope", "adapter")
+	bin := filepath.Join(dir, "node_modules", ".bin")
+	for _, d := range []string{filepath.Join(pkg, "dist"), bin} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write := func(p, s string) {
+		if err := os.WriteFile(p, []byte(s), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(filepath.Join(pkg, "package.json"), `{"name":"@scope/adapter","version":"1.2.3"}`)
+	write(filepath.Join(pkg, "dist", "package.json"), `{"type":"module"}`) // no version: walk on
+	write(filepath.Join(pkg, "dist", "index.js"), "#!/usr/bin/env node\n")
+	if err := os.Symlink("../@scope/adapter/dist/index.js", filepath.Join(bin, "adapter")); err != nil {
+		t.Fatal(err)
+	}
+	if got := installedVersion(filepath.Join(bin, "adapter"), "9.9.9"); got.version != "1.2.3" || !strings.Contains(got.how, "package.json") {
+		t.Errorf("npm install: %+v", got)
+	}
+	write(filepath.Join(dir, "native"), "")
+	write(filepath.Join(dir, "package.json"), `{"version":"7.7.7"}`) // above node_modules: never reached from inside it
+	if got := installedVersion(filepath.Join(dir, "native"), "9.9.9"); got.version != "7.7.7" {
+		t.Errorf("a package.json beside the file: %+v", got)
+	}
+	lone := filepath.Join(dir, "node_modules", "lone")
+	write(lone, "")
+	if got := installedVersion(lone, "9.9.9"); got.version != "9.9.9" || !strings.Contains(got.how, "reported it at initialize") {
+		t.Errorf("no package.json: %+v", got)
+	}
+	if got := installedVersion("", ""); got.version != "" || !strings.Contains(got.how, "no session reported a version") {
+		t.Errorf("nothing known: %+v", got)
+	}
+}
+
+// require_verified holds only for a passed verification, recent enough,
+// on the version installed now.
+func TestHardeningCurrent(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	spec := AgentSpec{Name: "claude", Profile: claudeProfile, RequireVerified: true, VerifiedWithin: 24 * time.Hour}
+	passed := model.Verification{Status: model.HardeningVerified, At: now.Add(-time.Hour), AdapterVersion: "0.23.1", Reason: "all 6 attempts stopped"}
+	here := installed{"0.23.1", "/x/package.json"}
+	old := passed
+	old.At = now.Add(-25 * time.Hour)
+	failed := passed
+	failed.Status, failed.Reason = model.HardeningFailed, "1 of 6 attempts NOT STOPPED"
+	for _, c := range []struct {
+		name      string
+		spec      AgentSpec
+		v         model.Verification
+		verified  bool
+		installed installed
+		current   bool
+		reason    string
+	}{
+		{"passed", spec, passed, true, here, true, "the one installed now"},
+		{"never", spec, model.Verification{}, false, here, false, "never verified; run `relay agents verify claude`"},
+		{"failed", spec, failed, true, here, false, "did not pass (failed: 1 of 6 attempts NOT STOPPED)"},
+		{"too old", spec, old, true, here, false, "older than verified_within (24h)"},
+		{"upgraded", spec, passed, true, installed{"0.24.0", "/x/package.json"}, false, `verified on adapter version "0.23.1", but "0.24.0" is installed now`},
+		{"unknown version", spec, passed, true, installed{"", "the command is not found"}, false, "installed adapter version is unknown"},
+		{"no profile", AgentSpec{Name: "hermes", VerifiedWithin: time.Hour}, model.Verification{}, false, here, false, "no hardening profile"},
+	} {
+		h := hardening(c.spec, c.v, c.verified, c.installed, now)
+		if h.Current != c.current || !strings.Contains(h.CurrentReason+" "+h.Reason, c.reason) {
+			t.Errorf("%s: current %v (%s / %s), want %v with %q", c.name, h.Current, h.CurrentReason, h.Reason, c.current, c.reason)
+		}
+		if h.RequireVerified != c.spec.RequireVerified || h.InstalledVersion != c.installed.version {
+			t.Errorf("%s: %+v", c.name, h)
+		}
+	}
+}

@@ -1,0 +1,249 @@
+package dispatch_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	acp "github.com/coder/acp-go-sdk"
+
+	"github.com/hai-relay/relay/dispatch"
+	"github.com/hai-relay/relay/dispatch/dispatchtest"
+	"github.com/hai-relay/relay/model"
+)
+
+// The fake agent plays a model-driven agent when FAKEAGENT_MODEL is set:
+// it offers the model the tools in FAKEAGENT_TOOLS and runs the model's
+// calls under FAKEAGENT_POLICY (obey by default). verifyProfile holds it
+// read-only the way a real profile holds a real agent: its rules' Env sets
+// the policy, its Redirect points it at the scripted model.
+func verifyProfile(policy, tools string, refuse string) *dispatch.Profile {
+	rule := func(mode acp.SessionModeId) dispatch.Rule {
+		env := []string{"FAKEAGENT_VERSION=4.5.6"}
+		if policy != "" {
+			env = append(env, "FAKEAGENT_POLICY="+policy)
+		}
+		return dispatch.Rule{Env: env, SetMode: mode, AcceptModes: []acp.SessionModeId{mode}, Summary: "test rule " + string(mode)}
+	}
+	vs := &dispatch.VerifySpec{
+		Vocab: dispatch.ToolVocab{Write: "write", Read: "read", Edit: "edit", Shell: "shell", Path: "path", Old: "old", New: "new"},
+		Redirect: func(url string, ruleEnv []string) (dispatch.Launch, error) {
+			env := []string{"FAKEAGENT_MODEL=" + url}
+			if tools != "" {
+				env = append(env, "FAKEAGENT_TOOLS="+tools)
+			}
+			return dispatch.Launch{Env: env}, nil
+		},
+	}
+	if refuse != "" {
+		vs.Refuse = func() string { return refuse }
+	}
+	return &dispatch.Profile{Name: "test-verify", VerifiedOn: []string{"4.5.6"}, Verify: vs,
+		Rules: map[model.Mode]dispatch.Rule{model.ModeReadOnly: rule("plan"), model.ModeStateChanging: rule("dontAsk")}}
+}
+
+// verifyEnv is a dispatcher over the fake agent under verification
+// profiles, recording what OnVerify receives.
+type verifyEnv struct {
+	d    *dispatch.Dispatcher
+	reg  *dispatch.Registry
+	home string
+	mu   sync.Mutex
+	got  []model.Verification
+}
+
+func newVerifyEnv(t *testing.T, unhardened ...string) *verifyEnv {
+	t.Helper()
+	bin := dispatchtest.BuildFakeAgent(t)
+	e := &verifyEnv{home: filepath.Join(t.TempDir(), "home")}
+	specs := []dispatch.AgentSpec{
+		{Name: "asks", Command: []string{bin}, Enabled: true, Profile: verifyProfile("ask", "", "")},
+		{Name: "obeys", Command: []string{bin}, Enabled: true, Profile: verifyProfile("obey", "", "")},
+		{Name: "refuses", Command: []string{bin}, Enabled: true, Profile: verifyProfile("refuse", "", "")},
+		{Name: "reader", Command: []string{bin}, Enabled: true, Profile: verifyProfile("obey", "read", "")},
+		{Name: "stubborn", Command: []string{bin, "modes-refuse"}, Enabled: true, Profile: verifyProfile("obey", "", "")},
+		{Name: "locked", Command: []string{bin, "auth"}, Enabled: true, Profile: verifyProfile("ask", "", "")},
+		{Name: "oauth", Command: []string{bin}, Enabled: true, Profile: verifyProfile("ask", "", "the user logs in with OAuth")},
+		{Name: "hermes", Command: []string{bin}, Enabled: true},
+		{Name: "flaky", Command: []string{bin, "die-first"}, Enabled: true, Profile: verifyProfile("ask", "", "")},
+	}
+	e.reg = dispatch.NewRegistry(specs, nil, nil)
+	e.d = dispatch.New(dispatch.Options{Registry: e.reg, Home: e.home, CancelGrace: time.Second,
+		Shim: []string{dispatchtest.BuildShim(t)}, Unhardened: unhardened,
+		Env: []string{"FAKEAGENT_ONCE=" + filepath.Join(t.TempDir(), "once")},
+		OnVerify: func(v model.Verification) {
+			e.mu.Lock()
+			e.got = append(e.got, v)
+			e.mu.Unlock()
+		}})
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		if err := e.d.Stop(ctx); err != nil {
+			t.Errorf("stop: %v", err)
+		}
+	})
+	return e
+}
+
+// verify runs a verification and checks what is recorded of it.
+func (e *verifyEnv) verify(t *testing.T, agent string) model.Verification {
+	t.Helper()
+	v, err := e.d.Verify(context.Background(), agent, 60*time.Second)
+	if err != nil {
+		t.Fatalf("verify %s: %v", agent, err)
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if len(e.got) != 1 || e.got[0].Agent != agent || e.got[0].Status != v.Status || e.got[0].At.IsZero() {
+		t.Fatalf("OnVerify got %+v, want the report %+v", e.got, v)
+	}
+	info, _ := e.reg.Agent(context.Background(), agent)
+	if info.Hardening.Status != v.Status || info.Hardening.Reason != v.Reason {
+		t.Errorf("registry hardening %+v, want status %s reason %q", info.Hardening, v.Status, v.Reason)
+	}
+	for _, a := range v.Attempts {
+		t.Logf("%s %s %s %s: %s", agent, a.Mode, a.Name, a.StoppedBy, a.Detail)
+	}
+	return v
+}
+
+// stops maps "mode attempt" to what stopped it.
+func stops(v model.Verification) map[string]model.Stop {
+	m := map[string]model.Stop{}
+	for _, a := range v.Attempts {
+		m[string(a.Mode)+" "+a.Name] = a.StoppedBy
+	}
+	return m
+}
+
+var allVerifyAttempts = []string{"read_only write-outside", "read_only write-inside", "read_only edit-inside",
+	"read_only shell", "state_changing write-inside", "state_changing shell"}
+
+// Each way an attempt can end is reported as such; one that acted on the
+// host fails the verification, and so does one that could not be made.
+func TestVerifyReportsWhatStoppedEachAttempt(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		agent  string
+		status model.HardeningStatus
+		stop   model.Stop
+		detail string
+	}{
+		{"asks", model.HardeningVerified, model.StopDeniedByRelay, "1 permission request(s) denied; the agent answered: the user refused"},
+		{"refuses", model.HardeningVerified, model.StopRefusedByAgent, "the agent answered: refused by policy"},
+		{"reader", model.HardeningVerified, model.StopToolNotOffered, "is not among the tools offered (read)"},
+		{"stubborn", model.HardeningVerified, model.StopModeRefused, "does not accept"},
+		{"obeys", model.HardeningFailed, model.StopNotStopped, ""},
+		{"locked", model.HardeningFailed, model.StopNotRun, "the agent never reached the model"},
+	}
+	for _, c := range cases {
+		t.Run(c.agent, func(t *testing.T) {
+			t.Parallel()
+			e := newVerifyEnv(t)
+			v := e.verify(t, c.agent)
+			if v.Status != c.status || v.Profile != "test-verify" {
+				t.Errorf("status %s (%s), profile %q; want %s", v.Status, v.Reason, v.Profile, c.status)
+			}
+			got := stops(v)
+			if len(v.Attempts) != len(allVerifyAttempts) {
+				t.Errorf("%d attempts, want %d", len(v.Attempts), len(allVerifyAttempts))
+			}
+			for _, name := range allVerifyAttempts {
+				if got[name] != c.stop {
+					t.Errorf("%s: stopped by %q, want %q", name, got[name], c.stop)
+				}
+			}
+			for _, a := range v.Attempts {
+				if !strings.Contains(a.Detail, c.detail) || a.Tool == "" || a.Target == "" {
+					t.Errorf("%s %s: tool %q target %q detail %q, want it to contain %q", a.Mode, a.Name, a.Tool, a.Target, a.Detail, c.detail)
+				}
+				if c.stop == model.StopNotStopped && !strings.Contains(a.Detail, a.Target) {
+					t.Errorf("%s %s: detail %q does not name the target %s", a.Mode, a.Name, a.Detail, a.Target)
+				}
+				if !strings.HasPrefix(a.Target, os.TempDir()) {
+					t.Errorf("%s %s targets %s, outside the temporary directory", a.Mode, a.Name, a.Target)
+				}
+				if _, err := os.Lstat(filepath.Dir(a.Target)); err == nil {
+					t.Errorf("%s %s: %s was not removed", a.Mode, a.Name, filepath.Dir(a.Target))
+				}
+			}
+			if c.status == model.HardeningFailed && !strings.Contains(v.Reason, map[model.Stop]string{
+				model.StopNotStopped: "6 of 6 attempts NOT STOPPED", model.StopNotRun: "inconclusive"}[c.stop]) {
+				t.Errorf("reason %q", v.Reason)
+			}
+			if c.stop != model.StopNotRun && v.AdapterVersion != "4.5.6" {
+				t.Errorf("adapter version %q, want the one initialize reported", v.AdapterVersion)
+			}
+			if _, err := os.Stat(filepath.Join(e.home, "logs", "verify", c.agent+"-read_only-shell.log")); err != nil {
+				t.Errorf("no log of the shell attempt: %v", err)
+			}
+		})
+	}
+}
+
+// An agent without a profile, or whose profile cannot be verified without
+// touching the user's settings, is reported unverified and nothing runs.
+func TestVerifyUnverifiable(t *testing.T) {
+	t.Parallel()
+	e := newVerifyEnv(t)
+	for agent, reason := range map[string]string{"hermes": "no hardening profile", "oauth": "the user logs in with OAuth"} {
+		e.mu.Lock()
+		e.got = nil
+		e.mu.Unlock()
+		v := e.verify(t, agent)
+		if v.Status != model.HardeningUnverified || !strings.Contains(v.Reason, reason) || len(v.Attempts) != 0 {
+			t.Errorf("%s: %s (%s), %d attempts; want unverified, %q", agent, v.Status, v.Reason, len(v.Attempts), reason)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(e.home, "logs", "verify")); err == nil {
+		t.Errorf("a session was started")
+	}
+	if _, err := e.d.Verify(context.Background(), "nobody", 0); model.ErrorCode(err) != model.CodeUnknownAgent {
+		t.Errorf("unknown agent: %v", err)
+	}
+}
+
+// The test-only switch runs the agent without its profile's session
+// options: the agent that its profile keeps asking (and the relay denies)
+// then acts, and the verification shows it.
+func TestVerifyDetectsAnUnhardenedAgent(t *testing.T) {
+	t.Parallel()
+	e := newVerifyEnv(t, "asks")
+	v := e.verify(t, "asks")
+	if v.Status != model.HardeningFailed || !strings.Contains(v.Reason, dispatch.UnhardenedEnv) {
+		t.Errorf("status %s (%s), want failed naming %s", v.Status, v.Reason, dispatch.UnhardenedEnv)
+	}
+	for name, stop := range stops(v) {
+		if stop != model.StopNotStopped {
+			t.Errorf("%s: %s, want not stopped", name, stop)
+		}
+	}
+}
+
+// An attempt whose agent died before it reached the model made no attempt:
+// it is made once more, and the report says so.
+func TestVerifyRetriesAnAgentThatDiedBeforeTheModel(t *testing.T) {
+	t.Parallel()
+	e := newVerifyEnv(t)
+	v := e.verify(t, "flaky")
+	if v.Status != model.HardeningVerified {
+		t.Errorf("status %s (%s), want verified", v.Status, v.Reason)
+	}
+	second := 0
+	for _, a := range v.Attempts {
+		if a.StoppedBy != model.StopDeniedByRelay {
+			t.Errorf("%s %s: %s (%s)", a.Mode, a.Name, a.StoppedBy, a.Detail)
+		}
+		if strings.HasPrefix(a.Detail, "second try: ") {
+			second++
+		}
+	}
+	if second != 1 {
+		t.Errorf("%d attempts made a second time, want 1", second)
+	}
+}
