@@ -77,6 +77,9 @@ func (g *group) wait() {
 func killChildAtCleanup(t *testing.T, pid int) {
 	t.Helper()
 	start, err := dispatch.ProcStartTime(pid)
+	if errors.Is(err, fs.ErrNotExist) {
+		return // already gone (a run that ended at once has been swept)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
