@@ -330,6 +330,28 @@ type apiHandlerFunc func(w http.ResponseWriter, r *http.Request, caller string) 
 
 // apiRoute registers a handler; agent routes require AgentHeader; query
 // lists the query parameters the route accepts (any other is refused).
+// apiLongAgentRoute registers an operator route that runs an agent for up
+// to its ?timeout (run's own default when absent: budget), such as a probe
+// or a verification. Such a run may legitimately outlast WriteTimeout, so
+// the response's write deadline is stretched by the run's bound.
+func apiLongAgentRoute[T any](s *Server, pattern string, budget time.Duration, run func(ctx context.Context, name string, timeout time.Duration) (T, error)) {
+	s.apiRoute(pattern, false, []string{"timeout"}, func(w http.ResponseWriter, r *http.Request, _ string) (any, error) {
+		timeout, err := apiQueryDuration(r.URL.Query(), "timeout")
+		if err != nil {
+			return nil, err
+		}
+		if err := DecodeEmpty(r.Body, s.o.MaxBody); err != nil {
+			return nil, err
+		}
+		bound := budget
+		if timeout != 0 {
+			bound = timeout
+		}
+		_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(bound + s.o.WriteTimeout))
+		return run(r.Context(), r.PathValue("name"), timeout)
+	})
+}
+
 func (s *Server) apiRoute(pattern string, agent bool, query []string, h apiHandlerFunc) {
 	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
 		caller := ""
@@ -500,40 +522,8 @@ func (s *Server) routes() {
 		as, err := s.svc.Agents(r.Context())
 		return AgentList{Agents: apiNonNil(as)}, err
 	})
-	s.apiRoute("POST /v1/operator/agents/{name}/probe", false, []string{"timeout"}, func(w http.ResponseWriter, r *http.Request, _ string) (any, error) {
-		timeout, err := apiQueryDuration(r.URL.Query(), "timeout")
-		if err != nil {
-			return nil, err
-		}
-		if err := DecodeEmpty(r.Body, s.o.MaxBody); err != nil {
-			return nil, err
-		}
-		// A probe may legitimately outlast WriteTimeout: stretch this
-		// response's write deadline by the probe's own bound.
-		budget := timeout
-		if budget == 0 {
-			budget = defaultProbeTimeout
-		}
-		_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(budget + s.o.WriteTimeout))
-		return s.svc.ProbeAgent(r.Context(), r.PathValue("name"), timeout)
-	})
-	s.apiRoute("POST /v1/operator/agents/{name}/verify", false, []string{"timeout"}, func(w http.ResponseWriter, r *http.Request, _ string) (any, error) {
-		timeout, err := apiQueryDuration(r.URL.Query(), "timeout")
-		if err != nil {
-			return nil, err
-		}
-		if err := DecodeEmpty(r.Body, s.o.MaxBody); err != nil {
-			return nil, err
-		}
-		// A verification may legitimately outlast WriteTimeout: stretch
-		// this response's write deadline by its own bound.
-		budget := timeout
-		if budget == 0 {
-			budget = defaultVerifyTimeout
-		}
-		_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(budget + s.o.WriteTimeout))
-		return s.svc.VerifyAgent(r.Context(), r.PathValue("name"), timeout)
-	})
+	apiLongAgentRoute(s, "POST /v1/operator/agents/{name}/probe", defaultProbeTimeout, s.svc.ProbeAgent)
+	apiLongAgentRoute(s, "POST /v1/operator/agents/{name}/verify", defaultVerifyTimeout, s.svc.VerifyAgent)
 	s.apiRoute("GET /v1/operator/audit/verify", false, nil, func(w http.ResponseWriter, r *http.Request, _ string) (any, error) {
 		return s.svc.VerifyAudit(r.Context())
 	})

@@ -86,7 +86,9 @@ type groupWriter struct {
 
 	// testHookBatch and testHookCommitted, when set (tests only, before any
 	// write), are called by the writer with the size of each batch before
-	// it runs it (requests may join it while it runs) and once it answered.
+	// it runs it (requests may join it while it runs) and once it ended,
+	// before its requests are answered (so a test that got its answer sees
+	// the batch counted).
 	testHookBatch, testHookCommitted func(n int)
 }
 
@@ -280,6 +282,9 @@ func (g *groupWriter) run() {
 			g.testHookBatch(len(b.reqs))
 		}
 		b.commit()
+		if g.testHookCommitted != nil {
+			g.testHookCommitted(len(b.reqs))
+		}
 		for i, r := range b.reqs {
 			r.done <- b.errs[i]
 		}
@@ -287,9 +292,6 @@ func (g *groupWriter) run() {
 		g.requests.Add(int64(len(b.reqs)))
 		if n := int64(len(b.reqs)); n > g.largest.Load() {
 			g.largest.Store(n)
-		}
-		if g.testHookCommitted != nil {
-			g.testHookCommitted(len(b.reqs))
 		}
 		clear(b.reqs)
 		// The connection is free: prepare what ran unprepared, and
