@@ -20,10 +20,11 @@ test *ARGS:
 race:
     go test -race -count=1 ./...
 
-# Vet and formatting.
+# Vet, formatting and staticcheck (the last is also in ./scripts/test).
 lint:
     go vet ./...
     test -z "$(gofmt -l $(git ls-files '*.go'))"
+    go tool staticcheck ./...
 
 # The benchmark suite (BENCHMARKS.md): each row a ratio against a floor
 # measured in the same run. Pass flags through, e.g. just bench --messages 10000 --tasks 1000 --json

@@ -733,7 +733,7 @@ func TestMCPServiceErrorsAreToolErrors(t *testing.T) {
 	}
 	for _, tool := range []string{"list_tasks", "list_agents"} {
 		res := mcpMustCall(t, c, tool, map[string]any{})
-		e = mcpMustToolError(t, res, model.CodeInternal)
+		mcpMustToolError(t, res, model.CodeInternal)
 		text := res.Content[0].(mcp.TextContent).Text
 		if strings.Contains(text, "sql") || strings.Contains(text, "relay.db") || strings.Contains(text, "deadline") {
 			t.Errorf("internal error leaked: %s", text)

@@ -6,7 +6,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"sync"
 	"testing"
 )
@@ -40,12 +39,10 @@ func BuildShim(tb testing.TB) string {
 	return shimBin
 }
 
+// goBuild builds pkg to out with the go command on PATH, where `go test`
+// puts the toolchain running the tests first.
 func goBuild(out, pkg string) ([]byte, error) {
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
-	}
-	cmd := exec.Command(goBin, "build", "-o", out, pkg)
+	cmd := exec.Command("go", "build", "-o", out, pkg)
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	return cmd.CombinedOutput()
 }
