@@ -80,6 +80,10 @@ type ServerOptions struct {
 	OnRefused func(ctx context.Context, uid, pid int)
 	// MaxBody bounds a request body; 0 means DefaultMaxBody.
 	MaxBody int64
+	// ProbeTimeout is what a probe without ?timeout may take (the
+	// daemon's limits.probe_timeout); 0 means 60 s. The probe route's
+	// write deadline is stretched by it.
+	ProbeTimeout time.Duration
 	// RefusalBurst and RefusalEvery bound the log lines of refused
 	// requests per agent (a token bucket); zero means the defaults.
 	RefusalBurst int
@@ -522,7 +526,11 @@ func (s *Server) routes() {
 		as, err := s.svc.Agents(r.Context())
 		return AgentList{Agents: apiNonNil(as)}, err
 	})
-	apiLongAgentRoute(s, "POST /v1/operator/agents/{name}/probe", defaultProbeTimeout, s.svc.ProbeAgent)
+	probeBudget := s.o.ProbeTimeout
+	if probeBudget <= 0 {
+		probeBudget = defaultProbeTimeout
+	}
+	apiLongAgentRoute(s, "POST /v1/operator/agents/{name}/probe", probeBudget, s.svc.ProbeAgent)
 	apiLongAgentRoute(s, "POST /v1/operator/agents/{name}/verify", defaultVerifyTimeout, s.svc.VerifyAgent)
 	s.apiRoute("GET /v1/operator/audit/verify", false, nil, func(w http.ResponseWriter, r *http.Request, _ string) (any, error) {
 		return s.svc.VerifyAudit(r.Context())

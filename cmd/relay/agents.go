@@ -87,6 +87,15 @@ func runAgentsProbe(ctx context.Context, e *env, args []string) error {
 	if err := f.parseN(args, 1); err != nil {
 		return err
 	}
+	if *timeout == 0 {
+		// The home's limits.probe_timeout, which the daemon applies too:
+		// this client then waits as long as the probe may take.
+		if home, err := resolveHome(f.home, e.getenv); err == nil {
+			if cfg, err := loadHomeConfig(home, model.CodeInvalidConfig); err == nil {
+				*timeout = cfg.Limits.ProbeTimeout
+			}
+		}
+	}
 	c, err := operator(e, f)
 	if err != nil {
 		return err

@@ -198,7 +198,12 @@ func (d *daemon) run(ctx context.Context) (err error) {
 	})
 	svc := machine.NewService(machine.ServiceOptions{
 		Engine: eng, Store: db, Messages: db, Registry: registry,
-		MessageBytes: cfg.Limits.MessageBytes, Probe: disp.Probe, Verify: disp.Verify, Logger: d.log,
+		MessageBytes: cfg.Limits.MessageBytes, Probe: func(ctx context.Context, name string, timeout time.Duration) (model.AgentInfo, error) {
+			if timeout <= 0 {
+				timeout = cfg.Limits.ProbeTimeout // limits.probe_timeout
+			}
+			return disp.Probe(ctx, name, timeout)
+		}, Verify: disp.Verify, Logger: d.log,
 	})
 	if err := eng.Start(ctx); err != nil {
 		return fmt.Errorf("recovery: %w", err)
@@ -209,7 +214,7 @@ func (d *daemon) run(ctx context.Context) (err error) {
 		return err
 	}
 	srv := facade.NewServer(svc, facade.ServerOptions{
-		Version: Version, Logger: d.log, KnownAgent: registry.Known,
+		Version: Version, Logger: d.log, KnownAgent: registry.Known, ProbeTimeout: cfg.Limits.ProbeTimeout,
 		OnRefused: func(ctx context.Context, uid, pid int) {
 			_ = db.Audit(ctx, model.AuditEvent{At: time.Now().UTC(), Kind: "socket.refused", Actor: "uid:" + strconv.Itoa(uid),
 				Data: map[string]string{"uid": strconv.Itoa(uid), "pid": strconv.Itoa(pid)}})

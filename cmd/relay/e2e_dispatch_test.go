@@ -17,6 +17,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/hai-relay/relay/dispatch/dispatchtest"
 	"github.com/hai-relay/relay/model"
 	_ "modernc.org/sqlite"
 )
@@ -333,5 +334,23 @@ func TestE2EEscapedDescendantDiesWithTheDaemon(t *testing.T) {
 				return !alive(starts[0]) && !alive(escaped)
 			})
 		})
+	}
+}
+
+// limits.probe_timeout bounds a probe that names no timeout, from the CLI
+// and over the socket API alike (it was parsed and never used: such a
+// probe waited the built-in 60 s).
+func TestE2EProbeTimeoutFromConfig(t *testing.T) {
+	t.Parallel()
+	cfg := fmt.Sprintf("[agents.hangs]\ncommand = [%q, \"hang\"]\n\n[limits]\nprobe_timeout = \"2s\"\n", dispatchtest.BuildFakeAgent(t))
+	home := newHome(t, cfg)
+	launchDaemon(t, home)
+	_, errOut, code := cli(t, home, "agents", "probe", "hangs")
+	if code == 0 || !strings.Contains(errOut, "no end_turn within 2s") {
+		t.Fatalf("relay agents probe hangs: exit %d, want the configured 2s timeout\n%s", code, errOut)
+	}
+	r := apiDo(t, apiClient(home), "POST", "/v1/operator/agents/hangs/probe", "", nil)
+	if !strings.Contains(string(r.body), "no end_turn within 2s") {
+		t.Fatalf("probe over the socket API without ?timeout: %d %s", r.status, r.body)
 	}
 }
