@@ -12,6 +12,7 @@ import (
 	"github.com/hai-relay/relay/machine"
 	"github.com/hai-relay/relay/model"
 	"github.com/hai-relay/relay/persistence"
+	"github.com/hai-relay/relay/persistence/persistencetest"
 )
 
 // workingStore signals each transition into working.
@@ -42,7 +43,7 @@ func BenchmarkSubmitToWorking(b *testing.B) {
 	if err := os.MkdirAll(cwd, 0o700); err != nil {
 		b.Fatal(err)
 	}
-	db := persistence.MustOpen(b, filepath.Join(dir, "relay.db"), persistence.Options{Synchronous: persistence.SyncFull})
+	db := persistencetest.MustOpen(b, filepath.Join(dir, "relay.db"), persistence.Options{Synchronous: persistence.SyncFull})
 	reg := dispatch.NewRegistry([]dispatch.AgentSpec{{Name: "claude", Command: []string{bin}, Enabled: true}, {Name: "codex", Command: []string{bin}, Enabled: true}}, nil, nil)
 	disp := dispatch.New(dispatch.Options{Registry: reg, Home: filepath.Join(dir, "home")})
 	defer disp.Close()

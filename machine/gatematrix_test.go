@@ -11,7 +11,7 @@ import (
 	"github.com/hai-relay/relay/gates/gatestest"
 	"github.com/hai-relay/relay/machine"
 	"github.com/hai-relay/relay/model"
-	"github.com/hai-relay/relay/persistence"
+	"github.com/hai-relay/relay/persistence/persistencetest"
 )
 
 // The gate matrix of the engine issue, exhaustively, with the real fake
@@ -79,7 +79,7 @@ func oracle(ids idsCase, target, targetState, auth string, mode model.Mode) expe
 func TestGateMatrix(t *testing.T) {
 	t.Parallel()
 	bin := gatestest.BuildFakeAuthority(t)
-	db := persistence.MustOpenTemp(t)
+	db := persistencetest.MustOpenTemp(t)
 	cwd := t.TempDir()
 	ctx := context.Background()
 

@@ -13,6 +13,7 @@ import (
 	"github.com/hai-relay/relay/machine"
 	"github.com/hai-relay/relay/model"
 	"github.com/hai-relay/relay/persistence"
+	"github.com/hai-relay/relay/persistence/persistencetest"
 	"go.uber.org/goleak"
 )
 
@@ -143,7 +144,7 @@ type rig struct {
 
 func newRig(t *testing.T, o machine.Options) *rig {
 	t.Helper()
-	db := persistence.MustOpenTemp(t)
+	db := persistencetest.MustOpenTemp(t)
 	disp, _ := o.Dispatcher.(*fakeDispatcher)
 	if disp == nil {
 		disp = &fakeDispatcher{policy: denyAll}

@@ -91,3 +91,31 @@ func contains(xs []string, x string) bool {
 	}
 	return false
 }
+
+// testOnlyPackages are the fakes and test helpers: real programs and
+// packages the tests build and start, never part of the product.
+var testOnlyPackages = []string{
+	"dispatch/fakeagent", "dispatch/dispatchtest", "dispatch/agentshim",
+	"gates/fakeauthority", "gates/gatestest",
+	"facade/mcpfloor",
+	"persistence/persistencetest",
+}
+
+// The relay binary links no test code: neither the testing package (its
+// flags and runtime hooks) nor any fake or test helper.
+func TestRelayBinaryHasNoTestCode(t *testing.T) {
+	t.Parallel()
+	out, err := exec.Command("go", "list", "-deps", module+"/cmd/relay").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, out)
+	}
+	deps := strings.Fields(string(out))
+	for _, bad := range append([]string{"testing"}, testOnlyPackages...) {
+		if bad != "testing" {
+			bad = module + "/" + bad
+		}
+		if contains(deps, bad) {
+			t.Errorf("the relay binary depends on %s", bad)
+		}
+	}
+}

@@ -7,8 +7,9 @@ import (
 )
 
 // MustOpenTemp opens a fresh, migrated database in tb.TempDir() and closes
-// it when the test ends. It is for tests of this and other packages (the
-// engine's, for one): always a real SQLite file, never a mock.
+// it when the test ends: always a real SQLite file, never a mock. It serves
+// this package's own tests; other packages use persistencetest, which this
+// package's internal tests cannot import (an import cycle).
 func MustOpenTemp(tb testing.TB) *DB {
 	tb.Helper()
 	return MustOpen(tb, filepath.Join(tb.TempDir(), "relay.db"), Options{})
