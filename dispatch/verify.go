@@ -281,6 +281,13 @@ type verifyRun struct {
 	tries   int // sessions run for the attempt so far
 }
 
+// retag gives the attempt a fresh tag, and the prompt that carries it, so
+// that its session's model requests are told apart from any earlier try's.
+func (r *verifyRun) retag() {
+	r.tag = "relay-verify-" + newRunID()[:12]
+	r.prompt = "HAI-Relay hardening verification " + r.tag + ".\n" + r.steps + "\n[[say " + r.tag + " finished]]"
+}
+
 // verifyParallel bounds how many of a verification's sessions run at once.
 const verifyParallel = 3
 
@@ -344,9 +351,9 @@ func (d *Dispatcher) runVerify(ctx context.Context, spec AgentSpec, timeout time
 			if err != nil {
 				return notRun("writing the edit target: " + err.Error())
 			}
-			r := &verifyRun{mode: m, attempt: a, paths: p, tag: "relay-verify-" + newRunID()[:12]}
+			r := &verifyRun{mode: m, attempt: a, paths: p}
 			r.steps, r.tool = vs.Vocab.Script(a, p)
-			r.prompt = "HAI-Relay hardening verification " + r.tag + ".\n" + r.steps + "\n[[say " + r.tag + " finished]]"
+			r.retag()
 			runs = append(runs, r)
 		}
 	}
@@ -373,8 +380,7 @@ func (d *Dispatcher) runVerify(ctx context.Context, spec AgentSpec, timeout time
 				sem <- struct{}{}
 				defer func() { <-sem }()
 				if try > 0 {
-					runs[i].tag = "relay-verify-" + newRunID()[:12]
-					runs[i].prompt = "HAI-Relay hardening verification " + runs[i].tag + ".\n" + runs[i].steps + "\n[[say " + runs[i].tag + " finished]]"
+					runs[i].retag()
 				}
 				res, version, again, stopped := d.verifyAttempt(ctx, spec, vs, srv, runs[i], deadline, unhardened)
 				if try > 0 {
