@@ -3,8 +3,10 @@
 //
 // Each guard is a named function returning a model.Verdict, so verdicts,
 // errors and the lifecycle graph all show the same names (missionLease,
-// acpDenial, authority, guardedClaude). They are evaluated in that order by
-// the machine, and the first failing one decides the outcome:
+// acpDenial, authority, guardedClaude). Evaluate runs them in that order as
+// an ordinary pipeline, before the machine fires anything, and stops at the
+// first failing one, which decides the outcome; the machine's guards of the
+// same names only read the Verdicts it returned:
 //
 //   - MissionLease checks the shape of the mission and lease IDs;
 //   - ACPDenial checks the dispatcher's deny-all promise and the target agent;
@@ -15,8 +17,8 @@
 //
 // MissionLease, ACPDenial and GuardedClaude are pure: no clock, no I/O, no
 // allocation when they pass. Authority does exactly one Consult and nothing
-// else. None of them sets Verdict.At: the caller stamps verdicts with its own
-// clock when it records them. Outcome maps a failing verdict to the terminal
+// else. None of them sets Verdict.At: Evaluate stamps verdicts with its
+// caller's clock. Outcome maps a failing verdict to the terminal
 // state it leads to (rejected or blocked), fail-closed.
 //
 // NewAuthority returns the subprocess client of the authority adapter

@@ -60,8 +60,9 @@ func checkSubmitBounds(r *model.SubmitRequest) error {
 	return nil
 }
 
-// checkSendBounds bounds a message's fields other than its body.
-func checkSendBounds(r model.SendRequest) error {
+// CheckSendBounds bounds a message's fields other than its body (the
+// service checks the body against limits.message_bytes).
+func CheckSendBounds(r model.SendRequest) error {
 	if err := checkLen("context_id", r.ContextID, model.MaxContextIDBytes); err != nil {
 		return err
 	}

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hai-relay/relay/gates"
 	"github.com/hai-relay/relay/model"
 	"github.com/hai-relay/relay/spec"
 )
@@ -345,65 +346,36 @@ func (e *Engine) tryEvaluate(ctx context.Context, id string) (model.Task, error)
 	if e.quiescing() || !e.slots.acquire(id) {
 		return e.store.GetTask(ctx, id)
 	}
-	unlock := e.lock(id)
-	t, err := e.store.GetTask(ctx, id)
-	if err == nil {
-		if t.State != model.StateSubmitted {
-			err = staleErr(id, model.StateSubmitted, t.State)
-		} else {
-			t, err = e.evaluateLocked(ctx, t)
-		}
-	}
-	unlock()
+	t, err := e.transition(ctx, id, "", e.evaluate)
 	if t.State != model.StateAuthorized && t.State != model.StateWorking {
 		e.slots.release(id) // no-op if a transition already released it
-	}
-	if err == nil && t.State.Terminal() {
-		e.terminal(ctx, t)
 	}
 	return t, err
 }
 
-// evaluateLocked fires authorize; if a gate fails, it fires reject or block
-// with the first failing gate's code; if the dispatcher cannot start the
-// run, it fails the task with dispatch_failed.
-func (e *Engine) evaluateLocked(ctx context.Context, t model.Task) (model.Task, error) {
-	o := &op{e: e, task: t, trigger: model.TriggerAuthorize, actor: model.RelayAgent, eval: &evaluation{}}
-	err := o.fire(ctx)
-	var unmet *UnmetGatesError
-	switch {
-	case errors.Is(err, errStopping):
-		e.abandoned(ctx, t, o.eval)
-		return t, nil
-	case errors.As(err, &unmet):
-		v := unmet.Failed
-		trig := model.TriggerReject
-		if outcome(v.Code) == model.StateBlocked {
-			trig = model.TriggerBlock
-		}
-		msg := v.Message
-		if msg == "" {
-			msg = fmt.Sprintf("gate %s failed", v.Gate)
-		}
-		o2 := &op{e: e, task: t, trigger: trig, code: v.Code, message: msg,
-			actor: model.RelayAgent, verdicts: o.eval.verdicts}
-		if err := o2.fire(ctx); err != nil {
-			return t, err
-		}
-		return o2.task, nil
-	case err != nil:
-		return o.task, err
+// evaluate decides a submitted task's step from its gates, evaluated
+// before anything is fired (gates.Evaluate, stopping at the first that
+// fails): authorize when every gate passed, else reject or block as the
+// first failing gate's code leads (gates.Outcome), with that code.
+func (e *Engine) evaluate(ctx context.Context, t model.Task) (step, error) {
+	if t.State != model.StateSubmitted {
+		return step{}, staleErr(t.ID, model.StateSubmitted, t.State)
 	}
-	if o.dispatched && o.dispatchErr != nil {
-		o3 := &op{e: e, task: o.task, trigger: model.TriggerFail, code: model.CodeDispatchFailed,
-			message: model.Public(o.dispatchErr).Message, actor: model.RelayAgent}
-		if err := o3.fire(ctx); err != nil {
-			return o.task, err
-		}
-		e.log.Warn("dispatch failed", "task_id", t.ID, "err", o.dispatchErr)
-		return o3.task, nil
+	vs := gates.Evaluate(ctx, t, gates.Env{Policy: e.dispatcher.Policy, Agent: e.registry.Agent,
+		Authority: e.authority, Now: e.now})
+	v, failed := vs.Failed()
+	if !failed {
+		return step{trigger: model.TriggerAuthorize, actor: model.RelayAgent, verdicts: vs}, nil
 	}
-	return o.task, nil
+	trig := model.TriggerReject
+	if gates.Outcome(v) == model.StateBlocked {
+		trig = model.TriggerBlock
+	}
+	msg := v.Message
+	if msg == "" {
+		msg = fmt.Sprintf("gate %s failed", v.Gate)
+	}
+	return step{trigger: trig, code: v.Code, message: msg, actor: model.RelayAgent, verdicts: vs}, nil
 }
 
 // abandoned records an evaluation whose gates all passed but that the stop
@@ -412,9 +384,9 @@ func (e *Engine) evaluateLocked(ctx context.Context, t model.Task) (model.Task, 
 // stores those); one audit row says the gates were consulted and why
 // nothing followed — the authority adapter may have logged an answer that
 // led to no authorization.
-func (e *Engine) abandoned(ctx context.Context, t model.Task, ev *evaluation) {
+func (e *Engine) abandoned(ctx context.Context, t model.Task, vs gates.Verdicts) {
 	var gs []string
-	for _, v := range ev.verdicts {
+	for _, v := range vs {
 		gs = append(gs, string(v.Gate))
 	}
 	data := map[string]string{"reason": "the daemon is stopping", "gates_passed": strings.Join(gs, ",")}
@@ -423,15 +395,6 @@ func (e *Engine) abandoned(ctx context.Context, t model.Task, ev *evaluation) {
 		e.log.Warn("audit abandoned evaluation", "task_id", t.ID, "err", err)
 	}
 	e.log.Info("evaluation abandoned: the daemon is stopping; the task stays submitted", "task_id", t.ID)
-}
-
-// outcome is the state a failing gate's code leads to; a code the catalogue
-// does not know fails closed to blocked.
-func outcome(c model.Code) model.State {
-	if ci, ok := spec.Lookup(c); ok && ci.State == model.StateRejected {
-		return model.StateRejected
-	}
-	return model.StateBlocked
 }
 
 func staleErr(id string, want, got model.State) error {
@@ -463,53 +426,30 @@ func (e *Engine) Fire(ctx context.Context, id string, expect model.State, trigge
 		}
 		return e.tryEvaluate(ctx, id)
 	}
-	unlock := e.lock(id)
-	t, err := e.store.GetTask(ctx, id)
-	if err != nil {
-		unlock()
-		return t, err
-	}
-	if t.State != expect {
-		unlock()
-		return t, staleErr(id, expect, t.State)
-	}
-	o := &op{e: e, task: t, trigger: trigger, code: fo.Code, message: fo.Message, actor: fo.Actor, result: fo.Result}
-	err = o.fire(ctx)
-	unlock()
-	if err != nil {
-		return o.task, err
-	}
-	if o.task.State.Terminal() {
-		e.terminal(ctx, o.task)
-	}
-	return o.task, nil
+	return e.transition(ctx, id, "", func(_ context.Context, t model.Task) (step, error) {
+		if t.State != expect {
+			return step{}, staleErr(id, expect, t.State)
+		}
+		return step{trigger: trigger, code: fo.Code, message: fo.Message, actor: fo.Actor, result: fo.Result}, nil
+	})
 }
 
 // Cancel cancels a task that is not yet terminal. A running agent is told
 // to stop (session/cancel, a grace, then kill) after the cancel is stored.
 func (e *Engine) Cancel(ctx context.Context, id string, code model.Code, actor string) (model.Task, error) {
-	for {
-		t, err := e.store.GetTask(ctx, id)
-		if err != nil {
-			return t, err
-		}
+	var from model.State
+	t, err := e.transition(ctx, id, "", func(_ context.Context, t model.Task) (step, error) {
 		if t.State.Terminal() {
-			return t, model.Errorf(model.CodeTaskNotCancelable, "task %s is already %s", model.Echo(id), t.State).
+			return step{}, model.Errorf(model.CodeTaskNotCancelable, "task %s is already %s", model.Echo(id), t.State).
 				WithHint(spec.Hint(model.CodeTaskNotCancelable))
 		}
-		msg := "canceled by " + actor
-		t2, err := e.Fire(ctx, id, t.State, model.TriggerCancel, FireOptions{Code: code, Message: msg, Actor: actor})
-		if model.ErrorCode(err) == model.CodeStaleState {
-			continue // it moved on (say, to working) meanwhile: cancel that
-		}
-		if err != nil {
-			return t2, err
-		}
-		if t.State == model.StateAuthorized || t.State == model.StateWorking {
-			e.dispatcher.Cancel(id)
-		}
-		return t2, nil
+		from = t.State
+		return step{trigger: model.TriggerCancel, code: code, message: "canceled by " + actor, actor: actor}, nil
+	})
+	if err == nil && (from == model.StateAuthorized || from == model.StateWorking) {
+		e.dispatcher.Cancel(id)
 	}
+	return t, err
 }
 
 func (e *Engine) terminal(ctx context.Context, t model.Task) {
@@ -526,11 +466,10 @@ func (e *Engine) terminal(ctx context.Context, t model.Task) {
 // meanwhile gets CodeStaleState from it). The read would sit between the
 // agent's answer to session/new and the working stamp.
 func (e *Engine) Started(ctx context.Context, taskID string, note string) error {
-	unlock := e.lock(taskID)
-	defer unlock()
-	o := &op{e: e, task: model.Task{ID: taskID, State: model.StateAuthorized},
-		trigger: model.TriggerStart, actor: model.RelayAgent, message: note}
-	return o.fire(ctx)
+	_, err := e.transition(ctx, taskID, model.StateAuthorized, func(context.Context, model.Task) (step, error) {
+		return step{trigger: model.TriggerStart, actor: model.RelayAgent, message: note}, nil
+	})
+	return err
 }
 
 // Denied implements model.RunReporter: count and audit a refused
@@ -553,16 +492,13 @@ func (e *Engine) Finished(ctx context.Context, taskID string, out model.Outcome)
 	if trig == "" {
 		return fmt.Errorf("finished: outcome state %q is not completed, failed or canceled", out.State)
 	}
-	t, err := e.store.GetTask(ctx, taskID)
-	if err != nil {
-		return err
-	}
-	if t.State.Terminal() {
-		return staleErr(taskID, model.StateWorking, t.State)
-	}
 	res := out.Result
-	_, err = e.Fire(ctx, taskID, t.State, trig, FireOptions{
-		Code: out.Code, Message: out.Message, Actor: model.RelayAgent, Result: &res})
+	_, err := e.transition(ctx, taskID, "", func(_ context.Context, t model.Task) (step, error) {
+		if t.State.Terminal() {
+			return step{}, staleErr(taskID, model.StateWorking, t.State)
+		}
+		return step{trigger: trig, code: out.Code, message: out.Message, actor: model.RelayAgent, result: &res}, nil
+	})
 	return err
 }
 

@@ -3,6 +3,7 @@ package machine
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/hai-relay/relay/model"
 	"github.com/hai-relay/relay/spec"
@@ -39,32 +40,18 @@ func build(accessor func(context.Context) (stateless.State, error),
 	return sm
 }
 
-// UnmetGatesError is returned by the machine when the authorize trigger is
-// refused because a gate failed. Failed is the first failing gate's verdict;
-// it decides the outcome.
-type UnmetGatesError struct {
-	State   model.State
-	Trigger model.Trigger
-	Unmet   []string
-	Failed  model.Verdict
-}
-
-func (e *UnmetGatesError) Error() string {
-	return fmt.Sprintf("trigger %s from %s: gate %s failed: %s", e.Trigger, e.State, e.Failed.Gate, e.Failed.Code)
-}
-
-// unhandled replaces stateless's untyped errors: a refused guard becomes an
-// *UnmetGatesError, any other unpermitted trigger an *model.Error with
-// CodeInvalidTransition.
-func unhandled(ctx context.Context, state stateless.State, trigger stateless.Trigger, unmet []string) error {
+// unhandled replaces stateless's untyped errors with an *model.Error
+// carrying CodeInvalidTransition: a trigger the lifecycle does not permit
+// from the state, or authorize fired with verdicts that do not pass every
+// gate (the engine fires authorize only when they all passed, so that is
+// a defect, refused all the same).
+func unhandled(_ context.Context, state stateless.State, trigger stateless.Trigger, unmet []string) error {
 	st, _ := state.(model.State)
 	tr, _ := trigger.(model.Trigger)
 	if len(unmet) > 0 {
-		e := &UnmetGatesError{State: st, Trigger: tr, Unmet: unmet}
-		if op := opFrom(ctx); op != nil && op.eval != nil {
-			e.Failed, _ = op.eval.firstFailure()
-		}
-		return e
+		return &model.Error{Code: model.CodeInvalidTransition,
+			Message: fmt.Sprintf("trigger %q from state %q: guards %s not met", tr, st, strings.Join(unmet, ", ")),
+			Hint:    "authorize follows a gate evaluation in which every gate passed"}
 	}
 	hint := "see `relay fsm dot` for the permitted transitions"
 	if st.Terminal() {

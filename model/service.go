@@ -88,8 +88,9 @@ type OperatorService interface {
 	VerifyAudit(ctx context.Context) (AuditReport, error)
 }
 
-// Service is the engine port the transports use: the in-process service and
-// the socket client both satisfy it and pass the same tests.
+// Service is the engine port the transports use: the in-process service
+// (machine/service) and the socket client (facade) both satisfy it and pass
+// the same conformance suite (model/servicetest).
 type Service interface {
 	AgentService
 	OperatorService

@@ -20,6 +20,7 @@ import (
 	"github.com/hai-relay/relay/facade"
 	"github.com/hai-relay/relay/gates"
 	"github.com/hai-relay/relay/machine"
+	"github.com/hai-relay/relay/machine/service"
 	"github.com/hai-relay/relay/model"
 	"github.com/hai-relay/relay/persistence"
 	"github.com/hai-relay/relay/spec"
@@ -196,7 +197,7 @@ func (d *daemon) run(ctx context.Context) (err error) {
 		MaxDispatch: cfg.Limits.MaxDispatch, MaxPromptBytes: cfg.Limits.MessageBytes,
 		NotifySubmitter: true, Logger: d.log,
 	})
-	svc := machine.NewService(machine.ServiceOptions{
+	svc := service.New(service.Options{
 		Engine: eng, Store: db, Messages: db, Registry: registry,
 		MessageBytes: cfg.Limits.MessageBytes, Probe: func(ctx context.Context, name string, timeout time.Duration) (model.AgentInfo, error) {
 			if timeout <= 0 {

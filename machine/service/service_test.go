@@ -1,22 +1,119 @@
-package machine_test
+package service_test
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"os"
 	"testing"
+	"time"
 
+	"github.com/hai-relay/relay/gates"
+	"github.com/hai-relay/relay/gates/gatestest"
 	"github.com/hai-relay/relay/machine"
+	"github.com/hai-relay/relay/machine/service"
 	"github.com/hai-relay/relay/model"
+	"github.com/hai-relay/relay/model/servicetest"
+	"github.com/hai-relay/relay/persistence"
+	"github.com/hai-relay/relay/persistence/persistencetest"
+	"go.uber.org/goleak"
 )
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	gatestest.RemoveFakeAuthority()
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goleak:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// messageBytes is the rig's limits.message_bytes: small, so the suite's
+// oversized payloads stay small too.
+const messageBytes = 4096
+
+// registry knows the core agents, all enabled and configured.
+type registry map[string]model.AgentInfo
+
+func newRegistry() registry {
+	r := registry{}
+	for _, n := range model.CoreAgents() {
+		r[n] = model.AgentInfo{Name: n, Enabled: true, Configured: true}
+	}
+	return r
+}
+
+func (r registry) Known(name string) bool { _, ok := r[name]; return ok }
+func (r registry) Agent(_ context.Context, name string) (model.AgentInfo, bool) {
+	a, ok := r[name]
+	return a, ok
+}
+func (r registry) Agents(context.Context) []model.AgentInfo {
+	var out []model.AgentInfo
+	for _, n := range model.CoreAgents() {
+		out = append(out, r[n])
+	}
+	return out
+}
+
+// dispatcher keeps the deny-all promise and starts nothing: an authorized
+// task stays authorized until it is canceled.
+type dispatcher struct{}
+
+func (dispatcher) Policy() model.DispatchPolicy {
+	return model.DispatchPolicy{DeniesAllPermissions: true}
+}
+func (dispatcher) Dispatch(context.Context, model.Task, model.RunReporter) error { return nil }
+func (dispatcher) Cancel(string)                                                 {}
+
+type rig struct {
+	db  *persistence.DB
+	svc *service.Service
+	cwd string
+}
+
+// newRig is the in-process service as the daemon wires it: real SQLite on
+// a temporary file, the real engine, and the fake authority adapter, a real
+// program (allow, guarded), as the authority.
+func newRig(t *testing.T) *rig {
+	t.Helper()
+	db := persistencetest.MustOpenTemp(t)
+	reg := newRegistry()
+	auth := gates.NewAuthority([]string{gatestest.BuildFakeAuthority(t), "allow-guarded"}, 10*time.Second)
+	eng := machine.New(machine.Options{Store: db, Dispatcher: dispatcher{}, Registry: reg, Authority: auth,
+		MaxDispatch: 64, MaxPromptBytes: messageBytes, NotifySubmitter: true})
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := eng.Stop(ctx); err != nil {
+			t.Errorf("stop: %v", err)
+		}
+	})
+	svc := service.New(service.Options{Engine: eng, Store: db, Messages: db, Registry: reg, MessageBytes: messageBytes})
+	return &rig{db: db, svc: svc, cwd: t.TempDir()}
+}
+
+// The conformance suite of model.Service, against the in-process service.
+func TestConformance(t *testing.T) {
+	t.Parallel()
+	servicetest.Run(t, func(t *testing.T) servicetest.Fixture {
+		r := newRig(t)
+		return servicetest.Fixture{As: func(string) model.Service { return r.svc },
+			Agents: []string{"codex", "claude", "gemini"}, Cwd: r.cwd, MessageBytes: messageBytes}
+	})
+}
 
 // A recipient is one agent name, exactly: padding around a name is a
 // malformed argument (invalid_args), not a list of agents
 // (broadcast_not_supported), and nothing is stored.
 func TestSendMessageRecipientShape(t *testing.T) {
 	t.Parallel()
-	r := newRig(t, machine.Options{Authority: &allowAuthority{}})
-	svc := machine.NewService(machine.ServiceOptions{Engine: r.eng, Store: r.db, Messages: r.db, Registry: healthyRegistry()})
+	r := newRig(t)
+	svc := r.svc
 	ctx := context.Background()
 	for _, tc := range []struct {
 		to   string
@@ -73,8 +170,8 @@ func TestRelayIDShape(t *testing.T) {
 // are stored under them.
 func TestNotYoursIsNotFound(t *testing.T) {
 	t.Parallel()
-	r := newRig(t, machine.Options{Authority: &allowAuthority{}})
-	svc := machine.NewService(machine.ServiceOptions{Engine: r.eng, Store: r.db, Messages: r.db, Registry: healthyRegistry()})
+	r := newRig(t)
+	svc := r.svc
 	ctx := context.Background()
 	taskID, msgID := machine.NewID(model.TaskIDPrefix), machine.NewID(model.MessageIDPrefix)
 	const bystander = "gemini" // neither sent nor received either of them

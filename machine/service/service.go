@@ -1,4 +1,15 @@
-package machine
+// Package service is HAI-Relay's application service: the in-process
+// model.Service, holding the access rules every transport shares — an
+// agent sees only the tasks it submitted or targets and only its own
+// messages (anything else is not_found, answered exactly as an id that
+// does not exist), only a task's submitter may cancel it, and messages are
+// validated (one known recipient, never oneself, bounded) before they are
+// stored — on top of the engine (package machine) and the stores.
+//
+// model/servicetest holds the conformance suite of model.Service; this
+// package's tests run it against the in-process service, and the socket
+// API's tests run it against the socket client.
+package service
 
 import (
 	"context"
@@ -7,13 +18,14 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hai-relay/relay/machine"
 	"github.com/hai-relay/relay/model"
 	"github.com/hai-relay/relay/spec"
 )
 
-// ServiceOptions wires the in-process Service.
-type ServiceOptions struct {
-	Engine   *Engine
+// Options wires the in-process Service.
+type Options struct {
+	Engine   *machine.Engine
 	Store    model.Store
 	Messages model.MessageStore
 	Registry model.Registry
@@ -32,14 +44,14 @@ type ServiceOptions struct {
 // shares (identity-scoped visibility, message validation) on top of the
 // engine and the stores.
 type Service struct {
-	o   ServiceOptions
+	o   Options
 	now func() time.Time
 }
 
 var _ model.Service = (*Service)(nil)
 
-// NewService returns the in-process service.
-func NewService(o ServiceOptions) *Service {
+// New returns the in-process service.
+func New(o Options) *Service {
 	if o.MessageBytes <= 0 {
 		o.MessageBytes = 262144
 	}
@@ -66,6 +78,10 @@ func limitOf(n int) (int, error) {
 		return 0, invalidArgs(fmt.Sprintf("limit %d is out of range 1..%d", n, MaxLimit))
 	}
 	return n, nil
+}
+
+func invalidArgs(msg string) *model.Error {
+	return model.Errorf(model.CodeInvalidArgs, "%s", msg).WithHint(spec.Hint(model.CodeInvalidArgs))
 }
 
 func notFound(what, id string) *model.Error {
@@ -109,10 +125,10 @@ func (s *Service) SendMessage(ctx context.Context, caller string, r model.SendRe
 		return model.Message{}, model.Errorf(model.CodePayloadTooLarge, "body is %d bytes; the limit is %d (limits.message_bytes)", len(r.Body), s.o.MessageBytes).
 			WithHint(spec.Hint(model.CodePayloadTooLarge))
 	}
-	if err := checkSendBounds(r); err != nil {
+	if err := machine.CheckSendBounds(r); err != nil {
 		return model.Message{}, err
 	}
-	if err := CheckArtifacts(r.Artifacts); err != nil {
+	if err := machine.CheckArtifacts(r.Artifacts); err != nil {
 		return model.Message{}, err
 	}
 	ctxID := r.ContextID
@@ -128,10 +144,10 @@ func (s *Service) SendMessage(ctx context.Context, caller string, r model.SendRe
 		}
 	}
 	if ctxID == "" {
-		ctxID = newID("C")
+		ctxID = machine.NewID("C")
 	}
 	return s.o.Messages.CreateMessage(ctx, model.Message{
-		ID: newID("MSG"), From: caller, To: r.To, Body: r.Body, ContextID: ctxID,
+		ID: machine.NewID(model.MessageIDPrefix), From: caller, To: r.To, Body: r.Body, ContextID: ctxID,
 		ReplyTo: r.ReplyTo, Artifacts: r.Artifacts, State: model.MessageStored, CreatedAt: s.now(),
 	})
 }

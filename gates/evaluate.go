@@ -1,0 +1,90 @@
+package gates
+
+import (
+	"context"
+	"time"
+
+	"github.com/hai-relay/relay/model"
+)
+
+// Env is what the gates of an evaluation consult besides the task. Each
+// is called only when its gate runs (after every earlier gate passed).
+type Env struct {
+	// Policy returns the dispatcher's permission policy (acpDenial).
+	Policy func() model.DispatchPolicy
+	// Agent looks the target up in the registry (acpDenial).
+	Agent func(ctx context.Context, name string) (model.AgentInfo, bool)
+	// Authority is the authority adapter client; nil fails the authority
+	// gate with authority_not_configured.
+	Authority model.Authority
+	// Now stamps the verdicts and the authority request; nil is
+	// time.Now.
+	Now func() time.Time
+}
+
+// Verdicts are the verdicts of one evaluation, in gate order
+// (model.AllGates), up to and including the first failing one: no gate
+// runs after one failed.
+type Verdicts []model.Verdict
+
+// Passed reports whether gate g ran and passed.
+func (vs Verdicts) Passed(g model.Gate) bool {
+	for _, v := range vs {
+		if v.Gate == g {
+			return v.Passed
+		}
+	}
+	return false
+}
+
+// Failed returns the first failing verdict, which decides the outcome.
+func (vs Verdicts) Failed() (model.Verdict, bool) {
+	for _, v := range vs {
+		if !v.Passed {
+			return v, true
+		}
+	}
+	return model.Verdict{}, false
+}
+
+// Evaluate runs the gates of the authorize transition as a pipeline, in
+// order — MissionLease, ACPDenial, Authority, GuardedClaude — and stops at
+// the first that fails. The authority adapter is consulted at most once,
+// and only after the cheaper gates passed. Every verdict gets its gate's
+// name and is stamped with env.Now.
+//
+// Evaluate is the only place a gate does I/O; the machine's guards then
+// only read the verdicts it returned.
+func Evaluate(ctx context.Context, t model.Task, env Env) Verdicts {
+	now := env.Now
+	if now == nil {
+		now = time.Now
+	}
+	vs := make(Verdicts, 0, len(model.AllGates()))
+	var ans model.AuthorityAnswer
+	for _, g := range model.AllGates() {
+		var v model.Verdict
+		switch g {
+		case model.GateMissionLease:
+			v = MissionLease(t)
+		case model.GateACPDenial:
+			info, known := env.Agent(ctx, t.Target)
+			v = ACPDenial(env.Policy(), info, known)
+		case model.GateAuthority:
+			v, ans = Authority(ctx, env.Authority, NewAuthorityRequest(t, now()))
+		case model.GateGuardedClaude:
+			v = GuardedClaude(t, ans)
+		default:
+			v = fail(g, model.CodeInternal, "gate "+string(g)+" has no evaluation", nil)
+		}
+		v.Gate = g
+		if v.At.IsZero() {
+			v.At = now().UTC()
+		}
+		vs = append(vs, v)
+		if !v.Passed {
+			break
+		}
+	}
+	return vs
+}
