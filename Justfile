@@ -29,7 +29,7 @@ lint:
 # The benchmark suite (BENCHMARKS.md): each row a ratio against a floor
 # measured in the same run. Pass flags through, e.g. just bench --messages 10000 --tasks 1000 --json
 bench *ARGS:
-    go run ./cmd/relay bench {{ARGS}}
+    go run ./cmd/relay-bench {{ARGS}}
 
 # Each package's go test benchmarks, printed as-is.
 bench-go:

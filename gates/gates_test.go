@@ -212,8 +212,9 @@ func TestGuardedClaude(t *testing.T) {
 	}
 }
 
-// TestOutcome checks every gate code against the brief's table (§3) and the
-// fail-closed default.
+// TestOutcome checks every gate code against the state it leads to
+// (spec/errors.md: rejected for a policy decision, blocked when a gate
+// fails closed) and the fail-closed default.
 func TestOutcome(t *testing.T) {
 	t.Parallel()
 	want := map[model.Code]model.State{

@@ -16,7 +16,9 @@ import (
 
 // The gate matrix of the engine issue, exhaustively, with the real fake
 // adapter program as the authority. The expected outcome is computed by an
-// oracle written from the brief, independently of the engine's code.
+// oracle written from the documented gate rules (the guards of
+// spec/lifecycle.dot, the codes of spec/errors.md), independently of the
+// engine's code.
 
 type idsCase struct{ name, mission, lease string }
 

@@ -1,4 +1,4 @@
-package persistence
+package persistence_test
 
 import (
 	"context"
@@ -11,9 +11,12 @@ import (
 	"time"
 
 	"github.com/hai-relay/relay/model"
+	"github.com/hai-relay/relay/persistence"
+	"github.com/hai-relay/relay/persistence/persistencetest"
 )
 
-// Concurrent write benchmarks: writers goroutines call the store at once,
+// Concurrent write benchmarks (an external test package: the floor is
+// persistencetest's, which this package's internal tests cannot import): writers goroutines call the store at once,
 // as the daemon's request handlers do, so the writer can group their
 // commits. Each reports its rate next to a floor measured in the same run:
 //
@@ -62,12 +65,12 @@ func reportLatency(b *testing.B, lat []time.Duration) {
 	b.ReportMetric(q(0.99), "p99-ms")
 }
 
-// floorInserts measures InsertFloor with n rows (at least 500, so the
+// floorInserts measures persistencetest.InsertFloor with n rows (at least 500, so the
 // floor is not dominated by noise) and returns rows/s.
 func floorInserts(b *testing.B, sync string, n int) float64 {
 	b.Helper()
 	n = max(n, 500)
-	res, err := InsertFloor(context.Background(), filepath.Join(b.TempDir(), "floor.db"), sync, n, benchBody)
+	res, err := persistencetest.InsertFloor(context.Background(), filepath.Join(b.TempDir(), "floor.db"), sync, n, benchBody)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -78,15 +81,15 @@ func floorInserts(b *testing.B, sync string, n int) float64 {
 // single-transaction inserts with the same synchronous mode.
 func benchCreateMessageConcurrent(b *testing.B, sync string) {
 	ctx := context.Background()
-	db := MustOpen(b, filepath.Join(b.TempDir(), "relay.db"), Options{Synchronous: sync})
+	db := persistencetest.MustOpen(b, filepath.Join(b.TempDir(), "relay.db"), persistence.Options{Synchronous: sync})
 	b.ResetTimer()
-	start := cpuTime()
+	start := persistence.CPUTime()
 	lat := runConcurrent(b, b.N, func(i int) error {
-		_, err := db.CreateMessage(ctx, model.Message{ID: seqID("m", i), From: "codex", To: "claude", Body: benchBody})
+		_, err := db.CreateMessage(ctx, model.Message{ID: persistence.SeqID("m", i), From: "codex", To: "claude", Body: benchBody})
 		return err
 	})
 	b.StopTimer()
-	cpu := cpuTime() - start
+	cpu := persistence.CPUTime() - start
 	rate := float64(b.N) / b.Elapsed().Seconds()
 	floor := floorInserts(b, sync, b.N)
 	reportBatch(b, db)
@@ -98,7 +101,7 @@ func benchCreateMessageConcurrent(b *testing.B, sync string) {
 }
 
 // reportBatch reports the mean group-commit size.
-func reportBatch(b *testing.B, db *DB) {
+func reportBatch(b *testing.B, db *persistence.DB) {
 	st := db.WriterStats()
 	if st.Batches > 0 {
 		b.ReportMetric(float64(st.Requests)/float64(st.Batches), "reqs/batch")
@@ -106,31 +109,31 @@ func reportBatch(b *testing.B, db *DB) {
 }
 
 func BenchmarkConcurrentCreateMessageFull(b *testing.B) {
-	benchCreateMessageConcurrent(b, SyncFull)
+	benchCreateMessageConcurrent(b, persistence.SyncFull)
 }
 
 func BenchmarkConcurrentCreateMessageNormal(b *testing.B) {
-	benchCreateMessageConcurrent(b, SyncNormal)
+	benchCreateMessageConcurrent(b, persistence.SyncNormal)
 }
 
 // benchTransitionsConcurrent: submitted → authorized transitions (CAS
 // update, event row, audit row) from 8 goroutines, each on its own task.
 func benchTransitionsConcurrent(b *testing.B, sync string) {
 	ctx := context.Background()
-	db := MustOpen(b, filepath.Join(b.TempDir(), "relay.db"), Options{Synchronous: sync})
+	db := persistencetest.MustOpen(b, filepath.Join(b.TempDir(), "relay.db"), persistence.Options{Synchronous: sync})
 	runConcurrent(b, b.N, func(i int) error {
-		_, _, err := db.CreateTask(ctx, newTask(seqID("T", i)))
+		_, _, err := db.CreateTask(ctx, persistence.NewTask(persistence.SeqID("T", i)))
 		return err
 	})
 	b.ResetTimer()
-	start := cpuTime()
+	start := persistence.CPUTime()
 	lat := runConcurrent(b, b.N, func(i int) error {
-		_, err := db.Transition(ctx, model.Transition{TaskID: seqID("T", i), From: model.StateSubmitted,
+		_, err := db.Transition(ctx, model.Transition{TaskID: persistence.SeqID("T", i), From: model.StateSubmitted,
 			To: model.StateAuthorized, Trigger: model.TriggerAuthorize, Actor: "relay"})
 		return err
 	})
 	b.StopTimer()
-	cpu := cpuTime() - start
+	cpu := persistence.CPUTime() - start
 	rate := float64(b.N) / b.Elapsed().Seconds()
 	floor := floorInserts(b, sync, b.N)
 	reportBatch(b, db)
@@ -142,9 +145,9 @@ func benchTransitionsConcurrent(b *testing.B, sync string) {
 }
 
 func BenchmarkConcurrentTransitionFull(b *testing.B) {
-	benchTransitionsConcurrent(b, SyncFull)
+	benchTransitionsConcurrent(b, persistence.SyncFull)
 }
 
 func BenchmarkConcurrentTransitionNormal(b *testing.B) {
-	benchTransitionsConcurrent(b, SyncNormal)
+	benchTransitionsConcurrent(b, persistence.SyncNormal)
 }

@@ -27,7 +27,7 @@
 //
 // To pay one fsync for many writes, every write method (CreateTask,
 // Transition, CreateMessage, Inbox when it marks messages read, Ack,
-// RecordDenial, Audit, RecordProbe, RecordVerification, Seed) hands its transaction body to one
+// RecordDenial, Audit, RecordProbe, RecordVerification, Import) hands its transaction body to one
 // writer goroutine, started by Open and stopped by Close. The writer takes
 // every request queued at that moment (at most Options.MaxBatch, default
 // DefaultMaxBatch; it never waits for more), runs them in that order in one
@@ -102,9 +102,11 @@
 // (each listing's filter combination) on first use, outside the caller's
 // transaction.
 //
-// For benchmarks only, InsertFloor measures plain one-insert-per-transaction
-// SQLite on the same driver (the floor group commit is compared with) and
-// (*DB).Seed appends months of synthetic history fast.
+// (*DB).Import appends existing history in bulk, many envelopes per
+// transaction, audited and chained like any other write; the benchmarks'
+// seeder (persistencetest.Seed) fills a store with months of synthetic
+// history through it. The benchmarks' floor, plain one-insert-per-
+// transaction SQLite on the same driver, is persistencetest.InsertFloor.
 //
 // Values are always bound as driver parameters, never interpolated into the
 // SQL text: bun's client-side formatting rejects NUL bytes and rewrites

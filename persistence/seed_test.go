@@ -1,4 +1,4 @@
-package persistence
+package persistence_test
 
 import (
 	"context"
@@ -6,39 +6,50 @@ import (
 	"testing"
 
 	"github.com/hai-relay/relay/model"
+	"github.com/hai-relay/relay/persistence"
+	"github.com/hai-relay/relay/persistence/persistencetest"
 )
 
+// TestSeed checks the benchmarks' seeder (persistencetest.Seed) against
+// the store it fills through DB.Import.
 func TestSeed(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	db := MustOpen(t, filepath.Join(t.TempDir(), "relay.db"), Options{Synchronous: SyncNormal})
-	mustCreate(t, db, newTask("T-real"))
-	if err := db.Seed(ctx, SeedOptions{Messages: 2000, Tasks: 300, Chunk: 700}); err != nil {
+	db := persistencetest.MustOpen(t, filepath.Join(t.TempDir(), "relay.db"), persistence.Options{Synchronous: persistence.SyncNormal})
+	persistence.MustCreate(t, db, persistence.NewTask("T-real"))
+	if err := persistencetest.Seed(ctx, db, persistencetest.SeedOptions{Messages: 2000, Tasks: 300, Chunk: 700}); err != nil {
 		t.Fatal(err)
 	}
 	// Grow it again: ids and seqs continue.
-	if err := db.Seed(ctx, SeedOptions{Messages: 100, Tasks: 10}); err != nil {
+	if err := persistencetest.Seed(ctx, db, persistencetest.SeedOptions{Messages: 100, Tasks: 10}); err != nil {
 		t.Fatal(err)
 	}
-	if n := count(t, db, "messages", ""); n != 2100 {
+	count := func(table, where string) int { return persistence.CountRows(t, db, table, where) }
+	if n := count("messages", ""); n != 2100 {
 		t.Errorf("messages = %d", n)
 	}
-	if n := count(t, db, "tasks", ""); n != 311 {
+	if n := count("tasks", ""); n != 311 {
 		t.Errorf("tasks = %d", n)
 	}
-	if n := count(t, db, "messages", "from_agent = to_agent"); n != 0 {
+	if n := count("messages", "from_agent = to_agent"); n != 0 {
 		t.Errorf("%d messages to their sender", n)
 	}
-	if n := count(t, db, "messages", "state = 'stored'"); n != 20+1 {
+	if n := count("messages", "state = 'stored'"); n != 20+1 {
 		t.Errorf("unread = %d, want 21 (1%% of each seed)", n)
 	}
-	if n := count(t, db, "tasks", "state IN ('submitted', 'authorized', 'working')"); n != 1 {
+	if n := count("tasks", "state IN ('submitted', 'authorized', 'working')"); n != 1 {
 		t.Errorf("non-terminal tasks = %d, want only T-real", n)
 	}
-	if n := count(t, db, "task_events", ""); n != 270*3+30*1+9*3+1*1 {
+	if n := count("task_events", ""); n != 270*3+30*1+9*3+1*1 {
 		t.Errorf("events = %d", n)
 	}
-	verifyOK(t, db, 1+2000+300+100+10)
+	if _, err := db.GetTask(ctx, persistencetest.SeedTaskID(310)); err != nil {
+		t.Errorf("the second seed's last task: %v", err)
+	}
+	if _, err := db.GetMessage(ctx, persistencetest.SeedMessageID(2100)); err != nil {
+		t.Errorf("the second seed's last message: %v", err)
+	}
+	persistence.VerifyOK(t, db, 1+2000+300+100+10)
 
 	ts, err := db.ListTasks(ctx, model.TaskFilter{Visible: "claude", Limit: 5})
 	if err != nil || len(ts) != 5 {

@@ -19,10 +19,12 @@ import (
 // go test ./spec -update
 var update = flag.Bool("update", false, "rewrite the golden files (spec/errors.md) from the code")
 
-// briefTaskCodes and briefRequestCodes are the code catalogue (spec/errors.md)'s lists, written out
-// here as the independent source the catalogue is checked against.
+// contractTaskCodes and contractRequestCodes are the task and request codes
+// the relay promises (spec/errors.md is rendered from the catalogue),
+// written out here as the independent source the catalogue is checked
+// against.
 var (
-	briefTaskCodes = []model.Code{
+	contractTaskCodes = []model.Code{
 		"missing_mission_id", "missing_lease_id", "invalid_mission_id", "invalid_lease_id",
 		"acp_denial_not_enforced", "agent_disabled", "agent_not_configured",
 		"agent_not_verified", "authority_not_configured", "authority_unavailable", "authority_timeout",
@@ -32,14 +34,17 @@ var (
 		"agent_max_turn_requests", "agent_auth_required", "agent_unsafe_mode", "task_timeout",
 		"canceled_by_submitter", "canceled_by_operator",
 	}
-	briefRequestCodes = []model.Code{
+	contractRequestCodes = []model.Code{
 		"invalid_args", "unknown_agent", "invalid_recipient",
 		"broadcast_not_supported", "payload_too_large", "invalid_cwd", "not_found",
 		"task_not_cancelable", "idempotency_conflict", "daemon_unavailable", "outcome_unknown", "storage_full", "internal",
 	}
-	// briefTaskStates is the state the lifecycle contract (spec/lifecycle.dot) gives each task code it names
-	// (agent_auth_required is named only in §8).
-	briefTaskStates = map[model.Code]model.State{
+	// contractTaskStates is the state each task code leads to: rejected
+	// for a gate's policy decision, blocked when a gate fails closed,
+	// failed when dispatch or the run fails, canceled when someone cancels
+	// (spec/lifecycle.dot has the transitions; docs/agents.md describes
+	// agent_auth_required).
+	contractTaskStates = map[model.Code]model.State{
 		"missing_mission_id":                     model.StateRejected,
 		"missing_lease_id":                       model.StateRejected,
 		"invalid_mission_id":                     model.StateRejected,
@@ -177,7 +182,7 @@ func TestCatalogueMatchesModel(t *testing.T) {
 	}
 }
 
-func TestCatalogueMatchesBrief(t *testing.T) {
+func TestCatalogueMatchesContract(t *testing.T) {
 	t.Parallel()
 	var task, request []model.Code
 	for _, ci := range spec.Catalogue() {
@@ -200,10 +205,10 @@ func TestCatalogueMatchesBrief(t *testing.T) {
 			}
 		}
 	}
-	sameSet("task", task, briefTaskCodes)
-	sameSet("request", request, briefRequestCodes)
+	sameSet("task", task, contractTaskCodes)
+	sameSet("request", request, contractRequestCodes)
 
-	for c, want := range briefTaskStates {
+	for c, want := range contractTaskStates {
 		ci, ok := spec.Lookup(c)
 		if ok && ci.State != want {
 			t.Errorf("code %s leads to %s, the lifecycle contract (spec/lifecycle.dot) says %s", c, ci.State, want)

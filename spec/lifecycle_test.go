@@ -8,9 +8,10 @@ import (
 	"github.com/hai-relay/relay/spec"
 )
 
-// briefEdges are the transitions the lifecycle contract (spec/lifecycle.dot) permits, as from → to pairs,
-// written out here as the independent source the table is checked against.
-var briefEdges = [][2]model.State{
+// contractEdges are the transitions the lifecycle contract permits (drawn
+// in spec/lifecycle.dot), as from → to pairs, written out here as the
+// independent source the table is checked against.
+var contractEdges = [][2]model.State{
 	{model.StateSubmitted, model.StateAuthorized},
 	{model.StateSubmitted, model.StateRejected},
 	{model.StateSubmitted, model.StateBlocked},
@@ -23,8 +24,9 @@ var briefEdges = [][2]model.State{
 	{model.StateWorking, model.StateCanceled},
 }
 
-// briefGates are the lifecycle contract (spec/lifecycle.dot)'s guards of the authorize transition, in order.
-var briefGates = []model.Gate{"missionLease", "acpDenial", "authority", "guardedClaude"}
+// contractGates are the guards of the authorize transition in the
+// lifecycle contract (spec/lifecycle.dot), in order.
+var contractGates = []model.Gate{"missionLease", "acpDenial", "authority", "guardedClaude"}
 
 func TestLifecycleStates(t *testing.T) {
 	t.Parallel()
@@ -78,8 +80,8 @@ func TestLifecycleCancel(t *testing.T) {
 
 func TestLifecycleGates(t *testing.T) {
 	t.Parallel()
-	if !slices.Equal(model.AllGates(), briefGates) {
-		t.Errorf("model.AllGates() = %v, want the lifecycle contract (spec/lifecycle.dot)'s order %v", model.AllGates(), briefGates)
+	if !slices.Equal(model.AllGates(), contractGates) {
+		t.Errorf("model.AllGates() = %v, want the order of the lifecycle contract (spec/lifecycle.dot) %v", model.AllGates(), contractGates)
 	}
 	guarded := 0
 	for _, e := range spec.Lifecycle() {
@@ -145,19 +147,19 @@ func TestLifecycleDeterministic(t *testing.T) {
 	}
 }
 
-func TestLifecycleMatchesBrief(t *testing.T) {
+func TestLifecycleMatchesContract(t *testing.T) {
 	t.Parallel()
 	var got [][2]model.State
 	for _, e := range spec.Lifecycle() {
 		got = append(got, [2]model.State{e.From, e.To})
 	}
-	for _, want := range briefEdges {
+	for _, want := range contractEdges {
 		if !slices.Contains(got, want) {
 			t.Errorf("the lifecycle contract (spec/lifecycle.dot) edge %s → %s is missing", want[0], want[1])
 		}
 	}
 	for _, g := range got {
-		if !slices.Contains(briefEdges, g) {
+		if !slices.Contains(contractEdges, g) {
 			t.Errorf("edge %s → %s is not in the lifecycle contract (spec/lifecycle.dot)", g[0], g[1])
 		}
 	}

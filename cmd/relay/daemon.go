@@ -252,7 +252,7 @@ func (d *daemon) run(ctx context.Context) (err error) {
 	return err
 }
 
-// testShimEnv names a shim executable (dispatch/agentshim) the daemon uses
+// testShimEnv names a shim executable (cmd/testfakes/agentshim) the daemon uses
 // instead of its own `__agent-shim`. Only the tests set it: they build the
 // relay with the race detector, whose start-up costs a tenth of a CPU second
 // per process, and point this at a shim built without it. Whoever sets a

@@ -2,6 +2,8 @@ package main
 
 import (
 	"os/exec"
+	"path"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -92,30 +94,120 @@ func contains(xs []string, x string) bool {
 	return false
 }
 
-// testOnlyPackages are the fakes and test helpers: real programs and
-// packages the tests build and start, never part of the product.
+// testOnly reports whether pkg, a package of this module, is test-only:
+// a fake under cmd/testfakes, the benchmark command, or a helper package
+// whose name ends in "test" (persistencetest, gatestest, dispatchtest).
+// Every other non-test package is product.
+func testOnly(pkg string) bool {
+	rel := strings.TrimPrefix(pkg, module+"/")
+	return strings.HasPrefix(rel, "cmd/testfakes/") || rel == "cmd/relay-bench" ||
+		strings.HasSuffix(path.Base(rel), "test")
+}
+
+// testOnlyPackages are the test-only packages known today. The tests
+// below go by testOnly, not by this list; the list makes sure testOnly
+// still recognises each of them, and that none is stale.
 var testOnlyPackages = []string{
-	"dispatch/fakeagent", "dispatch/dispatchtest", "dispatch/agentshim",
-	"gates/fakeauthority", "gates/gatestest",
-	"facade/mcpfloor",
-	"persistence/persistencetest",
+	"cmd/testfakes/fakeagent", "cmd/testfakes/fakeauthority", "cmd/testfakes/mcpfloor", "cmd/testfakes/agentshim",
+	"cmd/relay-bench",
+	"dispatch/dispatchtest", "gates/gatestest", "persistence/persistencetest",
+}
+
+// modulePackages returns each package of the module (non-test code, as go
+// list reports it) with its imports.
+func modulePackages(t *testing.T) map[string][]string {
+	t.Helper()
+	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}} {{join .Imports " "}}`, module+"/...").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, out)
+	}
+	pkgs := map[string][]string{}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		fields := strings.Fields(line)
+		pkgs[fields[0]] = fields[1:]
+	}
+	return pkgs
+}
+
+func TestTestOnlyPackagesAreKnown(t *testing.T) {
+	t.Parallel()
+	pkgs := modulePackages(t)
+	for _, p := range testOnlyPackages {
+		if _, ok := pkgs[module+"/"+p]; !ok {
+			t.Errorf("testOnlyPackages lists %s, which is not a package of the module", p)
+		}
+		if !testOnly(module + "/" + p) {
+			t.Errorf("testOnly does not recognise %s", p)
+		}
+	}
+	for p := range pkgs {
+		if testOnly(p) && !contains(testOnlyPackages, strings.TrimPrefix(p, module+"/")) {
+			t.Errorf("%s is test-only but not in testOnlyPackages", p)
+		}
+	}
+}
+
+// testImports returns, sorted, each import of test code by a product
+// package: of the testing package or of a test-only package of the module.
+func testImports(pkgs map[string][]string) []string {
+	var bad []string
+	for pkg, imports := range pkgs {
+		if testOnly(pkg) {
+			continue
+		}
+		for _, imp := range imports {
+			if imp == "testing" || (strings.HasPrefix(imp, module+"/") && testOnly(imp)) {
+				bad = append(bad, pkg+" imports "+imp)
+			}
+		}
+	}
+	slices.Sort(bad)
+	return bad
+}
+
+// Nothing in the product imports test code: the testing package, the
+// fakes, the benchmark command or a …test helper package. Test files are
+// not product (go list without -test leaves them out).
+func TestProductImportsNoTestOnlyPackage(t *testing.T) {
+	t.Parallel()
+	for _, b := range testImports(modulePackages(t)) {
+		t.Errorf("%s, which is test-only", b)
+	}
+}
+
+// The check catches a violation: a product package importing a test
+// helper, a fake, the bench or testing (and lets test-only code import
+// each other).
+func TestProductImportsNoTestOnlyPackageCatches(t *testing.T) {
+	t.Parallel()
+	got := testImports(map[string][]string{
+		module + "/machine":         {module + "/model", module + "/persistence/persistencetest", "testing"},
+		module + "/facade":          {module + "/cmd/testfakes/mcpfloor", module + "/cmd/relay-bench"},
+		module + "/cmd/relay-bench": {module + "/persistence/persistencetest", "testing"},
+		module + "/gates/gatestest": {"testing", module + "/cmd/testfakes/fakeauthority"},
+	})
+	want := []string{
+		module + "/facade imports " + module + "/cmd/relay-bench",
+		module + "/facade imports " + module + "/cmd/testfakes/mcpfloor",
+		module + "/machine imports " + module + "/persistence/persistencetest",
+		module + "/machine imports testing",
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("testImports = %q, want %q", got, want)
+	}
 }
 
 // The relay binary links no test code: neither the testing package (its
-// flags and runtime hooks) nor any fake or test helper.
+// flags and runtime hooks) nor any fake, benchmark or test helper.
 func TestRelayBinaryHasNoTestCode(t *testing.T) {
 	t.Parallel()
 	out, err := exec.Command("go", "list", "-deps", module+"/cmd/relay").CombinedOutput()
 	if err != nil {
 		t.Fatalf("go list: %v\n%s", err, out)
 	}
-	deps := strings.Fields(string(out))
-	for _, bad := range append([]string{"testing"}, testOnlyPackages...) {
-		if bad != "testing" {
-			bad = module + "/" + bad
-		}
-		if contains(deps, bad) {
-			t.Errorf("the relay binary depends on %s", bad)
+	for _, dep := range strings.Fields(string(out)) {
+		if dep == "testing" || strings.HasPrefix(dep, "testing/") || (strings.HasPrefix(dep, module+"/") && testOnly(dep)) {
+			t.Errorf("the relay binary depends on %s", dep)
 		}
 	}
 }

@@ -31,7 +31,7 @@ func main() {
 
 // startProfile writes a CPU profile of this process to
 // DIR/relay-COMMAND-PID.pprof when RELAY_CPUPROFILE=DIR is set, for
-// profiling the daemon and the facades under `relay bench` (see
+// profiling the daemon and the facades under relay-bench (see
 // BENCHMARKS.md). The profile is complete when the command returns
 // normally (a facade at the end of its stdin, a daemon on SIGTERM).
 func startProfile(dir string, args []string) func() {

@@ -1,5 +1,5 @@
 // Package dispatchtest helps tests run the fake ACP agent
-// (dispatch/fakeagent) as a real subprocess.
+// (cmd/testfakes/fakeagent) as a real subprocess.
 package dispatchtest
 
 import (
@@ -11,11 +11,11 @@ import (
 )
 
 // FakeAgentPackage is the import path of the fake agent.
-const FakeAgentPackage = "github.com/hai-relay/relay/dispatch/fakeagent"
+const FakeAgentPackage = "github.com/hai-relay/relay/cmd/testfakes/fakeagent"
 
 // ShimPackage is the import path of the agent shim as a program of its
 // own (the relay binary runs the same code as a hidden subcommand).
-const ShimPackage = "github.com/hai-relay/relay/dispatch/agentshim"
+const ShimPackage = "github.com/hai-relay/relay/cmd/testfakes/agentshim"
 
 var (
 	shimOnce sync.Once

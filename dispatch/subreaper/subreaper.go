@@ -21,7 +21,7 @@
 // closes it. The authority adapter runs under the same shim without one.
 //
 // The relay binary runs it as a hidden subcommand (Command); dispatch's
-// tests build it as dispatch/agentshim.
+// tests build it as cmd/testfakes/agentshim.
 package subreaper
 
 import (

@@ -1,6 +1,6 @@
 // Package gatestest helps tests that need a real authority adapter: it
-// builds the fake adapter program (gates/fakeauthority) once per test binary
-// and reads the log the fake appends to on every run.
+// builds the fake adapter program (cmd/testfakes/fakeauthority) once per
+// test binary and reads the log the fake appends to on every run.
 //
 // Typical use:
 //
@@ -31,7 +31,7 @@ import (
 )
 
 // FakeAuthorityPackage is the import path of the fake adapter program.
-const FakeAuthorityPackage = "github.com/hai-relay/relay/gates/fakeauthority"
+const FakeAuthorityPackage = "github.com/hai-relay/relay/cmd/testfakes/fakeauthority"
 
 var build struct {
 	once sync.Once
@@ -41,8 +41,8 @@ var build struct {
 	err  error
 }
 
-// BuildFakeAuthority builds gates/fakeauthority with `go build` the first
-// time it is called in a test binary and returns the program's path; later
+// BuildFakeAuthority builds cmd/testfakes/fakeauthority with `go build` the
+// first time it is called in a test binary and returns the program's path; later
 // calls return the same path. A build failure fails tb (every time it is
 // asked for).
 func BuildFakeAuthority(tb testing.TB) string {

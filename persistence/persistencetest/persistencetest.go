@@ -1,8 +1,11 @@
 // Package persistencetest opens real SQLite databases for the tests of
 // other packages (the engine's, for one): always a real file in the test's
-// temporary directory, never a mock. It is test-only: no product package
-// imports it, so `testing` stays out of the relay binary (the dependency
-// test in cmd/relay holds that).
+// temporary directory, never a mock. It also holds what the benchmarks
+// need of the store: Seed, months of synthetic history written through
+// DB.Import, and InsertFloor, the plain-SQLite floor group commit is
+// measured against. It is test-only: no product package imports it, so
+// `testing` stays out of the relay binary (the dependency test in
+// cmd/relay holds that).
 package persistencetest
 
 import (

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"math"
@@ -22,11 +23,8 @@ import (
 	"github.com/hai-relay/relay/facade"
 	"github.com/hai-relay/relay/model"
 	"github.com/hai-relay/relay/persistence"
+	"github.com/hai-relay/relay/persistence/persistencetest"
 )
-
-func init() {
-	register(command{name: "bench", summary: "run the benchmark suite: each row a ratio against a floor measured in the same run", run: runBench})
-}
 
 // The suite of issue 7. Every row measures the relay and a floor in the same
 // run, on the same machine, and reports their ratio: on a small, noisy
@@ -49,6 +47,7 @@ type suiteOptions struct {
 	iterations int
 	keep       bool
 	src        string
+	relay      string
 }
 
 // suiteRow is one line of the result.
@@ -114,20 +113,33 @@ type suiteResult struct {
 	Rows    []suiteRow        `json:"rows"`
 }
 
-func runBench(ctx context.Context, e *env, args []string) error {
-	f := newFlags(e, "bench", "[--rows LIST] [--messages N] [--tasks N] [--sends N] [--iterations N] [--keep] [--src DIR] [--json]")
+// runSuite parses the flags and runs the suite.
+func runSuite(ctx context.Context, e *env, args []string) error {
+	f := flag.NewFlagSet("relay-bench", flag.ContinueOnError)
+	f.SetOutput(e.stderr)
+	f.Usage = func() {
+		fmt.Fprintln(e.stderr, "Usage: relay-bench [--rows LIST] [--messages N] [--tasks N] [--sends N] [--iterations N] [--relay BIN] [--keep] [--src DIR] [--json]")
+		fmt.Fprintln(e.stderr, "\nThe benchmark suite of BENCHMARKS.md: each row a ratio against a floor measured in the same run.")
+		f.PrintDefaults()
+	}
 	rows := f.String("rows", strings.Join(suiteRowNames, ","), "row `GROUPS` to run, comma-separated: "+strings.Join(suiteRowNames, ", "))
 	o := suiteOptions{}
 	f.IntVar(&o.messages, "messages", 1_000_000, "scale row: `N` messages stored")
 	f.IntVar(&o.tasks, "tasks", 100_000, "scale row: `N` tasks stored")
 	f.IntVar(&o.sends, "sends", 250, "send row: `N` send_message calls per client (8 clients)")
 	f.IntVar(&o.iterations, "iterations", 20, "`N` samples for cold starts, submits and the floors of those rows; 10x that for the scale row's calls")
+	f.StringVar(&o.relay, "relay", "", "the relay `BIN` to measure; default: built from the source (see --src) with the go tool")
 	f.BoolVar(&o.keep, "keep", false, "keep the work directory (homes, logs, databases) and print its path")
-	f.StringVar(&o.src, "src", "", "the relay's source `DIR` (go.mod), to build the floors' helpers; default: found from the working directory up")
-	if err := f.parse(args, 0); err != nil {
-		return err
+	f.StringVar(&o.src, "src", "", "the relay's source `DIR` (go.mod), to build the relay and the floors' helpers; default: found from the working directory up")
+	f.BoolVar(&o.json, "json", false, "print JSON instead of a table")
+	if err := f.Parse(args); err != nil {
+		return errUsage
 	}
-	o.json = f.json
+	if f.NArg() > 0 {
+		fmt.Fprintf(e.stderr, "relay-bench: unexpected argument %q\n", f.Arg(0))
+		f.Usage()
+		return errUsage
+	}
 	o.rows = map[string]bool{}
 	for _, r := range strings.Split(*rows, ",") {
 		r = strings.TrimSpace(r)
@@ -135,25 +147,26 @@ func runBench(ctx context.Context, e *env, args []string) error {
 			continue
 		}
 		if !slices.Contains(suiteRowNames, r) {
-			return model.Errorf(model.CodeInvalidArgs, "--rows: unknown row group %q", r).
-				WithHint("one or more of: " + strings.Join(suiteRowNames, ", "))
+			return usageError(e, "--rows: unknown row group %q (one or more of: %s)", r, strings.Join(suiteRowNames, ", "))
 		}
 		o.rows[r] = true
 	}
 	if o.messages < 0 || o.tasks < 0 || o.sends < 1 || o.iterations < 1 {
-		return model.Errorf(model.CodeInvalidArgs, "--messages and --tasks must be >= 0, --sends and --iterations >= 1")
-	}
-	exe, err := os.Executable()
-	if err != nil {
-		return fmt.Errorf("bench: find the relay binary: %w", err)
+		return usageError(e, "--messages and --tasks must be >= 0, --sends and --iterations >= 1")
 	}
 	dir, err := os.MkdirTemp("", "relay-bench-")
 	if err != nil {
 		return err
 	}
-	s := &suite{e: e, o: o, exe: exe, dir: dir, bins: map[string]suiteBin{}}
+	s := &suite{e: e, o: o, dir: dir, bins: map[string]suiteBin{}}
 	defer s.cleanup()
-	res := suiteResult{Machine: suiteMachine(), Command: "relay bench " + strings.Join(args, " "), Started: time.Now().UTC()}
+	// Every row but the store's drives the relay binary, as a user would.
+	if len(o.rows) > 1 || !o.rows["store"] {
+		if s.exe, err = s.relayBin(); err != nil {
+			return err
+		}
+	}
+	res := suiteResult{Machine: s.machine(ctx), Command: "relay-bench " + strings.Join(args, " "), Started: time.Now().UTC()}
 	start := time.Now()
 	for _, g := range suiteRowNames {
 		if !o.rows[g] {
@@ -236,11 +249,12 @@ func fmtNum(v float64) string {
 	}
 }
 
-// suiteMachine describes where the suite ran.
-func suiteMachine() map[string]string {
+// machine describes where the suite ran, and the relay it measured
+// (`relay version`; "-" without one).
+func (s *suite) machine(ctx context.Context) map[string]string {
 	m := map[string]string{
 		"goos": runtime.GOOS, "goarch": runtime.GOARCH, "go": runtime.Version(),
-		"cpus": strconv.Itoa(runtime.NumCPU()), "version": Version,
+		"cpus": strconv.Itoa(runtime.NumCPU()), "version": s.relayVersion(ctx),
 	}
 	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
 		for _, line := range strings.Split(string(b), "\n") {
@@ -278,7 +292,7 @@ func utsString[T int8 | uint8](cs []T) string {
 type suite struct {
 	e    *env
 	o    suiteOptions
-	exe  string
+	exe  string // the relay binary
 	dir  string
 	bins map[string]suiteBin
 	rows []suiteRow
@@ -295,7 +309,7 @@ type suiteBin struct {
 
 // progress reports on stderr, so that --json output stays clean.
 func (s *suite) progress(format string, args ...any) {
-	fmt.Fprintf(s.e.stderr, "bench: "+format+"\n", args...)
+	fmt.Fprintf(s.e.stderr, "relay-bench: "+format+"\n", args...)
 }
 
 func (s *suite) add(r suiteRow) {
@@ -369,14 +383,38 @@ func (s *suite) moduleRoot() (string, error) {
 		}
 		up := filepath.Dir(d)
 		if up == d {
-			return "", fmt.Errorf("the relay's source (go.mod of %s) is not in the working directory or above it; run relay bench from the repository or pass --src DIR", benchModule)
+			return "", fmt.Errorf("the relay's source (go.mod of %s) is not in the working directory or above it; run relay-bench from the repository or pass --src DIR (or --relay BIN)", benchModule)
 		}
 		d = up
 	}
 }
 
-// bin builds one of the module's helper programs (facade/mcpfloor,
-// gates/fakeauthority, dispatch/fakeagent) with the go tool, once.
+// relayBin is the relay to measure: --relay, else built from the source.
+func (s *suite) relayBin() (string, error) {
+	if s.o.relay != "" {
+		return filepath.Abs(s.o.relay)
+	}
+	return s.bin("cmd/relay")
+}
+
+// relayVersion is the measured relay's `relay version`, or "-".
+func (s *suite) relayVersion(ctx context.Context) string {
+	if s.exe == "" {
+		return "-"
+	}
+	out, err := exec.CommandContext(ctx, s.exe, "version", "--json").Output()
+	var v struct {
+		Version string `json:"version"`
+	}
+	if err != nil || json.Unmarshal(out, &v) != nil || v.Version == "" {
+		return "-"
+	}
+	return v.Version
+}
+
+// bin builds one of the module's programs (the relay, and the floors'
+// cmd/testfakes/mcpfloor, fakeauthority and fakeagent) with the go tool,
+// once.
 func (s *suite) bin(pkg string) (string, error) {
 	if b, ok := s.bins[pkg]; ok {
 		return b.path, b.err
@@ -389,11 +427,11 @@ func (s *suite) bin(pkg string) (string, error) {
 func (s *suite) build(pkg string) (string, error) {
 	goTool, err := exec.LookPath("go")
 	if err != nil {
-		return "", fmt.Errorf("cannot build %s for this row's floor: the go tool is not on PATH", pkg)
+		return "", fmt.Errorf("cannot build %s: the go tool is not on PATH", pkg)
 	}
 	root, err := s.moduleRoot()
 	if err != nil {
-		return "", fmt.Errorf("cannot build %s for this row's floor: %w", pkg, err)
+		return "", fmt.Errorf("cannot build %s: %w", pkg, err)
 	}
 	out := filepath.Join(s.dir, "bin", filepath.Base(pkg))
 	s.progress("building %s", pkg)
@@ -435,7 +473,7 @@ func (s *suite) startDaemon(ctx context.Context, home string) (*suiteDaemon, err
 	s.mu.Lock()
 	s.daemons = append(s.daemons, d)
 	s.mu.Unlock()
-	c := facade.NewClient(sockPath(home), facade.ClientOptions{Timeout: time.Second})
+	c := facade.NewClient(filepath.Join(home, homeSocket), facade.ClientOptions{Timeout: time.Second})
 	defer c.Close()
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
@@ -535,7 +573,7 @@ const suiteBody = "a short passive message of about sixty-four bytes, give or ta
 func (s *suite) rowStore(ctx context.Context) {
 	row := suiteRow{Name: "store_create_message_8", Unit: "msg/s",
 		What:    "persistence.CreateMessage (row + audit row) from 8 goroutines in this process, synchronous=FULL, group commit",
-		FloorIs: "plain SQLite inserts of a message-shaped row, one transaction (one WAL fsync) each, synchronous=FULL (persistence.InsertFloor)"}
+		FloorIs: "plain SQLite inserts of a message-shaped row, one transaction (one WAL fsync) each, synchronous=FULL (persistencetest.InsertFloor)"}
 	aim := suiteAim{on: "ratio", bound: 3}
 	row.Aim = aim.String()
 	n := 8 * s.o.sends
@@ -573,7 +611,7 @@ func (s *suite) rowStore(ctx context.Context) {
 		s.skip(err, row)
 		return
 	}
-	floor, err := persistence.InsertFloor(ctx, filepath.Join(s.dir, "store-floor.db"), persistence.SyncFull, n, suiteBody)
+	floor, err := persistencetest.InsertFloor(ctx, filepath.Join(s.dir, "store-floor.db"), persistence.SyncFull, n, suiteBody)
 	if err != nil {
 		s.skip(err, row)
 		return
@@ -629,10 +667,10 @@ func timeToFirstLine(argv []string, dir, line string) (time.Duration, string, er
 func (s *suite) rowColdStart(ctx context.Context) {
 	row := suiteRow{Name: "facade_cold_start", Unit: "ms",
 		What:    "relay mcp --as claude: exec until the initialize answer's line arrives (p50), daemon already running",
-		FloorIs: "facade/mcpfloor, a minimal mcp-go stdio server with one tool: exec until its initialize answer (p50)"}
+		FloorIs: "cmd/testfakes/mcpfloor, a minimal mcp-go stdio server with one tool: exec until its initialize answer (p50)"}
 	aim := suiteAim{on: "ratio", le: true, bound: 1.3}
 	row.Aim = aim.String()
-	floorBin, err := s.bin("facade/mcpfloor")
+	floorBin, err := s.bin("cmd/testfakes/mcpfloor")
 	if err != nil {
 		s.skip(err, row)
 		return
@@ -700,17 +738,17 @@ func sendRound(ctx context.Context, clients []*suiteClient, to func(k int) strin
 func (s *suite) rowSend(ctx context.Context) {
 	vsMCP := suiteRow{Name: "send_message_8_facades", Unit: "msg/s",
 		What:    "send_message through 8 concurrent relay mcp facades (MCP stdio → socket → daemon → SQLite FULL, group commit)",
-		FloorIs: "the same 8 clients against 8 facade/mcpfloor servers, whose send_message stores nothing"}
+		FloorIs: "the same 8 clients against 8 cmd/testfakes/mcpfloor servers, whose send_message stores nothing"}
 	vsMCPAim := suiteAim{on: "ratio", bound: 0.6}
 	vsMCP.Aim = vsMCPAim.String()
 	vsSQL := suiteRow{Name: "send_message_8_vs_inserts", Unit: "msg/s",
 		What:    "the same send_message rate",
-		FloorIs: "plain SQLite inserts of a message-shaped row, one transaction (one WAL fsync) each, synchronous=FULL (persistence.InsertFloor)"}
+		FloorIs: "plain SQLite inserts of a message-shaped row, one transaction (one WAL fsync) each, synchronous=FULL (persistencetest.InsertFloor)"}
 	vsSQLAim := suiteAim{on: "ratio", bound: 3}
 	vsSQL.Aim = vsSQLAim.String()
 	latRow := suiteRow{Name: "send_message_latency", Unit: "ms",
 		What:    "send_message round trip seen by each of the 8 MCP clients (p99; p50 beside it)",
-		FloorIs: "the floor's p99 round trip with 8 clients of facade/mcpfloor"}
+		FloorIs: "the floor's p99 round trip with 8 clients of cmd/testfakes/mcpfloor"}
 	latAim := suiteAim{on: "p99_ms", le: true, bound: 10}
 	latRow.Aim = latAim.String()
 
@@ -730,7 +768,7 @@ func (s *suite) rowSend(ctx context.Context) {
 		relays = append(relays, c)
 	}
 	relayTo := func(k int) string { return agents[(k+1)%len(agents)] }
-	floorBin, floorErr := s.bin("facade/mcpfloor")
+	floorBin, floorErr := s.bin("cmd/testfakes/mcpfloor")
 	var floors []*suiteClient
 	if floorErr == nil {
 		for range 8 {
@@ -792,7 +830,7 @@ func (s *suite) rowSend(ctx context.Context) {
 		s.add(vsMCP)
 	}
 
-	floor, err := persistence.InsertFloor(ctx, filepath.Join(s.dir, "send-floor.db"), persistence.SyncFull, len(relayLat), suiteBody)
+	floor, err := persistencetest.InsertFloor(ctx, filepath.Join(s.dir, "send-floor.db"), persistence.SyncFull, len(relayLat), suiteBody)
 	if err != nil {
 		s.skip(err, vsSQL)
 	} else {
@@ -837,12 +875,12 @@ func (s *suite) rowSubmit(ctx context.Context) {
 	dispAim := suiteAim{on: "ratio", le: true, bound: 1.2}
 	dispRow.Aim = dispAim.String()
 
-	auth, err := s.bin("gates/fakeauthority")
+	auth, err := s.bin("cmd/testfakes/fakeauthority")
 	if err != nil {
 		s.skip(err, subRow, dispRow)
 		return
 	}
-	agent, err := s.bin("dispatch/fakeagent")
+	agent, err := s.bin("cmd/testfakes/fakeagent")
 	if err != nil {
 		s.skip(err, subRow, dispRow)
 		return
@@ -868,7 +906,7 @@ func (s *suite) rowSubmit(ctx context.Context) {
 		s.skip(err, subRow, dispRow)
 		return
 	}
-	op := facade.NewClient(sockPath(home), facade.ClientOptions{})
+	op := facade.NewClient(filepath.Join(home, homeSocket), facade.ClientOptions{})
 	defer op.Close()
 
 	req := `{"version":1,"request_id":"bench","task_id":"T-bench","mission_id":"M-bench","lease_id":"S-bench","caller":"codex","target":"claude","mode":"read_only","requested_at":"` +
@@ -1053,7 +1091,7 @@ func (s *suite) rowScale(ctx context.Context) {
 	size := fmt.Sprintf("%d messages, %d tasks", s.o.messages, s.o.tasks)
 	// The floor's store has the same inboxes (as many unread messages)
 	// and a thousandth of the history: the ratio is what history costs.
-	unread := persistence.SeedUnread(s.o.messages)
+	unread := persistencetest.SeedUnread(s.o.messages)
 	bigSize := suiteSize{messages: s.o.messages, tasks: s.o.tasks, unread: unread}
 	small := suiteSize{messages: s.o.messages/1000 + unread, tasks: max(s.o.tasks/1000, 10), unread: unread}
 	smallSize := fmt.Sprintf("%d messages of which %d unread as in the big one, %d tasks", small.messages, small.unread, small.tasks)
@@ -1124,11 +1162,11 @@ func (s *suite) scaleMeasure(ctx context.Context, name string, sz suiteSize) (sc
 	}
 	s.progress("%s: seeding %d messages (%d unread) and %d tasks", name, sz.messages, sz.unread, sz.tasks)
 	start := time.Now()
-	db, err := persistence.Open(ctx, dbPath(home), persistence.Options{})
+	db, err := persistence.Open(ctx, filepath.Join(home, homeDB), persistence.Options{})
 	if err != nil {
 		return res, err
 	}
-	err = db.Seed(ctx, persistence.SeedOptions{Messages: sz.messages, Tasks: sz.tasks, Unread: sz.unread})
+	err = persistencetest.Seed(ctx, db, persistencetest.SeedOptions{Messages: sz.messages, Tasks: sz.tasks, Unread: sz.unread})
 	if cerr := db.Close(); err == nil {
 		err = cerr
 	}
@@ -1136,7 +1174,7 @@ func (s *suite) scaleMeasure(ctx context.Context, name string, sz suiteSize) (sc
 		return res, err
 	}
 	res.seed = time.Since(start)
-	if fi, err := os.Stat(dbPath(home)); err == nil {
+	if fi, err := os.Stat(filepath.Join(home, homeDB)); err == nil {
 		res.dbBytes = fi.Size()
 	}
 	d, err := s.startDaemon(ctx, home)
@@ -1152,7 +1190,7 @@ func (s *suite) scaleMeasure(ctx context.Context, name string, sz suiteSize) (sc
 		}
 		cs = append(cs, c)
 	}
-	op := facade.NewClient(sockPath(home), facade.ClientOptions{})
+	op := facade.NewClient(filepath.Join(home, homeSocket), facade.ClientOptions{})
 	defer op.Close()
 	n := 10 * s.o.iterations
 	var ids []string

@@ -1,7 +1,7 @@
 // Command fakeauthority is a fake authority adapter for tests: a real program
-// that speaks (or deliberately breaks) the authority adapter contract of
-// the authority contract (spec/authority.go), so tests start it as a subprocess exactly as the relay starts a
-// real adapter.
+// that speaks (or deliberately breaks) the authority adapter contract
+// (spec/authority.go), so tests start it as a subprocess exactly as the
+// relay starts a real adapter.
 //
 // Usage:
 //

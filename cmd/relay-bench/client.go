@@ -57,7 +57,7 @@ func startSuiteClient(ctx context.Context, argv []string) (*suiteClient, error) 
 	init := map[string]any{
 		"protocolVersion": mcp.LATEST_PROTOCOL_VERSION,
 		"capabilities":    map[string]any{},
-		"clientInfo":      map[string]any{"name": "relay-bench", "version": Version},
+		"clientInfo":      map[string]any{"name": "relay-bench", "version": "0"},
 	}
 	if _, err := c.request(ctx, "initialize", init); err != nil {
 		c.Close() // waits for the process: its stderr is complete

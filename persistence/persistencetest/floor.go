@@ -1,13 +1,19 @@
-package persistence
+package persistencetest
 
 import (
 	"context"
 	"database/sql"
 	"errors"
 	"fmt"
+	"net/url"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
+
+	_ "modernc.org/sqlite" // the driver the store uses
+
+	"github.com/hai-relay/relay/persistence"
 )
 
 // FloorResult is what InsertFloor measured.
@@ -31,24 +37,35 @@ func (r FloorResult) PerSecond() float64 {
 // InsertFloor is a benchmark floor, not part of the store: it measures what
 // durability costs without group commit. It creates a fresh database at
 // path (which must not exist), in WAL mode with the given synchronous mode
-// (SyncFull or SyncNormal), with one table shaped like messages (id, from,
-// to, body, created_at), and inserts n rows with the given body one after
-// the other, each in its own BEGIN IMMEDIATE … COMMIT on one connection,
-// through one prepared statement. With SyncFull every row costs one fsync of
-// the WAL: this is the "single-transaction FULL inserts" floor that group
-// commit is measured against (relay bench, BENCHMARKS.md). The database is
-// left at path for the caller to remove.
+// (persistence.SyncFull or SyncNormal), with one table shaped like messages
+// (id, from, to, body, created_at), and inserts n rows with the given body
+// one after the other, each in its own BEGIN IMMEDIATE … COMMIT on one
+// connection, through one prepared statement. With SyncFull every row
+// costs one fsync of the WAL: this is the "single-transaction FULL inserts"
+// floor that group commit is measured against (relay-bench,
+// BENCHMARKS.md). The database is left at path for the caller to remove.
 func InsertFloor(ctx context.Context, path, synchronous string, n int, body string) (FloorResult, error) {
-	syncMode, err := normalizeSynchronous(synchronous)
-	if err != nil {
-		return FloorResult{}, err
+	syncMode := strings.ToUpper(strings.TrimSpace(synchronous))
+	switch syncMode {
+	case "":
+		syncMode = persistence.SyncFull
+	case persistence.SyncFull, persistence.SyncNormal:
+	default:
+		return FloorResult{}, fmt.Errorf("floor: synchronous must be %q or %q, not %q", persistence.SyncNormal, persistence.SyncFull, synchronous)
 	}
 	abs, err := filepath.Abs(path)
 	if err != nil {
 		return FloorResult{}, err
 	}
-	sqldb, err := sql.Open("sqlite", dsn(abs, DefaultBusyTimeout,
-		[]string{"journal_mode(WAL)", "synchronous(" + syncMode + ")"}, "immediate"))
+	// The store's connection settings: busy timeout, WAL, the synchronous
+	// mode, IMMEDIATE transactions.
+	q := url.Values{}
+	q.Add("_pragma", "busy_timeout("+strconv.FormatInt(persistence.DefaultBusyTimeout.Milliseconds(), 10)+")")
+	q.Add("_pragma", "journal_mode(WAL)")
+	q.Add("_pragma", "synchronous("+syncMode+")")
+	q.Set("_txlock", "immediate")
+	dsn := (&url.URL{Scheme: "file", Path: filepath.ToSlash(abs), RawQuery: q.Encode()}).String()
+	sqldb, err := sql.Open("sqlite", dsn)
 	if err != nil {
 		return FloorResult{}, err
 	}
@@ -72,7 +89,7 @@ func InsertFloor(ctx context.Context, path, synchronous string, n int, body stri
 		if err != nil {
 			return FloorResult{}, fmt.Errorf("floor: %w", err)
 		}
-		_, err = tx.StmtContext(ctx, stmt).ExecContext(ctx, "F-"+strconv.Itoa(i), "codex", "claude", body, formatTime(t0))
+		_, err = tx.StmtContext(ctx, stmt).ExecContext(ctx, "F-"+strconv.Itoa(i), "codex", "claude", body, t0.UTC().Format(time.RFC3339Nano))
 		if err != nil {
 			return FloorResult{}, errors.Join(fmt.Errorf("floor: %w", err), tx.Rollback())
 		}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -16,18 +17,39 @@ import (
 	"time"
 
 	"github.com/mark3labs/mcp-go/client"
-	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
-
-	"github.com/hai-relay/relay/facade"
-	"github.com/hai-relay/relay/model"
-	"github.com/hai-relay/relay/persistence"
 )
 
 // Benchmarks of the facade, each reported against a floor measured in the
 // same run (these machines are noisy; ratios mean more than times):
 //
-//	go test -run '^$' -bench . -benchtime 30x ./cmd/relay
+//	go test -run '^$' -bench . -benchtime 30x ./cmd/relay-bench
+//
+// The relay is the real binary, built once by TestMain (with the race
+// detector when the tests run with it).
+
+// relayBin is the relay binary the tests and benchmarks drive.
+var relayBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "relay-bench-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	relayBin = filepath.Join(dir, "relay")
+	args := []string{"build", "-o", relayBin}
+	if raceEnabled {
+		args = append(args, "-race")
+	}
+	if out, err := exec.Command("go", append(args, "github.com/hai-relay/relay/cmd/relay")...).CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "build relay: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
 
 var floorOnce struct {
 	sync.Once
@@ -35,7 +57,7 @@ var floorOnce struct {
 	err  error
 }
 
-// floorBin builds facade/mcpfloor, a minimal mcp-go stdio server.
+// floorBin builds cmd/testfakes/mcpfloor, a minimal mcp-go stdio server.
 func floorBin(b *testing.B) string {
 	b.Helper()
 	floorOnce.Do(func() {
@@ -45,7 +67,7 @@ func floorBin(b *testing.B) string {
 			return
 		}
 		floorOnce.path = filepath.Join(dir, "mcpfloor")
-		out, err := exec.Command("go", "build", "-o", floorOnce.path, "github.com/hai-relay/relay/facade/mcpfloor").CombinedOutput()
+		out, err := exec.Command("go", "build", "-o", floorOnce.path, "github.com/hai-relay/relay/cmd/testfakes/mcpfloor").CombinedOutput()
 		if err != nil {
 			floorOnce.err = fmt.Errorf("%v\n%s", err, out)
 		}
@@ -217,161 +239,21 @@ func BenchmarkSendMessage8Facades(b *testing.B) {
 	b.ReportMetric(r/f, "ratio")
 }
 
-// In-process versions of relay bench's send row, for pprof: the daemon and
-// the 8 facades run in the test binary (the facades over pipes), so
-//
-//	go test -run '^$' -bench InProcess -benchtime 2000x -cpuprofile cpu.out ./cmd/relay
-//
-// profiles the whole path: MCP client → facade → socket → daemon → SQLite.
-
-// inProcessDaemon runs a daemon on a fresh home in this process.
-func inProcessDaemon(b *testing.B) string {
-	b.Helper()
-	return inProcessDaemonAt(b, filepath.Join(b.TempDir(), "h"))
-}
-
-// inProcessDaemonAt runs a daemon on home in this process.
-func inProcessDaemonAt(b *testing.B, home string) string {
-	b.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- (&daemon{home: home, stderr: io.Discard}).run(ctx) }()
-	b.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			b.Errorf("daemon: %v", err)
-		}
-	})
-	c := facade.NewClient(sockPath(home), facade.ClientOptions{})
-	defer c.Close()
-	for i := 0; ; i++ {
-		if _, err := c.Version(context.Background()); err == nil {
-			return home
-		}
-		if i > 500 {
-			b.Fatal("daemon did not start")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
-// inProcessFacade serves an MCP facade for agent over pipes and returns
-// an initialized client of it.
-func inProcessFacade(b *testing.B, home, agent string) *client.Client {
-	b.Helper()
-	cIn, sOut := io.Pipe() // server → client
-	sIn, cOut := io.Pipe() // client → server
-	svc := dial(home, agent, false, io.Discard)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = facade.ServeMCP(ctx, svc, facade.MCPOptions{Agent: agent, Cwd: os.TempDir(), Version: "bench"}, sIn, sOut)
-	}()
-	c := client.NewClient(transport.NewIO(cIn, cOut, io.NopCloser(nil)))
-	if err := c.Start(ctx); err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() {
-		cancel()
-		cOut.Close()
-		sOut.Close()
-		<-done
-		svc.Close()
-	})
-	var ir mcp.InitializeRequest
-	ir.Params.ProtocolVersion = mcp.LATEST_PROTOCOL_VERSION
-	ir.Params.ClientInfo = mcp.Implementation{Name: "bench", Version: "0"}
-	if _, err := c.Initialize(ctx, ir); err != nil {
-		b.Fatal(err)
-	}
-	return c
-}
-
-func BenchmarkInProcessSend8(b *testing.B) {
-	home := inProcessDaemon(b)
-	agents := model.CoreAgents()
-	var cs []*client.Client
-	for k := range 8 {
-		cs = append(cs, inProcessFacade(b, home, agents[k%6]))
-	}
-	per := b.N/8 + 1
-	b.ResetTimer()
-	var wg sync.WaitGroup
-	for k, c := range cs {
-		wg.Go(func() {
-			for range per {
-				if err := mcpgoCall(context.Background(), c, "send_message", map[string]any{"to": agents[(k+1)%6], "body": suiteBody}); err != nil {
-					b.Error(err)
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	b.ReportMetric(float64(per*8)/b.Elapsed().Seconds(), "msgs/s")
-}
-
-// inProcessSeededDaemon is inProcessDaemon on a home seeded first.
-func inProcessSeededDaemon(b *testing.B, messages, tasks int) string {
-	b.Helper()
-	dir := b.TempDir()
-	home := filepath.Join(dir, "h")
-	if err := os.MkdirAll(home, 0o700); err != nil {
-		b.Fatal(err)
-	}
-	db, err := persistence.Open(context.Background(), dbPath(home), persistence.Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := db.Seed(context.Background(), persistence.SeedOptions{Messages: messages, Tasks: tasks}); err != nil {
-		b.Fatal(err)
-	}
-	if err := db.Close(); err != nil {
-		b.Fatal(err)
-	}
-	return inProcessDaemonAt(b, home)
-}
-
-func benchInProcessTool(b *testing.B, tool string) {
-	home := inProcessSeededDaemon(b, 100_000, 10_000)
-	agents := model.CoreAgents()
-	var cs []*client.Client
-	for _, a := range agents {
-		cs = append(cs, inProcessFacade(b, home, a))
-	}
-	var lat []time.Duration
-	b.ResetTimer()
-	for i := range b.N {
-		t0 := time.Now()
-		if err := mcpgoCall(context.Background(), cs[i%len(cs)], tool, map[string]any{}); err != nil {
-			b.Fatal(err)
-		}
-		lat = append(lat, time.Since(t0))
-	}
-	b.ReportMetric(ms(pctl(lat, 0.5)), "p50-ms")
-	b.ReportMetric(ms(pctl(lat, 0.99)), "p99-ms")
-}
-
-func BenchmarkInProcessListTasks(b *testing.B)  { benchInProcessTool(b, "list_tasks") }
-func BenchmarkInProcessCheckInbox(b *testing.B) { benchInProcessTool(b, "check_inbox") }
-
-// TestBenchSuiteSmoke runs `relay bench` on its cheap rows at a tiny size
-// and checks the JSON: every row measured (or skipped with a reason), with
-// a floor and a ratio.
+// TestBenchSuiteSmoke runs the suite on its cheap rows at a tiny size, in
+// this process against the relay binary, and checks the JSON: every row
+// measured (or skipped with a reason), with a floor and a ratio.
 func TestBenchSuiteSmoke(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts daemons and seeds stores")
 	}
 	t.Parallel()
-	cmd := exec.Command(relayBin, "bench", "--rows", "store,send,scale", "--messages", "3000", "--tasks", "300",
-		"--sends", "20", "--iterations", "2", "--json")
-	var stderr syncBuffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
+	var stdout, stderr bytes.Buffer
+	err := runSuite(context.Background(), &env{stdout: &stdout, stderr: &stderr}, []string{"--relay", relayBin,
+		"--rows", "store,send,scale", "--messages", "3000", "--tasks", "300", "--sends", "20", "--iterations", "2", "--json"})
 	if err != nil {
-		t.Fatalf("relay bench: %v\n%s", err, stderr.String())
+		t.Fatalf("relay-bench: %v\n%s", err, stderr.String())
 	}
+	out := stdout.Bytes()
 	var res suiteResult
 	if err := json.Unmarshal(out, &res); err != nil {
 		t.Fatalf("bench --json: %v\n%s", err, out)
@@ -399,19 +281,4 @@ func TestBenchSuiteSmoke(t *testing.T) {
 	if res.Machine["cpus"] == "" {
 		t.Errorf("machine = %v", res.Machine)
 	}
-}
-
-// mcpgoCall calls a tool through an mcp-go client and fails on a tool error.
-func mcpgoCall(ctx context.Context, c *client.Client, name string, args map[string]any) error {
-	var req mcp.CallToolRequest
-	req.Params.Name = name
-	req.Params.Arguments = args
-	res, err := c.CallTool(ctx, req)
-	if err != nil {
-		return fmt.Errorf("%s: %w", name, err)
-	}
-	if res.IsError {
-		return fmt.Errorf("%s: tool error: %+v", name, res.Content)
-	}
-	return nil
 }

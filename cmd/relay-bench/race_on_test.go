@@ -1,0 +1,7 @@
+//go:build race
+
+package main
+
+// raceEnabled builds the relay under test with -race when the tests run
+// with it.
+const raceEnabled = true
