@@ -110,7 +110,7 @@ func testOnly(pkg string) bool {
 var testOnlyPackages = []string{
 	"cmd/testfakes/fakeagent", "cmd/testfakes/fakeauthority", "cmd/testfakes/mcpfloor", "cmd/testfakes/agentshim",
 	"cmd/relay-bench",
-	"dispatch/dispatchtest", "gates/gatestest", "persistence/persistencetest",
+	"dispatch/dispatchtest", "gates/gatestest", "persistence/persistencetest", "model/servicetest",
 }
 
 // modulePackages returns each package of the module (non-test code, as go
