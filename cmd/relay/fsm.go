@@ -8,7 +8,7 @@ import (
 )
 
 func init() {
-	register(command{name: "fsm dot", summary: "print the task lifecycle as Graphviz DOT (--task ID highlights a task's path)", run: runFSMDot})
+	register(command{name: "fsm dot", summary: "print the task lifecycle as Graphviz DOT (--task ID highlights a task's path)", run: runFSMDot, noJSON: true})
 }
 
 func runFSMDot(ctx context.Context, e *env, args []string) error {

@@ -15,7 +15,7 @@ import (
 )
 
 func init() {
-	register(command{name: "mcp-config", summary: "print the MCP client config snippet for --client NAME (never edits a file)", run: runMCPConfig})
+	register(command{name: "mcp-config", summary: "print the MCP client config snippet for --client NAME (never edits a file)", run: runMCPConfig, noJSON: true})
 }
 
 // serverName is the key the relay's facade gets in each client's config.
