@@ -194,6 +194,16 @@ func (f *flags) parseN(args []string, n int) error {
 	return nil
 }
 
+// checkLimit refuses a --limit outside 1..1000, as the MCP tools'
+// schemas do (the daemon would read 0 as "the default").
+func (f *flags) checkLimit(n int) error {
+	if n < 1 || n > 1000 {
+		return model.Errorf(model.CodeInvalidArgs, "--limit %d is out of range 1..1000", n).
+			WithHint(fmt.Sprintf("pass --limit between 1 and 1000; page with --before (run `relay %s --help`)", f.name))
+	}
+	return nil
+}
+
 // usageError is invalid_args for a command line the command cannot read,
 // with a hint that speaks CLI.
 func (f *flags) usageError(format string, args ...any) error {

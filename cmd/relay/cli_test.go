@@ -51,6 +51,8 @@ func TestCLIHelpAndSuggestions(t *testing.T) {
 		{args: []string{"tasks", "lsit"}, code: 2, noStdout: true, stderr: []string{`unknown command "relay tasks lsit"`, "`relay tasks list`"}},
 		{args: []string{"agents", "prob"}, code: 2, noStdout: true, stderr: []string{"did you mean `relay agents probe`?"}},
 		{args: []string{"tasks", "list", "--limt", "3"}, code: 2, noStdout: true, stderr: []string{"invalid_args", "unknown flag: --limt", "hint: run `relay tasks list --help`"}},
+		{args: []string{"tasks", "list", "--limit", "0"}, code: 2, noStdout: true, stderr: []string{"invalid_args", "--limit 0 is out of range 1..1000"}},
+		{args: []string{"messages", "list", "--limit", "1001"}, code: 2, noStdout: true, stderr: []string{"invalid_args", "--limit 1001 is out of range"}},
 		{args: []string{"tasks", "show"}, code: 2, noStdout: true, stderr: []string{"invalid_args", "hint: run `relay tasks show --help`"}},
 	} {
 		out, errOut, code := relayCLI(t, home, c.args...)

@@ -25,6 +25,9 @@ func runTasksList(ctx context.Context, e *env, args []string) error {
 	if err := f.parse(args, 0); err != nil {
 		return err
 	}
+	if err := f.checkLimit(*limit); err != nil {
+		return err
+	}
 	c, err := operator(e, f)
 	if err != nil {
 		return err
