@@ -3,9 +3,11 @@ package main
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/hai-relay/relay/model"
+	"github.com/hai-relay/relay/spec"
 )
 
 func init() {
@@ -101,6 +103,16 @@ func runAgentsProbe(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	defer c.Close()
+	// An unknown agent is only an error: look it up before saying that a
+	// probe is under way.
+	as, err := c.Agents(ctx)
+	if err != nil {
+		return err
+	}
+	if !slices.ContainsFunc(as, func(a model.AgentInfo) bool { return a.Name == f.pos[0] }) {
+		return model.Errorf(model.CodeUnknownAgent, "no agent named %q", model.Echo(f.pos[0])).
+			WithHint(spec.Hint(model.CodeUnknownAgent))
+	}
 	fmt.Fprintf(e.stderr, "probing %s (initialize → session/new → one prompt)…\n", safeText(f.pos[0]))
 	a, perr := c.ProbeAgent(ctx, f.pos[0], *timeout)
 	if f.json {

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 
 	"github.com/hai-relay/relay/model"
+	"github.com/hai-relay/relay/spec"
 	"github.com/spf13/pflag"
 )
 
@@ -106,6 +107,14 @@ func run(ctx context.Context, args []string, e *env) int {
 	return exitCode(err)
 }
 
+// cliHints replace the catalogue's default hints that speak MCP (the
+// tools, their schemas) with what to run at a shell.
+var cliHints = map[model.Code]string{
+	model.CodeInvalidArgs:  "run the command with --help to see its arguments",
+	model.CodeUnknownAgent: "run `relay agents` to see the known agents",
+	model.CodeNotFound:     "run `relay tasks list` or `relay messages list` to see what there is",
+}
+
 // printError prints err as the one error shape: code, message, hint. The
 // message may quote what a client or an agent sent (a probe's reason, an
 // id): it goes through safeText like every stored string. Under --json
@@ -113,6 +122,9 @@ func run(ctx context.Context, args []string, e *env) int {
 // (spec/errors.md), with the same exit code.
 func printError(e *env, err error) {
 	pe := model.Public(err)
+	if h, ok := cliHints[pe.Code]; ok && pe.Hint == spec.Hint(pe.Code) {
+		pe.Hint = h
+	}
 	if e.jsonErrors {
 		_ = printJSON(e.stdout, map[string]string{"code": string(pe.Code), "message": pe.Message, "hint": pe.Hint})
 		return
