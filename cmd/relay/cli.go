@@ -41,6 +41,9 @@ type command struct {
 	// daemon, the MCP server, a DOT graph, a config snippet): it offers
 	// no --json.
 	noJSON bool
+	// wide marks a command that prints a table: it offers --wide, which
+	// prints every cell whole instead of cutting it with "…".
+	wide bool
 }
 
 var commands []command
@@ -143,6 +146,7 @@ type flags struct {
 	name string
 	home string
 	json bool
+	wide bool
 	// pos are the positional arguments; flags may come before or after
 	// them (relay tasks show ID --json).
 	pos []string
@@ -154,6 +158,9 @@ func newFlags(e *env, name, args string) *flags {
 	f.StringVar(&f.home, "home", "", "relay home `DIR` (default $RELAY_HOME, else $XDG_STATE_HOME/hai-relay)")
 	if c, ok := lookupCommand(name); !ok || !c.noJSON {
 		f.BoolVar(&f.json, "json", false, "print JSON instead of a table (errors too: {code, message, hint} on stdout)")
+	}
+	if c, ok := lookupCommand(name); ok && c.wide {
+		f.BoolVar(&f.wide, "wide", false, "print every table cell whole (default: cut long cells with …)")
 	}
 	f.Usage = func() {
 		fmt.Fprintf(e.stdout, "Usage: relay %s %s\n", name, args)
@@ -204,6 +211,13 @@ func (f *flags) parseN(args []string, n int) error {
 		return f.usageError("%d argument(s) expected, %d given", n, len(f.pos))
 	}
 	return nil
+}
+
+// newTable is a table on w that cuts long cells unless --wide.
+func (f *flags) newTable(w io.Writer, header ...string) *table {
+	t := newTable(w, header...)
+	t.wide = f.wide
+	return t
 }
 
 // checkLimit refuses a --limit outside 1..1000, as the MCP tools'

@@ -7,7 +7,7 @@ import (
 )
 
 func init() {
-	register(command{name: "messages list", summary: "list passive messages, newest first (--to, --from, --limit, --before)", run: runMessagesList})
+	register(command{name: "messages list", summary: "list passive messages, newest first (--to, --from, --limit, --before)", run: runMessagesList, wide: true})
 }
 
 func runMessagesList(ctx context.Context, e *env, args []string) error {
@@ -34,7 +34,7 @@ func runMessagesList(ctx context.Context, e *env, args []string) error {
 	if f.json {
 		return printJSON(e.stdout, map[string]any{"messages": ms})
 	}
-	t := newTable(e.stdout, "MESSAGE", "FROM", "TO", "STATE", "CREATED", "BODY")
+	t := f.newTable(e.stdout, "MESSAGE", "FROM", "TO", "STATE", "CREATED", "BODY")
 	for _, m := range ms {
 		t.row(m.ID, m.From, m.To, string(m.State), ts(m.CreatedAt), m.Body)
 	}
