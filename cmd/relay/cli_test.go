@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"strings"
 	"testing"
 )
@@ -159,5 +160,24 @@ func TestCLICompletion(t *testing.T) {
 				t.Errorf("__complete %q: %q offered:\n%s", c.args, w, out)
 			}
 		}
+	}
+}
+
+// `relay fsm dot --svg` renders through Graphviz when dot is on PATH, and
+// says how to install it when not.
+func TestCLIFSMDotSVG(t *testing.T) {
+	t.Parallel()
+	out, errOut, code := relayCLI(t, t.TempDir(), "fsm", "dot", "--svg")
+	if code != 0 || !strings.Contains(out, "<svg") || !strings.Contains(out, "guardedClaude") {
+		t.Fatalf("fsm dot --svg: exit %d, %d bytes, stderr %s", code, len(out), errOut)
+	}
+	cmd := exec.Command(relayBin, "fsm", "dot", "--svg")
+	cmd.Env = append(os.Environ(), "PATH=/nonexistent")
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 || stdout.Len() != 0 ||
+		!strings.Contains(stderr.String(), "Graphviz's dot, which is not on PATH") || !strings.Contains(stderr.String(), "apt-get install graphviz") {
+		t.Errorf("fsm dot --svg without dot: %v, stdout %d bytes, stderr %s", err, stdout.Len(), stderr.String())
 	}
 }
