@@ -37,7 +37,9 @@ func TaskGraph(ctx context.Context, store model.Store, id string) (string, error
 	if err != nil {
 		return "", err
 	}
-	return Highlight(graphAt(t.State), t, evs), nil
+	// The initial arrow stays at submitted, where every task starts; the
+	// state the task is in is the filled node.
+	return Highlight(Graph(), t, evs), nil
 }
 
 // Highlight marks the task's visited states and taken edges in a DOT graph

@@ -108,6 +108,10 @@ func TestTaskGraphHighlightsThePathTaken(t *testing.T) {
 	if !strings.Contains(dot, task.ID) {
 		t.Error("graph does not name the task")
 	}
+	// The start arrow is where every task starts, not where this one is.
+	if !strings.Contains(dot, "\tinit -> submitted") || strings.Contains(dot, "\tinit -> completed") {
+		t.Errorf("the initial arrow of a completed task's graph does not point at submitted:\n%s", dot)
+	}
 	graphviz(t, dot)
 
 	_, err = machine.TaskGraph(ctx, r.db, "T-nope")

@@ -3,15 +3,17 @@ package main
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/hai-relay/relay/model"
+	"github.com/hai-relay/relay/spec"
 )
 
 func init() {
-	register(command{name: "agents", summary: "list agents with their four health signals (configured, enabled, worked_live, hardening)", run: runAgents})
+	register(command{name: "agents", summary: "list agents with their four health signals (configured, enabled, worked_live, hardening)", run: runAgents, wide: true})
 	register(command{name: "agents probe", summary: "run a bounded live ACP invocation of an agent (deny-all, read_only)", run: runAgentsProbe})
-	register(command{name: "agents verify", summary: "prove offline that agents stay read-only with your settings (scripted model on 127.0.0.1)", run: runAgentsVerify})
+	register(command{name: "agents verify", summary: "prove offline that agents stay read-only with your settings (scripted model on 127.0.0.1)", run: runAgentsVerify, wide: true})
 }
 
 func runAgents(ctx context.Context, e *env, args []string) error {
@@ -31,11 +33,12 @@ func runAgents(ctx context.Context, e *env, args []string) error {
 	if f.json {
 		return printJSON(e.stdout, map[string]any{"agents": as})
 	}
-	return agentTable(e, as)
+	return agentTable(e, f.wide, as)
 }
 
-func agentTable(e *env, as []model.AgentInfo) error {
+func agentTable(e *env, wide bool, as []model.AgentInfo) error {
 	t := newTable(e.stdout, "AGENT", "COMMAND", "CONFIGURED", "ENABLED", "WORKED_LIVE", "PROFILE", "HARDENING", "WHY")
+	t.wide = wide
 	for _, a := range as {
 		why := a.WorkedLiveReason
 		if !a.Configured {
@@ -101,6 +104,16 @@ func runAgentsProbe(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	defer c.Close()
+	// An unknown agent is only an error: look it up before saying that a
+	// probe is under way.
+	as, err := c.Agents(ctx)
+	if err != nil {
+		return err
+	}
+	if !slices.ContainsFunc(as, func(a model.AgentInfo) bool { return a.Name == f.pos[0] }) {
+		return model.Errorf(model.CodeUnknownAgent, "no agent named %q", model.Echo(f.pos[0])).
+			WithHint(spec.Hint(model.CodeUnknownAgent))
+	}
 	fmt.Fprintf(e.stderr, "probing %s (initialize → session/new → one prompt)…\n", safeText(f.pos[0]))
 	a, perr := c.ProbeAgent(ctx, f.pos[0], *timeout)
 	if f.json {
@@ -108,7 +121,7 @@ func runAgentsProbe(ctx context.Context, e *env, args []string) error {
 			return err
 		}
 	} else if a.Name != "" {
-		if err := agentTable(e, []model.AgentInfo{a}); err != nil {
+		if err := agentTable(e, false, []model.AgentInfo{a}); err != nil {
 			return err
 		}
 	}
@@ -169,7 +182,7 @@ func runAgentsVerify(ctx context.Context, e *env, args []string) error {
 			bad = append(bad, fmt.Sprintf("%s %s", v.Agent, v.Status))
 		}
 		if !f.json {
-			if err := verifyReport(e, v); err != nil {
+			if err := verifyReport(e, f.wide, v); err != nil {
 				return err
 			}
 		}
@@ -188,7 +201,7 @@ func runAgentsVerify(ctx context.Context, e *env, args []string) error {
 
 // verifyReport prints one verification: a line per attempt, then the
 // verdict.
-func verifyReport(e *env, v model.Verification) error {
+func verifyReport(e *env, wide bool, v model.Verification) error {
 	fmt.Fprintf(e.stdout, "%s", v.Agent)
 	if v.Profile != "" {
 		fmt.Fprintf(e.stdout, " (hardening profile %s", v.Profile)
@@ -200,6 +213,7 @@ func verifyReport(e *env, v model.Verification) error {
 	fmt.Fprintln(e.stdout)
 	if len(v.Attempts) > 0 {
 		t := newTable(e.stdout, "  MODE", "ATTEMPT", "TOOL", "STOPPED BY", "DETAIL")
+		t.wide = wide
 		for _, a := range v.Attempts {
 			t.rowMax(160, "  "+string(a.Mode), a.Name, a.Tool, a.StoppedBy.Describe(), a.Detail)
 		}

@@ -4,15 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
-	"sort"
-	"strings"
 
 	"github.com/hai-relay/relay/model"
+	"github.com/hai-relay/relay/spec"
+	"github.com/spf13/pflag"
 )
 
 // env is what a command may touch of the outside world, so end-to-end tests
@@ -22,21 +21,50 @@ type env struct {
 	stdout io.Writer
 	stderr io.Writer
 	getenv func(string) string
+
+	// jsonErrors: the command line asked for --json, so an error is
+	// printed as JSON on stdout.
+	jsonErrors bool
+	// describe, when set, makes a command record its flags here and
+	// return errDescribed instead of running.
+	describe **flags
 }
 
-// command is one `relay …` command: it parses its flags, then runs.
+// command is one `relay …` command: it parses its own flags (newFlags),
+// then runs. The command tree, help, suggestions and completion are
+// cobra's (root.go); the flags of each command are declared where it runs.
 type command struct {
 	name    string // e.g. "fsm dot"
 	summary string
 	run     func(ctx context.Context, e *env, args []string) error
+	// noJSON marks a command that prints no listing or object (the
+	// daemon, the MCP server, a DOT graph, a config snippet): it offers
+	// no --json.
+	noJSON bool
+	// wide marks a command that prints a table: it offers --wide, which
+	// prints every cell whole instead of cutting it with "…".
+	wide bool
 }
 
 var commands []command
 
 func register(c command) { commands = append(commands, c) }
 
-// errUsage marks a usage error already explained on stderr.
+func lookupCommand(name string) (command, bool) {
+	for _, c := range commands {
+		if c.name == name {
+			return c, true
+		}
+	}
+	return command{}, false
+}
+
+// errUsage marks a usage error already explained on stderr (or, with
+// --json, on stdout).
 var errUsage = errors.New("usage")
+
+// errHelpShown marks a --help that was answered: exit 0.
+var errHelpShown = errors.New("help shown")
 
 // exitCodes maps error codes to process exit codes: one table, used by
 // every command.
@@ -59,10 +87,10 @@ var exitCodes = map[model.Code]int{
 }
 
 func exitCode(err error) int {
-	if err == nil {
+	if err == nil || errors.Is(err, errHelpShown) {
 		return 0
 	}
-	if errors.Is(err, errUsage) || errors.Is(err, flag.ErrHelp) {
+	if errors.Is(err, errUsage) {
 		return 2
 	}
 	if c, ok := exitCodes[model.ErrorCode(err)]; ok {
@@ -71,89 +99,105 @@ func exitCode(err error) int {
 	return 1
 }
 
+// run runs the relay command line args and returns the process exit code.
 func run(ctx context.Context, args []string, e *env) int {
-	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
-		usage(e.stdout)
-		return 0
+	root := newRoot(ctx, e)
+	root.SetArgs(args)
+	err := root.ExecuteContext(ctx)
+	if err != nil && !errors.Is(err, errUsage) && !errors.Is(err, errHelpShown) {
+		printError(e, err)
 	}
-	// Longest match: "fsm dot" before "fsm".
-	sort.SliceStable(commands, func(i, j int) bool { return len(commands[i].name) > len(commands[j].name) })
-	for _, c := range commands {
-		words := strings.Fields(c.name)
-		if len(args) >= len(words) && strings.Join(args[:len(words)], " ") == c.name {
-			err := c.run(ctx, e, args[len(words):])
-			if err != nil && !errors.Is(err, errUsage) && !errors.Is(err, flag.ErrHelp) {
-				printError(e, err)
-			}
-			return exitCode(err)
-		}
-	}
-	fmt.Fprintf(e.stderr, "relay: unknown command %q\nhint: run `relay help` for the list of commands\n", strings.Join(args, " "))
-	return 2
+	return exitCode(err)
 }
 
-func usage(w io.Writer) {
-	fmt.Fprintln(w, "relay: a local relay for coding agents (messages, gated task delegation, audit)")
-	fmt.Fprintln(w, "\nUsage: relay COMMAND [flags]   (every command takes --home DIR; listings take --json)")
-	fmt.Fprintln(w, "\nCommands:")
-	cs := append([]command(nil), commands...)
-	sort.Slice(cs, func(i, j int) bool { return cs[i].name < cs[j].name })
-	for _, c := range cs {
-		fmt.Fprintf(w, "  %-22s %s\n", c.name, c.summary)
-	}
+// cliHints replace the catalogue's default hints that speak MCP (the
+// tools, their schemas) with what to run at a shell.
+var cliHints = map[model.Code]string{
+	model.CodeInvalidArgs:  "run the command with --help to see its arguments",
+	model.CodeUnknownAgent: "run `relay agents` to see the known agents",
+	model.CodeNotFound:     "run `relay tasks list` or `relay messages list` to see what there is",
 }
 
 // printError prints err as the one error shape: code, message, hint. The
 // message may quote what a client or an agent sent (a probe's reason, an
-// id): it goes through safeText like every stored string.
+// id): it goes through safeText like every stored string. Under --json
+// it is the JSON object {"code","message","hint"} on stdout instead
+// (spec/errors.md), with the same exit code.
 func printError(e *env, err error) {
 	pe := model.Public(err)
+	if h, ok := cliHints[pe.Code]; ok && pe.Hint == spec.Hint(pe.Code) {
+		pe.Hint = h
+	}
+	if e.jsonErrors {
+		_ = printJSON(e.stdout, map[string]string{"code": string(pe.Code), "message": pe.Message, "hint": pe.Hint})
+		return
+	}
 	fmt.Fprintf(e.stderr, "relay: %s: %s\n", safeText(string(pe.Code)), safeText(pe.Message))
 	if pe.Hint != "" {
 		fmt.Fprintf(e.stderr, "hint: %s\n", safeText(pe.Hint))
 	}
 }
 
-// flags is the flag set every command starts from: --home and --json.
+// flags is the flag set every command starts from: --home, and --json
+// where the command offers it.
 type flags struct {
-	*flag.FlagSet
+	*pflag.FlagSet
+	e    *env
+	name string
 	home string
 	json bool
+	wide bool
 	// pos are the positional arguments; flags may come before or after
 	// them (relay tasks show ID --json).
 	pos []string
 }
 
 func newFlags(e *env, name, args string) *flags {
-	f := &flags{FlagSet: flag.NewFlagSet("relay "+name, flag.ContinueOnError)}
-	f.SetOutput(e.stderr)
+	f := &flags{FlagSet: pflag.NewFlagSet("relay "+name, pflag.ContinueOnError), e: e, name: name}
+	f.SetOutput(io.Discard) // errors are reported as invalid_args, help by usage
 	f.StringVar(&f.home, "home", "", "relay home `DIR` (default $RELAY_HOME, else $XDG_STATE_HOME/hai-relay)")
-	f.BoolVar(&f.json, "json", false, "print JSON instead of a table")
+	if c, ok := lookupCommand(name); !ok || !c.noJSON {
+		f.BoolVar(&f.json, "json", false, "print JSON instead of a table (errors too: {code, message, hint} on stdout)")
+	}
+	if c, ok := lookupCommand(name); ok && c.wide {
+		f.BoolVar(&f.wide, "wide", false, "print every table cell whole (default: cut long cells with …)")
+	}
 	f.Usage = func() {
-		fmt.Fprintf(e.stderr, "Usage: relay %s %s\n", name, args)
-		f.PrintDefaults()
+		fmt.Fprintf(e.stdout, "Usage: relay %s %s\n", name, args)
+		if c, ok := lookupCommand(name); ok {
+			fmt.Fprintf(e.stdout, "\n%s\n", c.summary)
+		}
+		fmt.Fprintf(e.stdout, "\nFlags:\n%s", f.FlagUsages())
+	}
+	if e.describe != nil {
+		*e.describe = f
 	}
 	return f
 }
 
-// parse parses args, flags and positional arguments in any order, refusing
-// stray positional arguments beyond max.
+// errDescribed ends a command run only to learn its flags (completion,
+// `relay help COMMAND`): newFlags recorded them, nothing ran.
+var errDescribed = errors.New("described")
+
+// parse parses args, flags and positional arguments in any order,
+// refusing stray positional arguments beyond max. --help prints the
+// command's usage on stdout and ends the command with exit 0.
 func (f *flags) parse(args []string, max int) error {
-	for {
-		if err := f.Parse(args); err != nil {
-			return errUsage
-		}
-		rest := f.Args()
-		if len(rest) == 0 {
-			break
-		}
-		f.pos = append(f.pos, rest[0])
-		args = rest[1:]
+	if f.e.describe != nil {
+		return errDescribed
 	}
+	if f.Lookup("json") != nil && wantsJSON(args) {
+		f.e.jsonErrors = true
+	}
+	if err := f.Parse(args); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			return errHelpShown // pflag printed f.Usage
+		}
+		return f.usageError("%v", err)
+	}
+	f.pos = f.Args()
 	if len(f.pos) > max {
-		fmt.Fprintf(f.Output(), "relay: unexpected argument %q\n", f.pos[max])
-		f.Usage()
-		return errUsage
+		return f.usageError("unexpected argument %q", f.pos[max])
 	}
 	return nil
 }
@@ -164,10 +208,46 @@ func (f *flags) parseN(args []string, n int) error {
 		return err
 	}
 	if len(f.pos) != n {
-		f.Usage()
-		return errUsage
+		return f.usageError("%d argument(s) expected, %d given", n, len(f.pos))
 	}
 	return nil
+}
+
+// newTable is a table on w that cuts long cells unless --wide.
+func (f *flags) newTable(w io.Writer, header ...string) *table {
+	t := newTable(w, header...)
+	t.wide = f.wide
+	return t
+}
+
+// checkLimit refuses a --limit outside 1..1000, as the MCP tools'
+// schemas do (the daemon would read 0 as "the default").
+func (f *flags) checkLimit(n int) error {
+	if n < 1 || n > 1000 {
+		return model.Errorf(model.CodeInvalidArgs, "--limit %d is out of range 1..1000", n).
+			WithHint(fmt.Sprintf("pass --limit between 1 and 1000; page with --before (run `relay %s --help`)", f.name))
+	}
+	return nil
+}
+
+// usageError is invalid_args for a command line the command cannot read,
+// with a hint that speaks CLI.
+func (f *flags) usageError(format string, args ...any) error {
+	return model.Errorf(model.CodeInvalidArgs, format, args...).
+		WithHint(fmt.Sprintf("run `relay %s --help`", f.name))
+}
+
+// wantsJSON reports whether args ask for --json (before a "--").
+func wantsJSON(args []string) bool {
+	for _, a := range args {
+		switch a {
+		case "--":
+			return false
+		case "--json", "--json=true", "--json=1":
+			return true
+		}
+	}
+	return false
 }
 
 // morePages tells a human how to get the next page of a full listing.

@@ -27,7 +27,7 @@ import (
 )
 
 func init() {
-	register(command{name: "daemon", summary: "run the relay daemon for a home (socket, engine, dispatcher)", run: runDaemon})
+	register(command{name: "daemon", summary: "run the relay daemon for a home (socket, engine, dispatcher)", run: runDaemon, noJSON: true})
 }
 
 func sockPath(home string) string { return filepath.Join(home, "relay.sock") }

@@ -205,8 +205,9 @@ func TestE2EProbe(t *testing.T) {
 	if code == 0 || !strings.Contains(errOut, "spawn") {
 		t.Fatalf("probe ghost: exit %d\n%s", code, errOut)
 	}
+	// An unknown agent is the error alone, with a hint to run at a shell.
 	_, errOut, code = cli(t, home, "agents", "probe", "nobody")
-	if code != 3 || !strings.Contains(errOut, "unknown_agent") {
+	if code != 3 || errOut != "relay: unknown_agent: no agent named \"nobody\"\nhint: run `relay agents` to see the known agents\n" {
 		t.Fatalf("probe nobody: exit %d\n%s", code, errOut)
 	}
 	var got struct{ Agents []model.AgentInfo }

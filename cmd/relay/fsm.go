@@ -3,23 +3,33 @@ package main
 import (
 	"context"
 	"fmt"
+	"os/exec"
+	"strings"
 
 	"github.com/hai-relay/relay/machine"
+	"github.com/hai-relay/relay/model"
 )
 
 func init() {
-	register(command{name: "fsm dot", summary: "print the task lifecycle as Graphviz DOT (--task ID highlights a task's path)", run: runFSMDot})
+	register(command{name: "fsm dot", summary: "print the task lifecycle as Graphviz DOT (--task ID highlights a task's path)", run: runFSMDot, noJSON: true})
 }
 
 func runFSMDot(ctx context.Context, e *env, args []string) error {
-	f := newFlags(e, "fsm dot", "[--task ID] [--home DIR]   (render: relay fsm dot | dot -Tsvg > lifecycle.svg)")
+	f := newFlags(e, "fsm dot", "[--task ID] [--svg] [--home DIR]")
 	task := f.String("task", "", "highlight the path task `ID` took")
+	svg := f.Bool("svg", false, "render the graph as SVG with Graphviz (dot on PATH) instead of printing DOT")
 	if err := f.parse(args, 0); err != nil {
 		return err
 	}
-	if *task == "" {
-		_, err := fmt.Fprint(e.stdout, machine.Graph())
+	out := func(dot string) error {
+		if *svg {
+			return renderSVG(ctx, e, dot)
+		}
+		_, err := fmt.Fprint(e.stdout, dot)
 		return err
+	}
+	if *task == "" {
+		return out(machine.Graph())
 	}
 	home, err := resolveHome(f.home, e.getenv)
 	if err != nil {
@@ -34,6 +44,24 @@ func runFSMDot(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	_, err = fmt.Fprint(e.stdout, dot)
-	return err
+	return out(dot)
+}
+
+// renderSVG writes dot rendered by Graphviz's dot -Tsvg to stdout.
+func renderSVG(ctx context.Context, e *env, dot string) error {
+	bin, err := exec.LookPath("dot")
+	if err != nil {
+		return model.Errorf(model.CodeInvalidArgs, "--svg needs Graphviz's dot, which is not on PATH").
+			WithHint("install Graphviz (apt-get install graphviz, brew install graphviz, dnf install graphviz), or drop --svg and render the DOT elsewhere")
+	}
+	cmd := exec.CommandContext(ctx, bin, "-Tsvg")
+	cmd.Stdin = strings.NewReader(dot)
+	cmd.Stdout = e.stdout
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		return model.Errorf(model.CodeInternal, "dot -Tsvg: %v: %s", err, model.Clip(stderr.String(), 400)).
+			WithHint("run `relay fsm dot | dot -Tsvg` to see Graphviz's own output")
+	}
+	return nil
 }

@@ -17,7 +17,7 @@ import (
 )
 
 func init() {
-	register(command{name: "mcp", summary: "serve the MCP stdio facade as --as AGENT (what an agent's MCP client launches)", run: runMCP})
+	register(command{name: "mcp", summary: "serve the MCP stdio facade as --as AGENT (what an agent's MCP client launches)", run: runMCP, noJSON: true})
 }
 
 func runMCP(ctx context.Context, e *env, args []string) error {

@@ -15,7 +15,7 @@ import (
 )
 
 func init() {
-	register(command{name: "mcp-config", summary: "print the MCP client config snippet for --client NAME (never edits a file)", run: runMCPConfig})
+	register(command{name: "mcp-config", summary: "print the MCP client config snippet for --client NAME (never edits a file)", run: runMCPConfig, noJSON: true})
 }
 
 // serverName is the key the relay's facade gets in each client's config.
@@ -102,7 +102,12 @@ func runMCPConfig(_ context.Context, e *env, args []string) error {
 	}
 	bin := *cmdPath
 	if bin == "" {
-		bin = relayBinary()
+		exe, err := os.Executable()
+		var warning string
+		bin, warning = relayBinary(exe, err, e.getenv)
+		if warning != "" {
+			fmt.Fprintf(e.stderr, "# warning: %s\n", safeText(warning))
+		}
 	}
 	// TOML and YAML strings are Unicode: a path that is not UTF-8 cannot
 	// be written into every client's format without changing it.
@@ -121,14 +126,50 @@ func runMCPConfig(_ context.Context, e *env, args []string) error {
 	return nil
 }
 
-// relayBinary is the absolute path of this relay, unless it is a `go run`
-// build in a temp dir that will vanish: then the plain name on PATH.
-func relayBinary() string {
-	exe, err := os.Executable()
-	if err != nil || strings.Contains(exe, string(filepath.Separator)+"go-build") || strings.HasPrefix(exe, os.TempDir()) {
-		return "relay"
+// relayBinary picks the relay program an MCP client should run, always
+// as an absolute path when there is one (a client's PATH is often not
+// the shell's), and a warning for the operator when the choice is not
+// obvious:
+//   - this binary, when it is installed (not a `go run` build in a temp
+//     dir that will vanish), with a warning when a different relay comes
+//     first on PATH;
+//   - else the relay found on PATH, saying so;
+//   - else the bare name, saying that the snippet will not work until a
+//     relay is installed.
+func relayBinary(exe string, exeErr error, getenv func(string) string) (bin, warning string) {
+	onPath := lookPathIn("relay", getenv("PATH"))
+	temporary := exeErr != nil || strings.Contains(exe, string(filepath.Separator)+"go-build") ||
+		strings.HasPrefix(exe, filepath.Clean(os.TempDir())+string(filepath.Separator))
+	switch {
+	case !temporary:
+		if onPath != "" && !sameFile(onPath, exe) {
+			warning = fmt.Sprintf("the snippet runs this relay, %s; `relay` on your PATH is another one, %s", exe, onPath)
+		}
+		return exe, warning
+	case onPath != "":
+		return onPath, fmt.Sprintf("this relay is a temporary build; the snippet runs the relay on your PATH, %s", onPath)
 	}
-	return exe
+	return "relay", "no relay is installed on your PATH and this one is a temporary build: install it (go build -o ~/.local/bin/relay ./cmd/relay) or pass --command PATH"
+}
+
+// lookPathIn is exec.LookPath on the PATH given, absolute results only.
+func lookPathIn(name, path string) string {
+	for _, dir := range filepath.SplitList(path) {
+		if !filepath.IsAbs(dir) {
+			continue
+		}
+		p := filepath.Join(dir, name)
+		if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() && st.Mode()&0o111 != 0 {
+			return p
+		}
+	}
+	return ""
+}
+
+func sameFile(a, b string) bool {
+	sa, err1 := os.Stat(a)
+	sb, err2 := os.Stat(b)
+	return err1 == nil && err2 == nil && os.SameFile(sa, sb)
 }
 
 func jsonSnippet(v any) (string, error) {

@@ -334,16 +334,73 @@ func TestMCPConfigSnippetsLaunchTheFacade(t *testing.T) {
 			t.Errorf("%s: send_message to itself: %v %s", c, r.isError, r.text)
 		}
 	}
-	// The binary's default command: a relay under the temp dir (like this
-	// test build, or `go run`) prints the plain name for PATH, not a path
-	// that will vanish.
-	cmd := exec.Command(relayBin, "mcp-config", "--client", "cursor")
-	cmd.Env = append(os.Environ(), "RELAY_HOME=")
-	out, err := cmd.Output()
+	// The binary's default command from a relay under the temp dir (like
+	// this test build, or `go run`): the relay on PATH, by its absolute
+	// path, and a warning saying so; with none on PATH, the plain name and
+	// a warning that the snippet needs a relay installed.
+	installed := filepath.Join(t.TempDir(), "bin")
+	if err := os.MkdirAll(installed, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(installed, "relay"), []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ path, want, warning string }{
+		{installed + ":/usr/bin", filepath.Join(installed, "relay"), "this relay is a temporary build; the snippet runs the relay on your PATH"},
+		{"/nonexistent", "relay", "no relay is installed on your PATH"},
+	} {
+		cmd := exec.Command(relayBin, "mcp-config", "--client", "cursor")
+		cmd.Env = append(os.Environ(), "RELAY_HOME=", "PATH="+c.path)
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if command, _ := snippetServer(t, "cursor", string(out)); command != c.want {
+			t.Errorf("PATH=%s: default command from a temp build: %q, want %q", c.path, command, c.want)
+		}
+		if !strings.Contains(stderr.String(), "# warning: "+c.warning) {
+			t.Errorf("PATH=%s: stderr lacks the warning %q:\n%s", c.path, c.warning, stderr.String())
+		}
+	}
+}
+
+// An installed relay names itself, and warns when another relay comes
+// first on PATH (the client would otherwise run a different version).
+func TestMCPConfigRelayBinary(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	// relayBinary treats the temp dir as temporary builds: stand for an
+	// installed binary with a path outside it that exists (this test's
+	// own go tool is one).
+	exe, err := exec.LookPath("go")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if command, _ := snippetServer(t, "cursor", string(out)); command != "relay" {
-		t.Errorf("default command from a temp build: %q, want relay", command)
+	other := filepath.Join(dir, "relay")
+	if err := os.WriteFile(other, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	env := func(path string) func(string) string {
+		return func(k string) string {
+			if k == "PATH" {
+				return path
+			}
+			return ""
+		}
+	}
+	bin, warning := relayBinary(exe, nil, env(dir))
+	if bin != exe || !strings.Contains(warning, "is another one, "+other) {
+		t.Errorf("installed with another relay on PATH: %q, %q", bin, warning)
+	}
+	if err := os.Remove(other); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(exe, other); err != nil {
+		t.Fatal(err)
+	}
+	if bin, warning := relayBinary(exe, nil, env(dir)); bin != exe || warning != "" {
+		t.Errorf("installed and first on PATH: %q, %q; want no warning", bin, warning)
 	}
 }

@@ -7,7 +7,7 @@ import (
 )
 
 func init() {
-	register(command{name: "messages list", summary: "list passive messages, newest first (--to, --from, --limit, --before)", run: runMessagesList})
+	register(command{name: "messages list", summary: "list passive messages, newest first (--to, --from, --limit, --before)", run: runMessagesList, wide: true})
 }
 
 func runMessagesList(ctx context.Context, e *env, args []string) error {
@@ -17,6 +17,9 @@ func runMessagesList(ctx context.Context, e *env, args []string) error {
 	limit := f.Int("limit", 50, "at most `N` messages (1..1000)")
 	before := f.String("before", "", "page: messages older than `MESSAGE_ID`")
 	if err := f.parse(args, 0); err != nil {
+		return err
+	}
+	if err := f.checkLimit(*limit); err != nil {
 		return err
 	}
 	c, err := operator(e, f)
@@ -31,7 +34,7 @@ func runMessagesList(ctx context.Context, e *env, args []string) error {
 	if f.json {
 		return printJSON(e.stdout, map[string]any{"messages": ms})
 	}
-	t := newTable(e.stdout, "MESSAGE", "FROM", "TO", "STATE", "CREATED", "BODY")
+	t := f.newTable(e.stdout, "MESSAGE", "FROM", "TO", "STATE", "CREATED", "BODY")
 	for _, m := range ms {
 		t.row(m.ID, m.From, m.To, string(m.State), ts(m.CreatedAt), m.Body)
 	}

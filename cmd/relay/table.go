@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"math"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -10,7 +11,11 @@ import (
 )
 
 // table prints aligned columns for humans.
-type table struct{ tw *tabwriter.Writer }
+type table struct {
+	tw *tabwriter.Writer
+	// wide prints cells whole (still one line, still safeText).
+	wide bool
+}
 
 func newTable(w io.Writer, header ...string) *table {
 	t := &table{tw: tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)}
@@ -22,6 +27,9 @@ func (t *table) row(cols ...string) { t.rowMax(60, cols...) }
 
 // rowMax is row with each cell cut to max runes.
 func (t *table) rowMax(max int, cols ...string) {
+	if t.wide {
+		max = math.MaxInt
+	}
 	for i, c := range cols {
 		cols[i] = oneLine(c, max)
 	}

@@ -5,14 +5,15 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/hai-relay/relay/model"
 	"github.com/hai-relay/relay/spec"
 )
 
 func init() {
-	register(command{name: "tasks list", summary: "list tasks, newest first (--state, --agent, --limit, --before)", run: runTasksList})
-	register(command{name: "tasks show", summary: "show a task with its timeline of events and gate verdicts", run: runTasksShow})
+	register(command{name: "tasks list", summary: "list tasks, newest first (--state, --agent, --limit, --before)", run: runTasksList, wide: true})
+	register(command{name: "tasks show", summary: "show a task with its timeline of events and gate verdicts", run: runTasksShow, wide: true})
 	register(command{name: "tasks cancel", summary: "cancel a task as the operator", run: runTasksCancel})
 }
 
@@ -23,6 +24,9 @@ func runTasksList(ctx context.Context, e *env, args []string) error {
 	limit := f.Int("limit", 50, "at most `N` tasks (1..1000)")
 	before := f.String("before", "", "page: tasks older than `TASK_ID`")
 	if err := f.parse(args, 0); err != nil {
+		return err
+	}
+	if err := f.checkLimit(*limit); err != nil {
 		return err
 	}
 	c, err := operator(e, f)
@@ -37,7 +41,7 @@ func runTasksList(ctx context.Context, e *env, args []string) error {
 	if f.json {
 		return printJSON(e.stdout, map[string]any{"tasks": tasks})
 	}
-	t := newTable(e.stdout, "TASK", "STATE", "CODE", "CALLER", "TARGET", "MODE", "UPDATED")
+	t := f.newTable(e.stdout, "TASK", "STATE", "CODE", "CALLER", "TARGET", "MODE", "UPDATED")
 	for _, x := range tasks {
 		t.row(x.ID, string(x.State), string(x.Code), x.Caller, x.Target, string(x.Mode), ts(x.UpdatedAt))
 	}
@@ -100,7 +104,7 @@ func runTasksShow(ctx context.Context, e *env, args []string) error {
 		fmt.Fprintf(w, "tool      %s [%s] %s\n", oneLine(tc.Title, 160), oneLine(tc.Kind, 20), oneLine(tc.Status, 20))
 	}
 	fmt.Fprintln(w, "\ntimeline:")
-	t := newTable(w, "  AT", "KIND", "FROM", "TO", "TRIGGER/GATE", "CODE", "DETAIL")
+	t := f.newTable(w, "  AT", "KIND", "FROM", "TO", "TRIGGER/GATE", "CODE", "DETAIL")
 	t.row("  "+ts(d.CreatedAt), "submitted", "-", "submitted", "submit", "", d.Caller+" → "+d.Target)
 	// Verdicts are recorded with the transition they led to: show each
 	// evaluation's verdicts right before that transition.
@@ -145,6 +149,26 @@ func verdictText(v model.Verdict) string {
 	}
 	if c := v.Detail["adapter_code"]; c != "" {
 		s += " [adapter: " + c + "]"
+	}
+	// The authority adapter's run, as --json has it: how it exited, how
+	// long it took, what it said on stderr.
+	if v.Gate == model.GateAuthority {
+		var run []string
+		if x := v.Detail["exit_code"]; x != "" && x != "-1" {
+			run = append(run, "exit "+x)
+		}
+		if x := v.Detail["elapsed"]; x != "" {
+			run = append(run, x)
+		}
+		if x := v.Detail["error"]; x != "" {
+			run = append(run, x)
+		}
+		if x := strings.TrimSpace(v.Detail["stderr"]); x != "" {
+			run = append(run, "stderr: "+x)
+		}
+		if len(run) > 0 {
+			s += " (" + strings.Join(run, "; ") + ")"
+		}
 	}
 	return s
 }

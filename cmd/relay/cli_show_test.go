@@ -1,0 +1,47 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/hai-relay/relay/model"
+)
+
+// `relay tasks show` puts the authority adapter's run in the table (its
+// exit status and stderr, not only in --json), cuts long cells unless
+// --wide, and ends with what to do about the code.
+func TestCLITasksShowGateDetails(t *testing.T) {
+	t.Parallel()
+	home := newHome(t, fullConfig(t, "crash", ""))
+	launchDaemonEnv(t, home, fastExit)
+	task, _ := submitAndWait(t, home, "claude", "echo crash", t.TempDir())
+	if task.State != model.StateBlocked || task.Code != model.CodeAuthorityUnavailable {
+		t.Fatalf("task %s/%s, want blocked/authority_unavailable", task.State, task.Code)
+	}
+	gateRow := func(out string) string {
+		for _, l := range strings.Split(out, "\n") {
+			if strings.Contains(l, " gate ") && strings.Contains(l, "authority") {
+				return l
+			}
+		}
+		t.Fatalf("no authority gate row in:\n%s", out)
+		return ""
+	}
+	out, errOut, code := cli(t, home, "tasks", "show", task.ID)
+	if code != 0 {
+		t.Fatalf("tasks show: exit %d\n%s", code, errOut)
+	}
+	if row := gateRow(out); !strings.HasSuffix(row, "…") {
+		t.Errorf("without --wide the long detail is not cut: %q", row)
+	}
+	if !strings.Contains(out, "hint      run the adapter by hand") {
+		t.Errorf("tasks show does not end with the code's hint:\n%s", out)
+	}
+	out, _, _ = cli(t, home, "tasks", "show", task.ID, "--wide")
+	row := gateRow(out)
+	for _, want := range []string{"authority_unavailable", "exit 2", "stderr: panic: fakeauthority: crash requested"} {
+		if !strings.Contains(row, want) {
+			t.Errorf("tasks show --wide: the authority row lacks %q:\n%s", want, row)
+		}
+	}
+}
