@@ -1,4 +1,9 @@
-package spec
+// Package config reads the relay's config.toml: the format, the defaults,
+// and the checks that turn a malformed file into one invalid_config error
+// naming the file, the line and the key. It lives with the command that
+// loads it, so that the TOML library reaches no package of the product
+// besides cmd; spec keeps what the relay promises, as data.
+package config
 
 import (
 	"errors"
@@ -17,6 +22,7 @@ import (
 	"github.com/BurntSushi/toml"
 
 	"github.com/hai-relay/relay/model"
+	"github.com/hai-relay/relay/spec"
 )
 
 // Config is the relay's configuration: config.toml in the relay home
@@ -407,37 +413,13 @@ func ParseConfig(data []byte, name string) (Config, error) {
 	return cfg, nil
 }
 
-// agentNameShape reports whether name matches [a-z0-9][a-z0-9_-]{0,63}.
-// A loop, not a regexp: compiling that one (the {0,63} unrolled) was a
-// third of a millisecond of every relay process's start, the facade's
-// included.
-func agentNameShape(name string) bool {
-	if len(name) == 0 || len(name) > 64 {
-		return false
-	}
-	for i := 0; i < len(name); i++ {
-		c := name[i]
-		switch {
-		case 'a' <= c && c <= 'z', '0' <= c && c <= '9':
-		case (c == '_' || c == '-') && i > 0:
-		default:
-			return false
-		}
-	}
-	return true
-}
-
-// ValidAgentName reports whether name is a well-formed agent name:
-// [a-z0-9][a-z0-9_-]{0,63}, and not the reserved model.RelayAgent.
-func ValidAgentName(name string) bool { return checkAgentName(name) == nil }
-
 const agentNameHint = "agent names are 1–64 characters of [a-z0-9_-] starting with a letter or digit, and \"relay\" is reserved"
 
 func checkAgentName(name string) error {
 	if name == model.RelayAgent {
 		return fmt.Errorf("%q is reserved for the relay's own messages", name)
 	}
-	if !agentNameShape(name) {
+	if !spec.ValidAgentName(name) {
 		return fmt.Errorf("agent name %s does not match [a-z0-9][a-z0-9_-]{0,63}", quote(name))
 	}
 	return nil
