@@ -21,7 +21,11 @@ import (
 
 	"github.com/BurntSushi/toml"
 
+	"github.com/hai-relay/relay/dispatch"
+	"github.com/hai-relay/relay/gates"
+	"github.com/hai-relay/relay/machine"
 	"github.com/hai-relay/relay/model"
+	"github.com/hai-relay/relay/persistence"
 	"github.com/hai-relay/relay/spec"
 )
 
@@ -144,18 +148,20 @@ type StorageConfig struct {
 
 // The SQLite synchronous modes StorageConfig.Synchronous accepts.
 const (
-	SynchronousFull   = "FULL"
-	SynchronousNormal = "NORMAL"
+	SynchronousFull   = persistence.SyncFull
+	SynchronousNormal = persistence.SyncNormal
 )
 
-// Defaults for the keys that have one.
+// Defaults for the keys that have one. Each is the default of the package
+// that owns the behaviour, so that a part built without a config (a test,
+// a zero Options) behaves as a relay with no config.toml.
 const (
-	DefaultAuthorityTimeout = 5 * time.Second
-	DefaultMessageBytes     = 256 << 10 // 262144
-	DefaultTaskTimeout      = 30 * time.Minute
-	DefaultProbeTimeout     = 60 * time.Second
-	DefaultMaxDispatch      = 4
-	DefaultVerifiedWithin   = 720 * time.Hour
+	DefaultAuthorityTimeout = gates.DefaultAuthorityTimeout
+	DefaultMessageBytes     = model.DefaultMessageBytes
+	DefaultTaskTimeout      = dispatch.DefaultTaskTimeout
+	DefaultProbeTimeout     = dispatch.DefaultProbeTimeout
+	DefaultMaxDispatch      = machine.DefaultMaxDispatch
+	DefaultVerifiedWithin   = dispatch.DefaultVerifiedWithin
 	DefaultSynchronous      = SynchronousFull
 )
 
