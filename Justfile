@@ -42,10 +42,10 @@ dot:
 
 # The fuzz targets: the strict JSON check (model), the socket API's request
 # decoders and the MCP argument decoding (facade), the authority response
-# parser (gates), the config parser (spec), the audit canonical encoding
-# (persistence). A plain `go test` runs only their seeds, as a regression
-# check; a failing input lands in the package's testdata/fuzz/, to be
-# committed with the fix.
+# parser (gates), the config parser (cmd/relay/config), the audit
+# canonical encoding (persistence). A plain `go test` runs only their seeds,
+# as a regression check; a failing input lands in the package's
+# testdata/fuzz/, to be committed with the fix.
 
 # Fuzz every parser for TIME each (default 60s), one after the other.
 fuzz TIME="60s":
@@ -57,5 +57,5 @@ fuzz TIME="60s":
     done
     run ./model FuzzCheckJSON
     run ./gates FuzzParseResponse
-    run ./spec FuzzParseConfig
+    run ./cmd/relay/config FuzzParseConfig
     run ./persistence FuzzCanonicalAuditRoundTrip

@@ -2,6 +2,10 @@ package machine
 
 import "sync"
 
+// DefaultMaxDispatch is the global dispatch limit when Options.MaxDispatch
+// is not set (the default of limits.max_dispatch).
+const DefaultMaxDispatch = 4
+
 // slots is the global dispatch limit: a task holds a slot from the start of
 // its gate evaluation until it leaves authorized/working, and tasks that
 // find no free slot wait, in submission order, in submitted.

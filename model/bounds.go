@@ -37,6 +37,10 @@ const (
 	MaxLookupIDBytes = 256
 )
 
+// DefaultMessageBytes is the default of limits.message_bytes (config): the
+// largest message body or task prompt, in bytes.
+const DefaultMessageBytes = 256 << 10 // 262144
+
 // The prefixes of the relay's ids.
 const (
 	TaskIDPrefix    = "T"

@@ -25,10 +25,11 @@ func RequestBounds() []FieldBound {
 	taskID := fmt.Sprintf("`%s-` and %d characters of Crockford base32 (an id the relay made)", model.TaskIDPrefix, model.RelayIDDigits)
 	msgID := fmt.Sprintf("`%s-` and %d characters of Crockford base32 (an id the relay made)", model.MessageIDPrefix, model.RelayIDDigits)
 	const ia = "`invalid_args`, naming the field and the bound"
+	messageBytes := fmt.Sprintf("1 byte to `limits.message_bytes` (default %d)", model.DefaultMessageBytes)
 	return []FieldBound{
 		{"request body", "every socket API request", "at most 4 MiB (MCP: one line of at most 16 MiB, or 8 × `limits.message_bytes`)", "`payload_too_large`"},
-		{"body", "send_message", "1 byte to `limits.message_bytes` (default 262144)", "`payload_too_large`"},
-		{"prompt", "submit_task", "1 byte to `limits.message_bytes` (default 262144)", "`payload_too_large`"},
+		{"body", "send_message", messageBytes, "`payload_too_large`"},
+		{"prompt", "submit_task", messageBytes, "`payload_too_large`"},
 		{"to, target", "send_message, submit_task", "one known agent name (1–64 characters of [a-z0-9_-])", "`unknown_agent` (or `invalid_args`, `invalid_recipient`, `broadcast_not_supported`)"},
 		{"mission_id, lease_id", "submit_task", bytes(model.MaxAuthorityIDBytes) + " to be stored; below that, one that is not 1–128 characters of [A-Za-z0-9._:-] is stored and the task rejected by the missionLease gate", ia + " (nothing stored); `invalid_mission_id` / `invalid_lease_id` on the task below it"},
 		{"context_id", "send_message, submit_task", bytes(model.MaxContextIDBytes) + " (a relay-made `C-…` or a thread name of your own)", ia},

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/hai-relay/relay/cmd/relay/config"
+	"github.com/hai-relay/relay/dispatch"
 	"github.com/hai-relay/relay/model"
 	"github.com/hai-relay/relay/spec"
 )
@@ -86,7 +88,7 @@ func profileCell(p model.AgentProfile) string {
 
 func runAgentsProbe(ctx context.Context, e *env, args []string) error {
 	f := newFlags(e, "agents probe", "NAME [--timeout 60s] [--json]")
-	timeout := f.Duration("timeout", 0, "bound the probe (default limits.probe_timeout, 60s)")
+	timeout := f.Duration("timeout", 0, fmt.Sprintf("bound the probe (default limits.probe_timeout, %gs)", config.DefaultProbeTimeout.Seconds()))
 	if err := f.parseN(args, 1); err != nil {
 		return err
 	}
@@ -142,7 +144,7 @@ func runAgentsProbe(ctx context.Context, e *env, args []string) error {
 
 func runAgentsVerify(ctx context.Context, e *env, args []string) error {
 	f := newFlags(e, "agents verify", "NAME [NAME...] | --all [--timeout 60s] [--json]")
-	timeout := f.Duration("timeout", 0, "bound each agent's verification (default 60s)")
+	timeout := f.Duration("timeout", 0, fmt.Sprintf("bound each agent's verification (default %gs)", dispatch.DefaultVerifyTimeout.Seconds()))
 	all := f.Bool("all", false, "verify every agent that has a hardening profile")
 	if err := f.parse(args, 64); err != nil {
 		return err

@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/hai-relay/relay/cmd/relay/config"
 	"github.com/hai-relay/relay/dispatch"
 	"github.com/hai-relay/relay/dispatch/subreaper"
 	"github.com/hai-relay/relay/facade"
@@ -23,7 +24,6 @@ import (
 	"github.com/hai-relay/relay/machine/service"
 	"github.com/hai-relay/relay/model"
 	"github.com/hai-relay/relay/persistence"
-	"github.com/hai-relay/relay/spec"
 )
 
 func init() {
@@ -277,7 +277,7 @@ func logStartFailure(log *slog.Logger, err error) {
 }
 
 // newRegistry builds the agent registry from the config.
-func newRegistry(cfg spec.Config) *dispatch.Registry {
+func newRegistry(cfg config.Config) *dispatch.Registry {
 	var specs []dispatch.AgentSpec
 	for _, n := range cfg.AgentNames() {
 		a, _ := cfg.Agent(n)

@@ -12,8 +12,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/hai-relay/relay/cmd/relay/config"
 	"github.com/hai-relay/relay/model"
-	"github.com/hai-relay/relay/spec"
 )
 
 // The relay home is trusted only when the user running the relay owns it.
@@ -194,31 +194,31 @@ func openHomeFile(p string, flag int, perm fs.FileMode, code model.Code) (*os.Fi
 
 // loadHomeConfig reads the home's config.toml as openHomeFile opens it
 // (a missing one gives the defaults) and parses it.
-func loadHomeConfig(home string, code model.Code) (spec.Config, error) {
+func loadHomeConfig(home string, code model.Code) (config.Config, error) {
 	p := filepath.Join(home, "config.toml")
 	// O_NONBLOCK: opening a FIFO planted there must not hang; it is then
 	// refused as not a regular file.
 	f, err := openHomeFile(p, os.O_RDONLY|unix.O_NONBLOCK, 0, code)
 	if errors.Is(err, fs.ErrNotExist) {
-		return spec.DefaultConfig(), nil
+		return config.DefaultConfig(), nil
 	}
 	if err != nil {
 		var me *model.Error
 		if errors.As(err, &me) {
-			return spec.Config{}, err
+			return config.Config{}, err
 		}
-		return spec.Config{}, &model.Error{Code: model.CodeInvalidConfig, Err: err,
+		return config.Config{}, &model.Error{Code: model.CodeInvalidConfig, Err: err,
 			Message: fmt.Sprintf("%s: cannot read the config file: %v", p, err),
 			Hint:    "make it a readable file, or remove it to run with the defaults"}
 	}
 	defer f.Close()
 	data, err := io.ReadAll(f)
 	if err != nil {
-		return spec.Config{}, &model.Error{Code: model.CodeInvalidConfig, Err: err,
+		return config.Config{}, &model.Error{Code: model.CodeInvalidConfig, Err: err,
 			Message: fmt.Sprintf("%s: cannot read the config file: %v", p, err),
 			Hint:    "make it a readable file, or remove it to run with the defaults"}
 	}
-	return spec.ParseConfig(data, p)
+	return config.ParseConfig(data, p)
 }
 
 // homeHint is the tail of a refusal's hint: where a home of one's own is.

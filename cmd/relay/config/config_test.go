@@ -1,4 +1,4 @@
-package spec_test
+package config_test
 
 import (
 	"errors"
@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hai-relay/relay/cmd/relay/config"
 	"github.com/hai-relay/relay/model"
-	"github.com/hai-relay/relay/spec"
 )
 
 // briefLaunchSpecs is the launch specs (docs/agents.md)'s table of default launch specs, written out
@@ -28,7 +28,7 @@ var briefLaunchSpecs = map[string][]string{
 
 func TestDefaultConfig(t *testing.T) {
 	t.Parallel()
-	c := spec.DefaultConfig()
+	c := config.DefaultConfig()
 
 	core := slices.Sorted(slices.Values(model.CoreAgents()))
 	if got := c.AgentNames(); !slices.Equal(got, core) {
@@ -51,16 +51,16 @@ func TestDefaultConfig(t *testing.T) {
 		}
 	}
 
-	want := spec.Config{
-		Authority: spec.AuthorityConfig{Command: nil, Timeout: 5 * time.Second},
+	want := config.Config{
+		Authority: config.AuthorityConfig{Command: nil, Timeout: 5 * time.Second},
 		Agents:    c.Agents,
-		Limits: spec.LimitsConfig{
+		Limits: config.LimitsConfig{
 			MessageBytes: 262144,
 			TaskTimeout:  30 * time.Minute,
 			ProbeTimeout: 60 * time.Second,
 			MaxDispatch:  4,
 		},
-		Storage: spec.StorageConfig{Synchronous: "FULL"},
+		Storage: config.StorageConfig{Synchronous: "FULL"},
 	}
 	if !reflect.DeepEqual(c, want) {
 		t.Errorf("DefaultConfig() =\n%+v\nwant\n%+v", c, want)
@@ -71,8 +71,8 @@ func TestDefaultConfig(t *testing.T) {
 
 	// Each call is a fresh value: changing one does not change the next.
 	c.Agents["claude"].Command[0] = "changed"
-	c.Agents["extra"] = spec.AgentConfig{}
-	c2 := spec.DefaultConfig()
+	c.Agents["extra"] = config.AgentConfig{}
+	c2 := config.DefaultConfig()
 	if c2.Agents["claude"].Command[0] != "claude-agent-acp" || len(c2.Agents) != len(core) {
 		t.Errorf("DefaultConfig shares state between calls: %+v", c2.Agents)
 	}
@@ -80,7 +80,7 @@ func TestDefaultConfig(t *testing.T) {
 
 func TestConfigAgent(t *testing.T) {
 	t.Parallel()
-	c := spec.DefaultConfig()
+	c := config.DefaultConfig()
 	a, ok := c.Agent("gemini")
 	if !ok || !slices.Equal(a.Command, []string{"gemini", "--acp"}) {
 		t.Fatalf("Agent(gemini) = %+v, %v", a, ok)
@@ -130,18 +130,18 @@ synchronous = "NORMAL"
 
 func TestParseConfigFull(t *testing.T) {
 	t.Parallel()
-	c, err := spec.ParseConfig([]byte(fullConfig), "config.toml")
+	c, err := config.ParseConfig([]byte(fullConfig), "config.toml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := spec.DefaultConfig()
-	want.Authority = spec.AuthorityConfig{Command: []string{"hai-authority", "--relay", ""}, Timeout: 2 * time.Second}
-	want.Agents["claude"] = spec.AgentConfig{Command: []string{"/opt/claude/bin/claude-agent-acp", "--verbose"}, Enabled: true, VerifiedWithin: spec.DefaultVerifiedWithin}
-	want.Agents["gemini"] = spec.AgentConfig{Command: []string{"gemini", "--acp"}, Enabled: false, RequireVerified: true, VerifiedWithin: 168 * time.Hour}
-	want.Agents["my-agent_2"] = spec.AgentConfig{Command: []string{"my-agent-acp"}, Enabled: true, VerifiedWithin: spec.DefaultVerifiedWithin}
-	want.Agents["off"] = spec.AgentConfig{Command: []string{"/usr/local/bin/My Agent/acp"}, Enabled: false, VerifiedWithin: spec.DefaultVerifiedWithin}
-	want.Limits = spec.LimitsConfig{MessageBytes: 1024, TaskTimeout: 90 * time.Minute, ProbeTimeout: 15 * time.Second, MaxDispatch: 16}
-	want.Storage.Synchronous = spec.SynchronousNormal
+	want := config.DefaultConfig()
+	want.Authority = config.AuthorityConfig{Command: []string{"hai-authority", "--relay", ""}, Timeout: 2 * time.Second}
+	want.Agents["claude"] = config.AgentConfig{Command: []string{"/opt/claude/bin/claude-agent-acp", "--verbose"}, Enabled: true, VerifiedWithin: config.DefaultVerifiedWithin}
+	want.Agents["gemini"] = config.AgentConfig{Command: []string{"gemini", "--acp"}, Enabled: false, RequireVerified: true, VerifiedWithin: 168 * time.Hour}
+	want.Agents["my-agent_2"] = config.AgentConfig{Command: []string{"my-agent-acp"}, Enabled: true, VerifiedWithin: config.DefaultVerifiedWithin}
+	want.Agents["off"] = config.AgentConfig{Command: []string{"/usr/local/bin/My Agent/acp"}, Enabled: false, VerifiedWithin: config.DefaultVerifiedWithin}
+	want.Limits = config.LimitsConfig{MessageBytes: 1024, TaskTimeout: 90 * time.Minute, ProbeTimeout: 15 * time.Second, MaxDispatch: 16}
+	want.Storage.Synchronous = config.SynchronousNormal
 	if !reflect.DeepEqual(c, want) {
 		t.Errorf("ParseConfig =\n%+v\nwant\n%+v", c, want)
 	}
@@ -154,12 +154,12 @@ func TestParseConfigFull(t *testing.T) {
 func TestParseConfigEmpty(t *testing.T) {
 	t.Parallel()
 	for _, doc := range []string{"", "\n", "# only a comment\n", "[authority]\n[limits]\n[storage]\n[agents]\n"} {
-		c, err := spec.ParseConfig([]byte(doc), "config.toml")
+		c, err := config.ParseConfig([]byte(doc), "config.toml")
 		if err != nil {
 			t.Errorf("ParseConfig(%q): %v", doc, err)
 			continue
 		}
-		if !reflect.DeepEqual(c, spec.DefaultConfig()) {
+		if !reflect.DeepEqual(c, config.DefaultConfig()) {
 			t.Errorf("ParseConfig(%q) = %+v, want the defaults", doc, c)
 		}
 	}
@@ -170,48 +170,48 @@ func TestParseConfigMerge(t *testing.T) {
 	tests := []struct {
 		name string
 		doc  string
-		want func(c *spec.Config)
+		want func(c *config.Config)
 	}{
-		{"disabling keeps the default command", "[agents.claude]\nenabled = false\n", func(c *spec.Config) {
-			c.Agents["claude"] = spec.AgentConfig{Command: []string{"claude-agent-acp"}, Enabled: false, VerifiedWithin: spec.DefaultVerifiedWithin}
+		{"disabling keeps the default command", "[agents.claude]\nenabled = false\n", func(c *config.Config) {
+			c.Agents["claude"] = config.AgentConfig{Command: []string{"claude-agent-acp"}, Enabled: false, VerifiedWithin: config.DefaultVerifiedWithin}
 		}},
-		{"a command keeps the agent enabled", "[agents.codex]\ncommand = [\"/opt/codex-acp\"]\n", func(c *spec.Config) {
-			c.Agents["codex"] = spec.AgentConfig{Command: []string{"/opt/codex-acp"}, Enabled: true, VerifiedWithin: spec.DefaultVerifiedWithin}
+		{"a command keeps the agent enabled", "[agents.codex]\ncommand = [\"/opt/codex-acp\"]\n", func(c *config.Config) {
+			c.Agents["codex"] = config.AgentConfig{Command: []string{"/opt/codex-acp"}, Enabled: true, VerifiedWithin: config.DefaultVerifiedWithin}
 		}},
-		{"an empty core agent table changes nothing", "[agents.hermes]\n", func(*spec.Config) {}},
-		{"dotted keys", "agents.cursor.enabled = false\nlimits.max_dispatch = 1\n", func(c *spec.Config) {
-			c.Agents["cursor"] = spec.AgentConfig{Command: []string{"agent", "acp"}, Enabled: false, VerifiedWithin: spec.DefaultVerifiedWithin}
+		{"an empty core agent table changes nothing", "[agents.hermes]\n", func(*config.Config) {}},
+		{"dotted keys", "agents.cursor.enabled = false\nlimits.max_dispatch = 1\n", func(c *config.Config) {
+			c.Agents["cursor"] = config.AgentConfig{Command: []string{"agent", "acp"}, Enabled: false, VerifiedWithin: config.DefaultVerifiedWithin}
 			c.Limits.MaxDispatch = 1
 		}},
-		{"inline tables", "limits = {task_timeout = \"5m\"}\nagents = {x = {command = [\"x-acp\"]}}\n", func(c *spec.Config) {
+		{"inline tables", "limits = {task_timeout = \"5m\"}\nagents = {x = {command = [\"x-acp\"]}}\n", func(c *config.Config) {
 			c.Limits.TaskTimeout = 5 * time.Minute
-			c.Agents["x"] = spec.AgentConfig{Command: []string{"x-acp"}, Enabled: true, VerifiedWithin: spec.DefaultVerifiedWithin}
+			c.Agents["x"] = config.AgentConfig{Command: []string{"x-acp"}, Enabled: true, VerifiedWithin: config.DefaultVerifiedWithin}
 		}},
-		{"require_verified keeps the default age", "[agents.claude]\nrequire_verified = true\n", func(c *spec.Config) {
-			c.Agents["claude"] = spec.AgentConfig{Command: []string{"claude-agent-acp"}, Enabled: true, RequireVerified: true,
-				VerifiedWithin: spec.DefaultVerifiedWithin}
+		{"require_verified keeps the default age", "[agents.claude]\nrequire_verified = true\n", func(c *config.Config) {
+			c.Agents["claude"] = config.AgentConfig{Command: []string{"claude-agent-acp"}, Enabled: true, RequireVerified: true,
+				VerifiedWithin: config.DefaultVerifiedWithin}
 		}},
-		{"a custom agent is enabled by default", "[agents.mine]\ncommand = [\"mine\", \"acp\"]\n", func(c *spec.Config) {
-			c.Agents["mine"] = spec.AgentConfig{Command: []string{"mine", "acp"}, Enabled: true, VerifiedWithin: spec.DefaultVerifiedWithin}
+		{"a custom agent is enabled by default", "[agents.mine]\ncommand = [\"mine\", \"acp\"]\n", func(c *config.Config) {
+			c.Agents["mine"] = config.AgentConfig{Command: []string{"mine", "acp"}, Enabled: true, VerifiedWithin: config.DefaultVerifiedWithin}
 		}},
-		{"a timeout alone configures no adapter", "[authority]\ntimeout = \"1m\"\n", func(c *spec.Config) {
+		{"a timeout alone configures no adapter", "[authority]\ntimeout = \"1m\"\n", func(c *config.Config) {
 			c.Authority.Timeout = time.Minute
 		}},
-		{"an adapter alone keeps the default timeout", "[authority]\ncommand = [\"auth\"]\n", func(c *spec.Config) {
+		{"an adapter alone keeps the default timeout", "[authority]\ncommand = [\"auth\"]\n", func(c *config.Config) {
 			c.Authority.Command = []string{"auth"}
 		}},
-		{"one limit keeps the others", "[limits]\nmessage_bytes = 10\n", func(c *spec.Config) {
+		{"one limit keeps the others", "[limits]\nmessage_bytes = 10\n", func(c *config.Config) {
 			c.Limits.MessageBytes = 10
 		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			got, err := spec.ParseConfig([]byte(tt.doc), "config.toml")
+			got, err := config.ParseConfig([]byte(tt.doc), "config.toml")
 			if err != nil {
 				t.Fatal(err)
 			}
-			want := spec.DefaultConfig()
+			want := config.DefaultConfig()
 			tt.want(&want)
 			if !reflect.DeepEqual(got, want) {
 				t.Errorf("got\n%+v\nwant\n%+v", got, want)
@@ -315,7 +315,7 @@ func TestParseConfigErrors(t *testing.T) {
 	for _, tt := range badConfigs {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			c, err := spec.ParseConfig([]byte(tt.doc), "config.toml")
+			c, err := config.ParseConfig([]byte(tt.doc), "config.toml")
 			if err == nil {
 				t.Fatalf("ParseConfig accepted it: %+v", c)
 			}
@@ -323,7 +323,7 @@ func TestParseConfigErrors(t *testing.T) {
 			if !errors.As(err, &e) || e.Code != model.CodeInvalidConfig {
 				t.Fatalf("error %#v is not an *model.Error with code invalid_config", err)
 			}
-			if !reflect.DeepEqual(c, spec.Config{}) {
+			if !reflect.DeepEqual(c, config.Config{}) {
 				t.Errorf("a failed parse returned a config: %+v", c)
 			}
 			prefix := "config.toml: "
@@ -363,7 +363,7 @@ enabled = 1
 enabled = 2
 `
 	for range 50 {
-		_, err := spec.ParseConfig([]byte(doc), "config.toml")
+		_, err := config.ParseConfig([]byte(doc), "config.toml")
 		if err == nil || !strings.HasPrefix(err.(*model.Error).Message, "config.toml:3: limits.task_timeout: ") {
 			t.Fatalf("error = %v, want the task_timeout on line 3", err)
 		}
@@ -372,11 +372,11 @@ enabled = 2
 
 func TestParseConfigName(t *testing.T) {
 	t.Parallel()
-	_, err := spec.ParseConfig([]byte("[limits]\nmax_dispatch = 0\n"), "/home/u/.local/state/hai-relay/config.toml")
+	_, err := config.ParseConfig([]byte("[limits]\nmax_dispatch = 0\n"), "/home/u/.local/state/hai-relay/config.toml")
 	if err == nil || !strings.HasPrefix(err.(*model.Error).Message, "/home/u/.local/state/hai-relay/config.toml:2: limits.max_dispatch: ") {
 		t.Errorf("error = %v, want it to start with the file name and line", err)
 	}
-	_, err = spec.ParseConfig([]byte("x = 1\n"), "")
+	_, err = config.ParseConfig([]byte("x = 1\n"), "")
 	if err == nil || !strings.HasPrefix(err.(*model.Error).Message, "config:1: x: ") {
 		t.Errorf("error = %v, want a placeholder file name", err)
 	}
@@ -389,11 +389,11 @@ func TestLoadConfigMissing(t *testing.T) {
 		filepath.Join(dir, "config.toml"),
 		filepath.Join(dir, "no", "such", "dir", "config.toml"),
 	} {
-		c, err := spec.LoadConfig(path)
+		c, err := config.LoadConfig(path)
 		if err != nil {
 			t.Errorf("LoadConfig(%s) = %v, want the defaults", path, err)
 		}
-		if !reflect.DeepEqual(c, spec.DefaultConfig()) {
+		if !reflect.DeepEqual(c, config.DefaultConfig()) {
 			t.Errorf("LoadConfig(%s) = %+v, want the defaults", path, c)
 		}
 	}
@@ -405,11 +405,11 @@ func TestLoadConfig(t *testing.T) {
 	if err := os.WriteFile(path, []byte(fullConfig), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	got, err := spec.LoadConfig(path)
+	got, err := config.LoadConfig(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want, err := spec.ParseConfig([]byte(fullConfig), "config.toml")
+	want, err := config.ParseConfig([]byte(fullConfig), "config.toml")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -420,7 +420,7 @@ func TestLoadConfig(t *testing.T) {
 	if err := os.WriteFile(path, []byte("[limits]\nmax_dispatc = 3\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	_, err = spec.LoadConfig(path)
+	_, err = config.LoadConfig(path)
 	if model.ErrorCode(err) != model.CodeInvalidConfig || !strings.Contains(err.Error(), path+":2: limits.max_dispatc: unknown key") {
 		t.Errorf("LoadConfig(bad file) = %v, want invalid_config naming %s:2 and limits.max_dispatc", err, path)
 	}
@@ -438,7 +438,7 @@ func TestLoadConfigUnreadable(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, path := range []string{notFile, filepath.Join(fileAsDir, "config.toml"), ""} {
-		_, err := spec.LoadConfig(path)
+		_, err := config.LoadConfig(path)
 		var e *model.Error
 		if !errors.As(err, &e) || e.Code != model.CodeInvalidConfig {
 			t.Errorf("LoadConfig(%q) = %v, want invalid_config", path, err)
@@ -457,48 +457,34 @@ func TestConfigValidate(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		key    string
-		change func(c *spec.Config)
+		change func(c *config.Config)
 	}{
-		{"authority.command", func(c *spec.Config) { c.Authority.Command = []string{""} }},
-		{"authority.timeout", func(c *spec.Config) { c.Authority.Timeout = 0 }},
-		{"agents.claude.command", func(c *spec.Config) { c.Agents["claude"] = spec.AgentConfig{Enabled: true} }},
-		{"agents.Bad", func(c *spec.Config) { c.Agents["Bad"] = spec.AgentConfig{Command: []string{"x"}} }},
-		{"agents.relay", func(c *spec.Config) { c.Agents["relay"] = spec.AgentConfig{Command: []string{"x"}} }},
-		{"limits.message_bytes", func(c *spec.Config) { c.Limits.MessageBytes = -1 }},
-		{"limits.task_timeout", func(c *spec.Config) { c.Limits.TaskTimeout = -time.Second }},
-		{"limits.probe_timeout", func(c *spec.Config) { c.Limits.ProbeTimeout = 0 }},
-		{"limits.max_dispatch", func(c *spec.Config) { c.Limits.MaxDispatch = 0 }},
-		{"storage.synchronous", func(c *spec.Config) { c.Storage.Synchronous = "" }},
+		{"authority.command", func(c *config.Config) { c.Authority.Command = []string{""} }},
+		{"authority.timeout", func(c *config.Config) { c.Authority.Timeout = 0 }},
+		{"agents.claude.command", func(c *config.Config) { c.Agents["claude"] = config.AgentConfig{Enabled: true} }},
+		{"agents.Bad", func(c *config.Config) { c.Agents["Bad"] = config.AgentConfig{Command: []string{"x"}} }},
+		{"agents.relay", func(c *config.Config) { c.Agents["relay"] = config.AgentConfig{Command: []string{"x"}} }},
+		{"limits.message_bytes", func(c *config.Config) { c.Limits.MessageBytes = -1 }},
+		{"limits.task_timeout", func(c *config.Config) { c.Limits.TaskTimeout = -time.Second }},
+		{"limits.probe_timeout", func(c *config.Config) { c.Limits.ProbeTimeout = 0 }},
+		{"limits.max_dispatch", func(c *config.Config) { c.Limits.MaxDispatch = 0 }},
+		{"storage.synchronous", func(c *config.Config) { c.Storage.Synchronous = "" }},
 	}
 	for _, tt := range tests {
-		c := spec.DefaultConfig()
+		c := config.DefaultConfig()
 		tt.change(&c)
 		err := c.Validate()
 		if model.ErrorCode(err) != model.CodeInvalidConfig || !strings.Contains(err.Error(), tt.key) {
 			t.Errorf("Validate after breaking %s = %v", tt.key, err)
 		}
 	}
-	if err := (spec.Config{}).Validate(); err == nil {
+	if err := (config.Config{}).Validate(); err == nil {
 		t.Error("the zero Config validates")
 	}
-	c := spec.DefaultConfig()
+	c := config.DefaultConfig()
 	c.Authority.Command = nil
 	if err := c.Validate(); err != nil {
 		t.Errorf("no authority adapter is valid (tasks are blocked, not the config): %v", err)
-	}
-}
-
-func TestValidAgentName(t *testing.T) {
-	t.Parallel()
-	for _, name := range append(model.CoreAgents(), "a", "0", "my-agent_2", strings.Repeat("x", 64)) {
-		if !spec.ValidAgentName(name) {
-			t.Errorf("ValidAgentName(%q) = false", name)
-		}
-	}
-	for _, name := range []string{"", "relay", "Claude", "-a", "_a", "a b", "a.b", "é", strings.Repeat("x", 65)} {
-		if spec.ValidAgentName(name) {
-			t.Errorf("ValidAgentName(%q) = true", name)
-		}
 	}
 }
 
@@ -511,7 +497,7 @@ func FuzzParseConfig(f *testing.F) {
 		f.Add([]byte(tt.doc))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		c, err := spec.ParseConfig(data, "f.toml")
+		c, err := config.ParseConfig(data, "f.toml")
 		if err != nil {
 			var e *model.Error
 			if !errors.As(err, &e) || e.Code != model.CodeInvalidConfig || !strings.HasPrefix(e.Message, "f.toml") || e.Hint == "" {
@@ -541,7 +527,7 @@ enabled = false
 [limits]
 max_dispatch = 2
 `
-	c, err := spec.ParseConfig([]byte(doc), "config.toml")
+	c, err := config.ParseConfig([]byte(doc), "config.toml")
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -551,7 +537,7 @@ max_dispatch = 2
 	fmt.Println("gemini:", gemini.Command, "enabled", gemini.Enabled)
 	fmt.Println("max_dispatch:", c.Limits.MaxDispatch, "task_timeout:", c.Limits.TaskTimeout)
 
-	_, err = spec.ParseConfig([]byte("[limits]\nmax_dispatc = 3\n"), "config.toml")
+	_, err = config.ParseConfig([]byte("[limits]\nmax_dispatc = 3\n"), "config.toml")
 	e := model.Public(err)
 	fmt.Println(e.Code)
 	fmt.Println(e.Message)
@@ -567,14 +553,14 @@ max_dispatch = 2
 
 func TestParseConfigMCPServers(t *testing.T) {
 	t.Parallel()
-	c, err := spec.ParseConfig([]byte(`[agents.claude]
+	c, err := config.ParseConfig([]byte(`[agents.claude]
 mcp_servers = [{name = "hai", command = ["hai-mcp", "serve", "--guarded"], env = {HAI_MODE = "guarded"}}, {name = "b_2", command = ["x"]}]
 `), "config.toml")
 	if err != nil {
 		t.Fatal(err)
 	}
 	a, _ := c.Agent("claude")
-	want := []spec.MCPServer{
+	want := []config.MCPServer{
 		{Name: "hai", Command: []string{"hai-mcp", "serve", "--guarded"}, Env: map[string]string{"HAI_MODE": "guarded"}},
 		{Name: "b_2", Command: []string{"x"}},
 	}
@@ -589,7 +575,7 @@ mcp_servers = [{name = "hai", command = ["hai-mcp", "serve", "--guarded"], env =
 		{`mcp_servers = [{name = "a", command = ["x"]}, {name = "a", command = ["y"]}]`, "used twice"},
 		{`mcp_servers = [{name = "a", command = ["x"], env = {K = 1}}]`, "env.K must be a string"},
 	} {
-		_, err := spec.ParseConfig([]byte("[agents.claude]\n"+bad.doc+"\n"), "config.toml")
+		_, err := config.ParseConfig([]byte("[agents.claude]\n"+bad.doc+"\n"), "config.toml")
 		if err == nil || !strings.Contains(err.Error(), "mcp_servers") || !strings.Contains(err.Error(), bad.more) {
 			t.Errorf("%s: error %v, want one naming mcp_servers and saying %q", bad.doc, err, bad.more)
 		}
@@ -600,7 +586,7 @@ mcp_servers = [{name = "hai", command = ["hai-mcp", "serve", "--guarded"], env =
 // (when set) and a NAME=value as it is; nothing else.
 func TestAuthorityEnviron(t *testing.T) {
 	t.Parallel()
-	c, err := spec.ParseConfig([]byte("[authority]\ncommand = [\"hai\"]\nenv = [\"TOKEN\", \"UNSET\", \"URL=http://x=y\"]\n"), "config.toml")
+	c, err := config.ParseConfig([]byte("[authority]\ncommand = [\"hai\"]\nenv = [\"TOKEN\", \"UNSET\", \"URL=http://x=y\"]\n"), "config.toml")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -617,7 +603,7 @@ func TestAuthorityEnviron(t *testing.T) {
 // it was called on is not changed.
 func TestResolveCommands(t *testing.T) {
 	t.Parallel()
-	cfg, err := spec.ParseConfig([]byte(`
+	cfg, err := config.ParseConfig([]byte(`
 [authority]
 command = ["./auth/adapter", "--relay"]
 

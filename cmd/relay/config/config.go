@@ -1,0 +1,348 @@
+// Package config reads the relay's config.toml: the format, the defaults,
+// and the checks that turn a malformed file into one invalid_config error
+// naming the file, the line and the key. It lives with the command that
+// loads it, so that the TOML library reaches no package of the product
+// besides cmd; spec keeps what the relay promises, as data.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/BurntSushi/toml"
+
+	"github.com/hai-relay/relay/dispatch"
+	"github.com/hai-relay/relay/gates"
+	"github.com/hai-relay/relay/machine"
+	"github.com/hai-relay/relay/model"
+	"github.com/hai-relay/relay/persistence"
+	"github.com/hai-relay/relay/spec"
+)
+
+// Config is the relay's configuration: config.toml in the relay home
+// (the interface contract (README.md)), merged over DefaultConfig. ParseConfig and LoadConfig only
+// return a Config that passes Validate.
+type Config struct {
+	// Authority is the [authority] table.
+	Authority AuthorityConfig
+	// Agents are the [agents.NAME] tables, keyed by agent name: the six core
+	// agents always, plus any custom agent the file adds.
+	Agents map[string]AgentConfig
+	// Limits is the [limits] table.
+	Limits LimitsConfig
+	// Storage is the [storage] table.
+	Storage StorageConfig
+}
+
+// AuthorityConfig is the [authority] table: the external authority adapter
+// (the authority contract (spec/authority.go)).
+type AuthorityConfig struct {
+	// Command is the adapter's argv, run without a shell (key command). Nil
+	// means no adapter is configured, and every task is then blocked with
+	// authority_not_configured; there is no default adapter.
+	Command []string
+	// Timeout is how long one consultation may take (key timeout, default
+	// DefaultAuthorityTimeout); then the adapter is killed and the task is
+	// blocked with authority_timeout.
+	Timeout time.Duration
+	// Env is what the adapter's environment holds beyond PATH, HOME, LANG
+	// and TZ (key env, an array of strings): "NAME" passes the daemon's
+	// own value of NAME, when set; "NAME=value" sets it. Nothing else of
+	// the daemon's environment reaches the adapter.
+	Env []string
+}
+
+// Environ returns the adapter's extra environment entries ("NAME=value")
+// for Env, reading the daemon's environment with getenv: a bare name that
+// is unset or empty there is left out.
+func (a AuthorityConfig) Environ(getenv func(string) string) []string {
+	var env []string
+	for _, e := range a.Env {
+		if strings.Contains(e, "=") {
+			env = append(env, e)
+		} else if v := getenv(e); v != "" {
+			env = append(env, e+"="+v)
+		}
+	}
+	return env
+}
+
+// AgentConfig is one [agents.NAME] table.
+type AgentConfig struct {
+	// Command is the agent's ACP adapter argv, run without a shell (key
+	// command). Core agents default to their launch spec (the launch specs (docs/agents.md)); a
+	// custom agent must set it.
+	Command []string
+	// Enabled is the agent's policy signal (key enabled, default true). A
+	// task for a disabled agent is blocked with agent_disabled.
+	Enabled bool
+	// MCPServers are the MCP servers (stdio) the relay passes to the agent
+	// in session/new for state_changing tasks, and only for those (key
+	// mcp_servers, an array of {name, command, env} tables): HAI-MCP's
+	// guarded tools reach a state_changing Claude this way, never through
+	// the agent's own settings.
+	MCPServers []MCPServer
+	// RequireVerified is the agent's hardening policy (key
+	// require_verified, default false): when true, a task for the agent is
+	// blocked with agent_not_verified unless its last hardening
+	// verification (relay agents verify NAME) passed, within
+	// VerifiedWithin, on the adapter version installed now.
+	RequireVerified bool
+	// VerifiedWithin is how old a passed verification may be for
+	// RequireVerified (key verified_within, a positive Go duration,
+	// default DefaultVerifiedWithin; zero in a Config built in code means
+	// the default).
+	VerifiedWithin time.Duration
+}
+
+// MCPServer is one entry of [agents.NAME] mcp_servers.
+type MCPServer struct {
+	Name    string
+	Command []string
+	Env     map[string]string
+}
+
+// LimitsConfig is the [limits] table.
+type LimitsConfig struct {
+	// MessageBytes is the largest message body or task prompt, in bytes
+	// (key message_bytes, default DefaultMessageBytes).
+	MessageBytes int
+	// TaskTimeout bounds one task's run (key task_timeout, default
+	// DefaultTaskTimeout); then the task fails with task_timeout.
+	TaskTimeout time.Duration
+	// ProbeTimeout bounds `relay agents probe` (key probe_timeout, default
+	// DefaultProbeTimeout).
+	ProbeTimeout time.Duration
+	// MaxDispatch is how many tasks may run at once (key max_dispatch,
+	// default DefaultMaxDispatch); more wait in submitted.
+	MaxDispatch int
+}
+
+// StorageConfig is the [storage] table.
+type StorageConfig struct {
+	// Synchronous is SQLite's synchronous mode for the WAL database (key
+	// synchronous): SynchronousFull (the default, DefaultSynchronous) or
+	// SynchronousNormal.
+	//
+	// The risk of NORMAL: a crash of the relay loses nothing, but an OS
+	// crash or power loss may roll back the last committed transactions.
+	// The database stays consistent and the audit chain still verifies,
+	// but the newest rows are gone. Worst case, a task's authorized or
+	// working state is lost after its agent was started; recovery then
+	// sees the task as submitted and may authorize and dispatch it again,
+	// which breaks the at-most-once promise of the lifecycle contract (spec/lifecycle.dot). FULL fsyncs every
+	// commit and closes that window, at the cost of slower writes; it is
+	// the default for that reason.
+	Synchronous string
+}
+
+// The SQLite synchronous modes StorageConfig.Synchronous accepts.
+const (
+	SynchronousFull   = persistence.SyncFull
+	SynchronousNormal = persistence.SyncNormal
+)
+
+// Defaults for the keys that have one. Each is the default of the package
+// that owns the behaviour, so that a part built without a config (a test,
+// a zero Options) behaves as a relay with no config.toml.
+const (
+	DefaultAuthorityTimeout = gates.DefaultAuthorityTimeout
+	DefaultMessageBytes     = model.DefaultMessageBytes
+	DefaultTaskTimeout      = dispatch.DefaultTaskTimeout
+	DefaultProbeTimeout     = dispatch.DefaultProbeTimeout
+	DefaultMaxDispatch      = machine.DefaultMaxDispatch
+	DefaultVerifiedWithin   = dispatch.DefaultVerifiedWithin
+	DefaultSynchronous      = SynchronousFull
+)
+
+// defaultCommands are the launch specs of the core agents (the launch specs (docs/agents.md)).
+var defaultCommands = map[string][]string{
+	"claude":   {"claude-agent-acp"},
+	"codex":    {"codex-acp"},
+	"gemini":   {"gemini", "--acp"},
+	"opencode": {"opencode", "acp"},
+	"cursor":   {"agent", "acp"},
+	"hermes":   {"hermes", "acp"},
+}
+
+// DefaultConfig is the configuration without a config file: the core agents
+// (model.CoreAgents) with their default launch specs, all enabled; no
+// authority adapter; the default limits and storage mode.
+func DefaultConfig() Config {
+	agents := make(map[string]AgentConfig, len(model.CoreAgents()))
+	for _, name := range model.CoreAgents() {
+		agents[name] = AgentConfig{Command: slices.Clone(defaultCommands[name]), Enabled: true, VerifiedWithin: DefaultVerifiedWithin}
+	}
+	return Config{
+		Authority: AuthorityConfig{Timeout: DefaultAuthorityTimeout},
+		Agents:    agents,
+		Limits: LimitsConfig{
+			MessageBytes: DefaultMessageBytes,
+			TaskTimeout:  DefaultTaskTimeout,
+			ProbeTimeout: DefaultProbeTimeout,
+			MaxDispatch:  DefaultMaxDispatch,
+		},
+		Storage: StorageConfig{Synchronous: DefaultSynchronous},
+	}
+}
+
+// AgentNames returns the configured agents' names, sorted.
+func (c Config) AgentNames() []string {
+	return slices.Sorted(maps.Keys(c.Agents))
+}
+
+// Agent returns the named agent's configuration; ok is false when no agent
+// has that name. The returned Command is a copy.
+func (c Config) Agent(name string) (AgentConfig, bool) {
+	a, ok := c.Agents[name]
+	a.Command = slices.Clone(a.Command)
+	return a, ok
+}
+
+// ResolveCommands returns c with the program of every command (each
+// agent's, each of its MCP servers', the authority adapter's) resolved
+// once, as the daemon does when it loads the config, so that nothing
+// later resolves it against a task's cwd (a child's relative program is
+// looked up in its working directory, which for an agent is the task's):
+//
+//   - a program with a slash that is not absolute (./bin/agent,
+//     tools/adapter) is joined to dir, the directory of config.toml;
+//   - a bare name (claude-agent-acp) is looked up with lookPath (the
+//     daemon passes exec.LookPath: its own PATH, never the current
+//     directory); a name not found is kept as written, so the agent is
+//     reported configured-but-not-found as before, and an authority
+//     adapter not found still fails to start, closed;
+//   - an absolute program is kept.
+//
+// The arguments are kept as written. c itself is not changed.
+func (c Config) ResolveCommands(dir string, lookPath func(string) (string, error)) Config {
+	resolve := func(argv []string) []string {
+		argv = slices.Clone(argv)
+		if len(argv) > 0 && argv[0] != "" {
+			argv[0] = ResolveProgram(argv[0], dir, lookPath)
+		}
+		return argv
+	}
+	out := c
+	out.Authority.Command = resolve(c.Authority.Command)
+	out.Agents = make(map[string]AgentConfig, len(c.Agents))
+	for name, a := range c.Agents {
+		a.Command = resolve(a.Command)
+		servers := make([]MCPServer, len(a.MCPServers))
+		for i, m := range a.MCPServers {
+			m.Command = resolve(m.Command)
+			m.Env = maps.Clone(m.Env)
+			servers[i] = m
+		}
+		if a.MCPServers == nil {
+			servers = nil
+		}
+		a.MCPServers = servers
+		out.Agents[name] = a
+	}
+	return out
+}
+
+// ResolveProgram resolves one command's program as ResolveCommands does:
+// relative with a slash, against dir; a bare name, with lookPath (kept as
+// written when not found); absolute, as it is.
+func ResolveProgram(program, dir string, lookPath func(string) (string, error)) string {
+	switch {
+	case filepath.IsAbs(program):
+		return program
+	case strings.ContainsRune(program, '/'):
+		return filepath.Join(dir, program)
+	}
+	if p, err := lookPath(program); err == nil && filepath.IsAbs(p) {
+		return p
+	}
+	return program
+}
+
+// Validate checks a Config built in code by the rules ParseConfig applies
+// to a file. The error is an *model.Error with model.CodeInvalidConfig
+// naming the offending key.
+func (c Config) Validate() error {
+	bad := func(key, hint string, err error) error {
+		return &model.Error{Code: model.CodeInvalidConfig, Message: key + ": " + err.Error(), Hint: hint}
+	}
+	if len(c.Authority.Command) > 0 {
+		if err := checkArgv(c.Authority.Command); err != nil {
+			return bad("authority.command", leafHint("authority.command", ""), err)
+		}
+	}
+	if err := checkPositiveDuration(c.Authority.Timeout); err != nil {
+		return bad("authority.timeout", leafHint("authority.timeout", ""), err)
+	}
+	for _, name := range c.AgentNames() {
+		key := toml.Key{"agents", name}
+		if err := checkAgentName(name); err != nil {
+			return bad(key.String(), agentNameHint, err)
+		}
+		if err := checkArgv(c.Agents[name].Command); err != nil {
+			return bad(append(key, "command").String(), leafHint("agents.*.command", name), err)
+		}
+	}
+	if c.Limits.MessageBytes <= 0 {
+		return bad("limits.message_bytes", leafHint("limits.message_bytes", ""), fmt.Errorf("want a positive integer, got %d", c.Limits.MessageBytes))
+	}
+	if err := checkPositiveDuration(c.Limits.TaskTimeout); err != nil {
+		return bad("limits.task_timeout", leafHint("limits.task_timeout", ""), err)
+	}
+	if err := checkPositiveDuration(c.Limits.ProbeTimeout); err != nil {
+		return bad("limits.probe_timeout", leafHint("limits.probe_timeout", ""), err)
+	}
+	if c.Limits.MaxDispatch <= 0 {
+		return bad("limits.max_dispatch", leafHint("limits.max_dispatch", ""), fmt.Errorf("want a positive integer, got %d", c.Limits.MaxDispatch))
+	}
+	if err := checkSynchronous(c.Storage.Synchronous); err != nil {
+		return bad("storage.synchronous", leafHint("storage.synchronous", ""), err)
+	}
+	return nil
+}
+
+// LoadConfig reads the config file at path and merges it over
+// DefaultConfig, as ParseConfig does. A missing file is not an error: it
+// yields DefaultConfig. Any other read error, and any malformed content, is
+// an *model.Error with model.CodeInvalidConfig.
+func LoadConfig(path string) (Config, error) {
+	if path == "" {
+		return Config{}, &model.Error{Code: model.CodeInvalidConfig,
+			Message: "no config file path given", Hint: "pass the path of config.toml in the relay home"}
+	}
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return DefaultConfig(), nil
+	}
+	if err != nil {
+		reason := err.Error()
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			reason = pe.Err.Error()
+		}
+		return Config{}, &model.Error{Code: model.CodeInvalidConfig,
+			Message: fmt.Sprintf("%s: cannot read the config file: %s", path, reason),
+			Hint:    "make it a readable file, or remove it to run with the defaults",
+			Err:     err}
+	}
+	return ParseConfig(data, path)
+}
+
+const agentNameHint = "agent names are 1–64 characters of [a-z0-9_-] starting with a letter or digit, and \"relay\" is reserved"
+
+func checkAgentName(name string) error {
+	if name == model.RelayAgent {
+		return fmt.Errorf("%q is reserved for the relay's own messages", name)
+	}
+	if !spec.ValidAgentName(name) {
+		return fmt.Errorf("agent name %s does not match [a-z0-9][a-z0-9_-]{0,63}", quote(name))
+	}
+	return nil
+}

@@ -1,0 +1,577 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"reflect"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/BurntSushi/toml"
+
+	"github.com/hai-relay/relay/model"
+)
+
+// ParseConfig parses the TOML document data, the content of the config file
+// called name (used in error messages), and merges it over DefaultConfig.
+//
+// The format (the interface contract (README.md)), every table and key optional:
+//
+//	[authority]
+//	command = ["hai-authority", "--relay"]  # argv, no shell; absent: no adapter
+//	timeout = "5s"                          # Go duration, > 0
+//
+//	[agents.gemini]                         # a core agent: keys override the defaults
+//	enabled = false
+//
+//	[agents.claude]
+//	require_verified = true                 # default false: see docs/agents.md
+//	verified_within = "720h"                # default 720h
+//
+//	[agents.my-agent]                       # a custom agent: command is required
+//	command = ["my-agent-acp"]
+//	enabled = true                          # default true
+//
+//	[limits]
+//	message_bytes = 262144                  # integer > 0
+//	task_timeout = "30m"
+//	probe_timeout = "60s"
+//	max_dispatch = 4                        # integer > 0
+//
+//	[storage]
+//	synchronous = "NORMAL"                  # or "FULL"; see StorageConfig
+//
+// Agent names match [a-z0-9][a-z0-9_-]{0,63}; "relay" is reserved. Keys are
+// case-sensitive. Nothing malformed is ignored or replaced by a default: a
+// syntax error, an unknown key, a value of the wrong type or out of range,
+// an empty command or a bad agent name is an *model.Error with
+// model.CodeInvalidConfig whose message names the file, the line where the
+// TOML library knows it, and the key, and whose hint says what to write.
+// One problem is reported: the first in document order, or else the first
+// custom agent without a command. The same input always gives the same
+// error.
+func ParseConfig(data []byte, name string) (Config, error) {
+	if name == "" {
+		name = "config"
+	}
+	var top map[string]toml.Primitive
+	md, err := toml.Decode(string(data), &top)
+	if err != nil {
+		return Config{}, syntaxError(name, err)
+	}
+	d := &decoder{name: name, md: &md, top: top, problems: map[string]problem{}}
+	var f file
+	d.table(nil, top, reflect.ValueOf(&f).Elem())
+	// The decode above visits the tables in map order, so it records every
+	// problem it meets; the first in the file is the one reported.
+	// MetaData.Keys lists every key in document order, parents before
+	// children; a problem found at a key's parent (an unknown table, a bad
+	// agent name) is reported at the first key that reaches it.
+	for _, k := range md.Keys() {
+		for i := 1; i <= len(k); i++ {
+			if pr, ok := d.problems[k[:i].String()]; ok {
+				return Config{}, d.fail(k, pr.key, pr.hint, "%s", pr.msg)
+			}
+		}
+	}
+	cfg := DefaultConfig()
+	f.apply(&cfg)
+	// A custom agent has no default command; the first in the file without
+	// one is reported at the first key that names it.
+	for _, k := range md.Keys() {
+		if len(k) < 2 || k[0] != "agents" {
+			continue
+		}
+		a := f.Agents[k[1]]
+		if _, core := defaultCommands[k[1]]; core || a == nil || a.Command.set {
+			continue
+		}
+		return Config{}, d.fail(k, toml.Key{"agents", k[1], "command"}, leafHint("agents.*.command", k[1]),
+			"custom agent %q has no command; only the core agents have a default", k[1])
+	}
+	if err := cfg.Validate(); err != nil {
+		// Unreachable when the rules above and Validate agree; kept so that
+		// ParseConfig never returns a Config that Validate rejects.
+		var e *model.Error
+		if errors.As(err, &e) {
+			e.Message = name + ": " + e.Message
+		}
+		return Config{}, err
+	}
+	return cfg, nil
+}
+
+// file is config.toml as written: one field per key of the format, named by
+// its toml tag. The tags are the exact-key allow-list: a key of the file is
+// known when a field has exactly its name (decoder.table). Each value field
+// is a type that checks the TOML value it is given and keeps whether the
+// file set it, so that apply merges only what was written.
+type file struct {
+	Authority authorityTable         `toml:"authority"`
+	Agents    map[string]*agentTable `toml:"agents"`
+	Limits    limitsTable            `toml:"limits"`
+	Storage   storageTable           `toml:"storage"`
+}
+
+type authorityTable struct {
+	Command argvValue     `toml:"command"`
+	Env     envValue      `toml:"env"`
+	Timeout durationValue `toml:"timeout"`
+}
+
+type agentTable struct {
+	Command         argvValue     `toml:"command"`
+	Enabled         boolValue     `toml:"enabled"`
+	MCPServers      mcpValue      `toml:"mcp_servers"`
+	RequireVerified boolValue     `toml:"require_verified"`
+	VerifiedWithin  durationValue `toml:"verified_within"`
+}
+
+type limitsTable struct {
+	MaxDispatch  countValue    `toml:"max_dispatch"`
+	MessageBytes countValue    `toml:"message_bytes"`
+	ProbeTimeout durationValue `toml:"probe_timeout"`
+	TaskTimeout  durationValue `toml:"task_timeout"`
+}
+
+type storageTable struct {
+	Synchronous syncValue `toml:"synchronous"`
+}
+
+// apply merges what the file set over cfg. A custom agent starts enabled,
+// like the core ones, with the default verification age.
+func (f *file) apply(cfg *Config) {
+	au := &cfg.Authority
+	f.Authority.Command.merge(&au.Command)
+	f.Authority.Env.merge(&au.Env)
+	f.Authority.Timeout.merge(&au.Timeout)
+	for name, t := range f.Agents {
+		a, ok := cfg.Agents[name]
+		if !ok {
+			a = AgentConfig{Enabled: true, VerifiedWithin: DefaultVerifiedWithin}
+		}
+		t.Command.merge(&a.Command)
+		t.Enabled.merge(&a.Enabled)
+		t.MCPServers.merge(&a.MCPServers)
+		t.RequireVerified.merge(&a.RequireVerified)
+		t.VerifiedWithin.merge(&a.VerifiedWithin)
+		cfg.Agents[name] = a
+	}
+	f.Limits.MaxDispatch.merge(&cfg.Limits.MaxDispatch)
+	f.Limits.MessageBytes.merge(&cfg.Limits.MessageBytes)
+	f.Limits.ProbeTimeout.merge(&cfg.Limits.ProbeTimeout)
+	f.Limits.TaskTimeout.merge(&cfg.Limits.TaskTimeout)
+	f.Storage.Synchronous.merge(&cfg.Storage.Synchronous)
+}
+
+// value is one key's value as the file set it.
+type value[T any] struct {
+	v   T
+	set bool
+}
+
+func (x *value[T]) merge(dst *T) {
+	if x.set {
+		*dst = x.v
+	}
+}
+
+// keep records a checked value; the error, if any, is the key's problem.
+func (x *value[T]) keep(v T, err error) error {
+	x.v, x.set = v, true
+	return err
+}
+
+// The value types: each UnmarshalTOML is given the decoded TOML value (a
+// string, int64, float64, bool, datetime, []any or map[string]any) and says
+// what is wrong with it in the key's own terms.
+type (
+	argvValue     struct{ value[[]string] }
+	envValue      struct{ value[[]string] }
+	durationValue struct{ value[time.Duration] }
+	countValue    struct{ value[int] }
+	boolValue     struct{ value[bool] }
+	mcpValue      struct{ value[[]MCPServer] }
+	syncValue     struct{ value[string] }
+)
+
+func (x *argvValue) UnmarshalTOML(v any) error     { return x.keep(parseArgv(v)) }
+func (x *envValue) UnmarshalTOML(v any) error      { return x.keep(parseEnvList(v)) }
+func (x *durationValue) UnmarshalTOML(v any) error { return x.keep(parseDuration(v)) }
+func (x *countValue) UnmarshalTOML(v any) error    { return x.keep(parsePositiveInt(v)) }
+func (x *mcpValue) UnmarshalTOML(v any) error      { return x.keep(parseMCPServers(v)) }
+
+func (x *boolValue) UnmarshalTOML(v any) error {
+	b, ok := v.(bool)
+	if !ok {
+		return fmt.Errorf("want true or false, got %s", describe(v))
+	}
+	return x.keep(b, nil)
+}
+
+func (x *syncValue) UnmarshalTOML(v any) error {
+	s, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("want %q or %q, got %s", SynchronousFull, SynchronousNormal, describe(v))
+	}
+	return x.keep(s, checkSynchronous(s))
+}
+
+// problem is what is wrong at one key of the file.
+type problem struct {
+	key  toml.Key
+	hint string
+	msg  string
+}
+
+// decoder decodes one document into a file, key by key.
+type decoder struct {
+	name     string
+	md       *toml.MetaData
+	top      map[string]toml.Primitive
+	problems map[string]problem // by key
+}
+
+// table decodes the table at key, whose keys are prims, into dst, a struct
+// of the file. Each key is matched to the field whose tag is exactly its
+// name: the TOML library's own struct decode also matches a field
+// case-insensitively (Max_Dispatch would be taken as max_dispatch), and
+// keys are case-sensitive here; it also stops at the first bad value in
+// map order, where the first in the file is wanted. For the same reasons
+// MetaData.Undecoded cannot find the unknown keys: a key matched by case
+// folding counts as decoded. A key with no field is unknown, and its
+// children are not looked at.
+func (d *decoder) table(key toml.Key, prims map[string]toml.Primitive, dst reflect.Value) {
+	for name, prim := range prims {
+		k := append(slices.Clip(key), name)
+		f, ok := fieldByTag(dst, name)
+		if !ok {
+			d.unknown(k, dst.Type())
+			continue
+		}
+		if u, ok := f.Addr().Interface().(toml.Unmarshaler); ok {
+			if err := d.md.PrimitiveDecode(prim, u); err != nil {
+				d.problem(k, leafHint(pattern(k), agentOf(k)), unwrapMessage(err))
+			}
+			continue
+		}
+		sub, ok := d.subtable(k, prim)
+		if !ok {
+			continue
+		}
+		if f.Kind() != reflect.Map {
+			d.table(k, sub, f)
+			continue
+		}
+		// agents: one table per agent, under its name.
+		f.Set(reflect.MakeMap(f.Type()))
+		for agent, prim := range sub {
+			ak := append(slices.Clip(k), agent)
+			if err := checkAgentName(agent); err != nil {
+				hint := agentNameHint
+				if agent == model.RelayAgent {
+					hint = "choose another name: \"relay\" is the sender of the relay's own task notifications"
+				}
+				d.problem(ak, hint, err.Error())
+				continue
+			}
+			at, ok := d.subtable(ak, prim)
+			if !ok {
+				continue
+			}
+			a := reflect.New(f.Type().Elem().Elem())
+			d.table(ak, at, a.Elem())
+			f.SetMapIndex(reflect.ValueOf(agent), a)
+		}
+	}
+}
+
+// subtable returns the keys of the table at k, or records that its value
+// is not a table.
+func (d *decoder) subtable(k toml.Key, prim toml.Primitive) (map[string]toml.Primitive, bool) {
+	var v any
+	_ = d.md.PrimitiveDecode(prim, &v)
+	if _, ok := v.(map[string]any); !ok {
+		d.problem(k, tableHint(k), fmt.Sprintf("want a table, got %s", describe(v)))
+		return nil, false
+	}
+	m := map[string]toml.Primitive{}
+	_ = d.md.PrimitiveDecode(prim, &m) // a table decodes into a map
+	return m, true
+}
+
+func (d *decoder) problem(k toml.Key, hint, msg string) {
+	d.problems[k.String()] = problem{key: k, hint: hint, msg: msg}
+}
+
+// unwrapMessage is the message of a value type's error, without the
+// position the TOML library wraps around it (the caller gives its own).
+func unwrapMessage(err error) string {
+	var pe toml.ParseError
+	if errors.As(err, &pe) {
+		return pe.Message
+	}
+	return err.Error()
+}
+
+// fieldByTag returns the field of struct v whose toml tag is exactly name.
+func fieldByTag(v reflect.Value, name string) (reflect.Value, bool) {
+	for i := range v.NumField() {
+		if v.Type().Field(i).Tag.Get("toml") == name {
+			return v.Field(i), true
+		}
+	}
+	return reflect.Value{}, false
+}
+
+// tags returns the toml tags of struct type t, sorted: the keys of its table.
+func tags(t reflect.Type) []string {
+	out := make([]string, t.NumField())
+	for i := range out {
+		out[i] = t.Field(i).Tag.Get("toml")
+	}
+	slices.Sort(out)
+	return out
+}
+
+// agentOf returns the agent's name for a key under [agents.NAME], or "".
+func agentOf(k toml.Key) string {
+	if len(k) >= 2 && k[0] == "agents" {
+		return k[1]
+	}
+	return ""
+}
+
+// hint is what the hint of a bad value says about its key.
+type hint struct {
+	// want says what the key takes.
+	want string
+	// example is a valid line for the key.
+	example string
+}
+
+// hints are the value keys' hints, by schema pattern ("agents.*" is any
+// agent); a test keeps them in step with the file's fields.
+var hints = map[string]hint{
+	"authority.command": {
+		want:    "the authority adapter's argv, run without a shell",
+		example: `command = ["hai-authority", "--relay"]`,
+	},
+	"authority.env": {
+		want:    `an array of "NAME" (passed from the daemon's environment) or "NAME=value" entries`,
+		example: `env = ["HAI_AUTHORITY_TOKEN", "HAI_AUTHORITY_URL=http://127.0.0.1:8700"]`,
+	},
+	"authority.timeout": {
+		want:    "a positive Go duration (default " + shortDuration(DefaultAuthorityTimeout) + ")",
+		example: `timeout = "5s"`,
+	},
+	"agents.*.command": {
+		want:    "the agent's ACP adapter argv, run without a shell",
+		example: "", // built by leafHint from the agent's name
+	},
+	"agents.*.enabled": {
+		want:    "true or false (default true)",
+		example: `enabled = true`,
+	},
+	"agents.*.require_verified": {
+		want:    "true or false (default false): block tasks unless the agent's last `relay agents verify` passed, recently, on the installed adapter",
+		example: `require_verified = true`,
+	},
+	"agents.*.verified_within": {
+		want:    "a positive Go duration (default " + shortDuration(DefaultVerifiedWithin) + "): how old a passed verification may be for require_verified",
+		example: `verified_within = "720h"`,
+	},
+	"agents.*.mcp_servers": {
+		want:    "an array of {name, command, env} tables: stdio MCP servers passed to state_changing tasks",
+		example: `mcp_servers = [{name = "hai", command = ["hai-mcp", "serve"], env = {HAI_LEASE_MODE = "guarded"}}]`,
+	},
+	"limits.message_bytes": {
+		want:    fmt.Sprintf("a positive number of bytes (default %d)", DefaultMessageBytes),
+		example: fmt.Sprintf("message_bytes = %d", DefaultMessageBytes),
+	},
+	"limits.task_timeout": {
+		want:    "a positive Go duration (default " + shortDuration(DefaultTaskTimeout) + ")",
+		example: `task_timeout = "30m"`,
+	},
+	"limits.probe_timeout": {
+		want:    "a positive Go duration (default " + shortDuration(DefaultProbeTimeout) + ")",
+		example: `probe_timeout = "60s"`,
+	},
+	"limits.max_dispatch": {
+		want:    fmt.Sprintf("a positive number of tasks run at once (default %d)", DefaultMaxDispatch),
+		example: fmt.Sprintf("max_dispatch = %d", DefaultMaxDispatch),
+	},
+	"storage.synchronous": {
+		want:    fmt.Sprintf("%q or %q (default %q)", SynchronousFull, SynchronousNormal, DefaultSynchronous),
+		example: `synchronous = "FULL"`,
+	},
+}
+
+// leafHint is the hint shown with a bad value of the schema key pattern.
+func leafHint(pattern, agent string) string {
+	l, ok := hints[pattern]
+	if !ok {
+		return ""
+	}
+	table, key, _ := strings.Cut(pattern, ".")
+	if table == "agents" {
+		if agent == "" {
+			agent = "NAME"
+		}
+		table = toml.Key{"agents", agent}.String()
+		key = strings.TrimPrefix(key, "*.")
+	}
+	example := l.example
+	if pattern == "agents.*.command" {
+		if argv, core := defaultCommands[agent]; core {
+			example = "command = " + tomlArray(argv)
+		} else {
+			example = "command = " + tomlArray([]string{"/path/to/" + agent + "-acp"})
+		}
+	}
+	return fmt.Sprintf("under [%s], %s is %s, for example: %s", table, key, l.want, example)
+}
+
+// pattern maps a key to its schema pattern: an agent's name becomes "*".
+func pattern(k toml.Key) string {
+	if len(k) >= 2 && k[0] == "agents" {
+		return strings.Join(append([]string{"agents", "*"}, k[2:]...), ".")
+	}
+	return strings.Join(k, ".")
+}
+
+// tableHint is the hint for a table key whose value is not a table.
+func tableHint(k toml.Key) string {
+	if k[0] == "agents" && len(k) == 1 {
+		return "agents are configured one table each: [agents.NAME]"
+	}
+	return fmt.Sprintf("write [%s] as a table header followed by its keys", k)
+}
+
+// unknown records k, a key of the table of type t that t has no field for.
+func (d *decoder) unknown(k toml.Key, t reflect.Type) {
+	siblings := tags(t)
+	msg := "unknown key"
+	if s := suggest(k[len(k)-1], siblings); s != "" {
+		if strings.EqualFold(s, k[len(k)-1]) {
+			msg += " (keys are case-sensitive; "
+		} else {
+			msg += " ("
+		}
+		msg += fmt.Sprintf("did you mean %s?)", s)
+	}
+	var hint string
+	switch {
+	case len(k) == 1:
+		hint = "the tables are [authority], [agents.NAME], [limits] and [storage]"
+	default:
+		hint = fmt.Sprintf("remove it or fix its spelling; the keys of [%s] are %s",
+			k[:len(k)-1], strings.Join(siblings, ", "))
+	}
+	d.problem(k, hint, msg)
+}
+
+// suggest returns the candidate closest to s (equal but for case, or within
+// two edits), or "".
+func suggest(s string, candidates []string) string {
+	best, bestDist := "", 3
+	for _, c := range candidates {
+		if strings.EqualFold(c, s) {
+			return c
+		}
+		if d := editDistance(strings.ToLower(s), c); d < bestDist {
+			best, bestDist = c, d
+		}
+	}
+	return best
+}
+
+// editDistance is the Levenshtein distance between a and b, in bytes.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
+
+// line returns the line of key k in the file, or 0 when the library does
+// not know it (an implicit table, such as agents in [agents.claude]). The
+// library keeps key positions to itself; it reports one only in the error
+// of a value that fails to decode, so the value of k is looked up and
+// decoded into a lineProbe.
+func (d *decoder) line(k toml.Key) int {
+	m := d.top
+	for i, s := range k {
+		v, ok := m[s]
+		if !ok {
+			return 0
+		}
+		if i == len(k)-1 {
+			var pe toml.ParseError
+			if errors.As(d.md.PrimitiveDecode(v, &lineProbe{}), &pe) {
+				return pe.Position.Line
+			}
+			return 0
+		}
+		// Decoding a non-table into a map leaves it empty, and the next
+		// lookup then fails.
+		m = map[string]toml.Primitive{}
+		if err := d.md.PrimitiveDecode(v, &m); err != nil {
+			return 0
+		}
+	}
+	return 0
+}
+
+// lineProbe fails to decode, so that the TOML library reports the position
+// of the key it was asked to decode.
+type lineProbe struct{}
+
+var errLineProbe = errors.New("line probe")
+
+func (*lineProbe) UnmarshalTOML(any) error { return errLineProbe }
+
+// fail builds the error for a problem with key, located at the line of at.
+func (d *decoder) fail(at, key toml.Key, hint, format string, args ...any) error {
+	loc := d.name
+	if line := d.line(at); line > 0 {
+		loc = fmt.Sprintf("%s:%d", d.name, line)
+	}
+	return &model.Error{
+		Code:    model.CodeInvalidConfig,
+		Message: fmt.Sprintf("%s: %s: %s", loc, key, fmt.Sprintf(format, args...)),
+		Hint:    hint,
+	}
+}
+
+// syntaxError converts the TOML library's error for a document that does
+// not parse.
+func syntaxError(name string, err error) error {
+	var pe toml.ParseError
+	if !errors.As(err, &pe) {
+		return &model.Error{Code: model.CodeInvalidConfig,
+			Message: fmt.Sprintf("%s: invalid TOML", name),
+			Hint:    "check the file against https://toml.io/en/v1.0.0", Err: err}
+	}
+	msg := fmt.Sprintf("%s:%d: invalid TOML", name, pe.Position.Line)
+	if pe.LastKey != "" {
+		msg += fmt.Sprintf(" (last key read: %s)", pe.LastKey)
+	}
+	return &model.Error{Code: model.CodeInvalidConfig,
+		Message: msg + ": " + pe.Message,
+		Hint:    fmt.Sprintf("fix the TOML syntax on line %d; the format is https://toml.io/en/v1.0.0", pe.Position.Line)}
+}
