@@ -26,7 +26,7 @@ type Options struct {
 	Authority model.Authority
 	// MaxDispatch is the global dispatch limit (default 4).
 	MaxDispatch int
-	// MaxPromptBytes bounds a task's prompt (default 262144).
+	// MaxPromptBytes bounds a task's prompt (default model.DefaultMessageBytes).
 	MaxPromptBytes int
 	// NotifySubmitter makes every transition to a terminal state leave the
 	// task's submitter a passive message from the relay (model.EndNotice),
@@ -82,10 +82,10 @@ type taskLock struct {
 // New returns an Engine. Call Start to recover tasks a previous daemon left.
 func New(o Options) *Engine {
 	if o.MaxDispatch <= 0 {
-		o.MaxDispatch = 4
+		o.MaxDispatch = DefaultMaxDispatch
 	}
 	if o.MaxPromptBytes <= 0 {
-		o.MaxPromptBytes = 262144
+		o.MaxPromptBytes = model.DefaultMessageBytes
 	}
 	if o.Clock == nil {
 		o.Clock = time.Now

@@ -29,7 +29,7 @@ type Options struct {
 	Store    model.Store
 	Messages model.MessageStore
 	Registry model.Registry
-	// MessageBytes bounds a message body (default 262144).
+	// MessageBytes bounds a message body (default model.DefaultMessageBytes).
 	MessageBytes int
 	// Probe runs a live probe of an agent (the dispatcher's); nil refuses.
 	Probe func(ctx context.Context, name string, timeout time.Duration) (model.AgentInfo, error)
@@ -53,7 +53,7 @@ var _ model.Service = (*Service)(nil)
 // New returns the in-process service.
 func New(o Options) *Service {
 	if o.MessageBytes <= 0 {
-		o.MessageBytes = 262144
+		o.MessageBytes = model.DefaultMessageBytes
 	}
 	if o.Clock == nil {
 		o.Clock = time.Now
