@@ -41,9 +41,9 @@ dot:
     go run ./cmd/relay fsm dot | dot -Tsvg -o spec/lifecycle.svg
 
 # The fuzz targets: the strict JSON check (model), the socket API's request
-# decoders and the MCP argument decoding (facade), the authority response
-# parser (gates), the config parser (spec), the audit canonical encoding
-# (persistence). A plain `go test` runs only their seeds, as a regression
+# decoders (facade/socketapi) and the MCP argument decoding
+# (facade/mcpserver), the authority response parser (gates), the config
+# parser (spec), the audit canonical encoding (persistence). A plain `go test` runs only their seeds, as a regression
 # check; a failing input lands in the package's testdata/fuzz/, to be
 # committed with the fix.
 
@@ -52,9 +52,10 @@ fuzz TIME="60s":
     #!/usr/bin/env bash
     set -euo pipefail
     run() { echo "== $1 $2 ({{TIME}})"; go test -run '^$' -fuzz "^$2\$" -fuzztime {{TIME}} "$1"; }
-    for t in FuzzDecodeSendRequest FuzzDecodeSubmitRequest FuzzDecodeAckRequest FuzzDecodeConn FuzzDecodeEmpty FuzzMCPArgs; do
-        run ./facade "$t"
+    for t in FuzzDecodeSendRequest FuzzDecodeSubmitRequest FuzzDecodeAckRequest FuzzDecodeConn FuzzDecodeEmpty; do
+        run ./facade/socketapi "$t"
     done
+    run ./facade/mcpserver FuzzMCPArgs
     run ./model FuzzCheckJSON
     run ./gates FuzzParseResponse
     run ./spec FuzzParseConfig

@@ -91,7 +91,7 @@ func TestReliabilityHostileSocketAPI(t *testing.T) {
 	slow := make(chan error, 1)
 	go func() { slow <- slowClient(home) }()
 
-	const max = 4 << 20 // facade.DefaultMaxBody: the daemon's body limit
+	const max = 4 << 20 // socketapi.DefaultMaxBody: the daemon's body limit
 	sqlBody := `x'); DROP TABLE messages; DELETE FROM tasks; --`
 	bodyOf := func(want string) func(t *testing.T, r apiResp) {
 		return func(t *testing.T, r apiResp) {
@@ -374,7 +374,7 @@ func rawAnswer(t *testing.T, home, req string) (int, []byte) {
 
 // slowClient sends a request's header one byte a second and reports an
 // error unless the daemon cuts the connection within its header deadline
-// (facade.DefaultReadHeaderTimeout, 5 s) while serving others meanwhile.
+// (socketapi.DefaultReadHeaderTimeout, 5 s) while serving others meanwhile.
 func slowClient(home string) error {
 	conn, err := net.Dial("unix", sockPath(home))
 	if err != nil {

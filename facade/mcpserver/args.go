@@ -1,4 +1,4 @@
-package facade
+package mcpserver
 
 import (
 	"bytes"
@@ -171,7 +171,7 @@ func mcpParseArgs(t mcpTool, req mcp.CallToolRequest) (mcpArgs, error) {
 	}
 	for _, k := range keys {
 		if !slices.ContainsFunc(t.params, func(p mcpParam) bool { return p.name == k }) {
-			err := mcpArgError(t, "unknown argument %q", apiClip(k, 64))
+			err := mcpArgError(t, "unknown argument %q", clip(k, 64))
 			if slices.Contains(mcpIdentityArgs, strings.ToLower(k)) {
 				err.Hint = fmt.Sprintf("no tool takes a sender or caller: this facade's identity is fixed at launch (%q); remove %q", t.agent, k)
 			}
@@ -228,7 +228,7 @@ func (p mcpParam) mcpConvert(raw json.RawMessage) (any, error) {
 		}
 		r, ok := new(big.Rat).SetString(n.String())
 		if !ok || !r.IsInt() || r.Num().Cmp(big.NewInt(1)) < 0 || r.Num().Cmp(big.NewInt(mcpMaxLimit)) > 0 {
-			return nil, fmt.Errorf("argument %q must be an integer from 1 to %d, got %s", p.name, mcpMaxLimit, apiClip(n.String(), 32))
+			return nil, fmt.Errorf("argument %q must be an integer from 1 to %d, got %s", p.name, mcpMaxLimit, clip(n.String(), 32))
 		}
 		return int(r.Num().Int64()), nil
 	case mcpEnum:
@@ -295,7 +295,7 @@ func mcpArtifact(v any) (model.Artifact, error) {
 	slices.Sort(keys)
 	for _, k := range keys {
 		if !slices.Contains(mcpArtifactKeys, k) {
-			return model.Artifact{}, fmt.Errorf(" has unknown key %q (allowed: uri, media_type, name; artifacts are references, never content)", apiClip(k, 64))
+			return model.Artifact{}, fmt.Errorf(" has unknown key %q (allowed: uri, media_type, name; artifacts are references, never content)", clip(k, 64))
 		}
 	}
 	var a model.Artifact
@@ -401,7 +401,7 @@ func mcpJSONType(v any) string {
 	case bool:
 		return "a boolean"
 	case json.Number:
-		return "the number " + apiClip(v.String(), 32)
+		return "the number " + clip(v.String(), 32)
 	case []any:
 		return "an array"
 	case map[string]any:
@@ -419,4 +419,17 @@ func mcpShow(v any) string {
 		return fmt.Sprintf("%q", s)
 	}
 	return mcpJSONType(v)
+}
+
+// clip cuts s to at most n bytes, on a rune boundary, marking the cut, so
+// that an error never echoes a large input back.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	i := n
+	for i > 0 && !utf8.RuneStart(s[i]) {
+		i--
+	}
+	return s[:i] + "…"
 }

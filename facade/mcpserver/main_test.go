@@ -1,4 +1,4 @@
-package facade
+package mcpserver
 
 import (
 	"testing"

@@ -1,6 +1,6 @@
 //go:build linux
 
-package facade
+package socketapi
 
 import (
 	"fmt"

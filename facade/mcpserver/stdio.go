@@ -1,4 +1,4 @@
-package facade
+package mcpserver
 
 import (
 	"bufio"
@@ -25,12 +25,13 @@ import (
 // calls the daemon had stored, or no answer at all. Here requests run on a
 // context that stdin's end does not cancel; at the end of stdin (or of the
 // serve context) reading stops, every request already read is finished
-// and answered, and only then does ServeMCP return.
+// and answered, and only then does Serve return.
 
-// DefaultMCPDrain is how long requests still running when stdin ends get to
+// DefaultDrain is how long requests still running when stdin ends get to
 // finish before they are canceled: longer than a daemon call's own bound
-// (DefaultClientTimeout), so that in practice none is cut.
-const DefaultMCPDrain = 2 * DefaultClientTimeout
+// (socketapi.DefaultClientTimeout, 30 s; a test keeps it twice that), so
+// that in practice none is cut.
+const DefaultDrain = 60 * time.Second
 
 // mcpMaxInFlight bounds the requests served at once; the facade reads the
 // next line when one of them is done.

@@ -1,6 +1,6 @@
 //go:build unix
 
-package facade
+package socketapi
 
 import (
 	"context"

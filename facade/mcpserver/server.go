@@ -1,4 +1,4 @@
-package facade
+package mcpserver
 
 import (
 	"context"
@@ -19,8 +19,8 @@ import (
 	"github.com/hai-relay/relay/spec"
 )
 
-// MCPOptions configures the MCP stdio facade of one agent.
-type MCPOptions struct {
+// Options configures the MCP stdio facade of one agent.
+type Options struct {
 	// Agent is the caller's identity, fixed at launch (`relay mcp --as
 	// AGENT`). No tool takes a sender: every call is made as Agent.
 	Agent string
@@ -35,16 +35,16 @@ type MCPOptions struct {
 	// Logger receives internal errors, which callers never see (discarded
 	// when nil).
 	Logger *slog.Logger
-	// Drain bounds how long ServeMCP waits, once stdin has ended (or its
+	// Drain bounds how long Serve waits, once stdin has ended (or its
 	// context is done), for the requests already read to finish; then they
-	// are canceled. 0 means DefaultMCPDrain.
+	// are canceled. 0 means DefaultDrain.
 	Drain time.Duration
 }
 
 // mcpServerName is the serverInfo name the facade reports.
 const mcpServerName = "hai-relay"
 
-// NewMCPServer builds the MCP server of the facade: the eight relay tools,
+// New builds the MCP server of the facade: the eight relay tools,
 // each calling svc as o.Agent.
 //
 // Every tool validates its raw arguments itself (mcp-go does not enforce a
@@ -60,14 +60,14 @@ const mcpServerName = "hai-relay"
 // that first attempt failed), before its first tool call. A tool call is
 // never served on a connection whose audit failed: the call fails with the
 // audit's error instead (fail closed).
-func NewMCPServer(svc model.AgentService, o MCPOptions) (*server.MCPServer, error) {
+func New(svc model.AgentService, o Options) (*server.MCPServer, error) {
 	s, _, err := newMCP(svc, o)
 	return s, err
 }
 
-func newMCP(svc model.AgentService, o MCPOptions) (*server.MCPServer, *mcpFacade, error) {
+func newMCP(svc model.AgentService, o Options) (*server.MCPServer, *mcpFacade, error) {
 	if svc == nil {
-		return nil, nil, errors.New("facade: NewMCPServer: nil service")
+		return nil, nil, errors.New("mcpserver: New: nil service")
 	}
 	o, err := o.withDefaults()
 	if err != nil {
@@ -122,11 +122,11 @@ func newMCP(svc model.AgentService, o MCPOptions) (*server.MCPServer, *mcpFacade
 	return s, f, nil
 }
 
-// ServeMCP serves the facade over stdio (newline-delimited JSON-RPC on in
+// Serve serves the facade over stdio (newline-delimited JSON-RPC on in
 // and out) until in reaches EOF or ctx is done; both are a normal end and
 // return nil, as is a client that stopped reading out.
 //
-// Every request read is finished and answered before ServeMCP returns,
+// Every request read is finished and answered before Serve returns,
 // however the client left: requests run on a context that neither the end
 // of in nor ctx cancels (the daemon client bounds each call), so a client
 // that closes stdin right after its requests gets every answer, and no
@@ -135,7 +135,7 @@ func newMCP(svc model.AgentService, o MCPOptions) (*server.MCPServer, *mcpFacade
 // gets no more answers; its requests still run to the end. When ctx ends
 // before in does, one goroutine stays blocked reading in until in is
 // closed or the process exits.
-func ServeMCP(ctx context.Context, svc model.AgentService, o MCPOptions, in io.Reader, out io.Writer) error {
+func Serve(ctx context.Context, svc model.AgentService, o Options, in io.Reader, out io.Writer) error {
 	s, f, err := newMCP(svc, o)
 	if err != nil {
 		return err
@@ -144,7 +144,7 @@ func ServeMCP(ctx context.Context, svc model.AgentService, o MCPOptions, in io.R
 	defer f.pending.Wait()
 	drain := o.Drain
 	if drain <= 0 {
-		drain = DefaultMCPDrain
+		drain = DefaultDrain
 	}
 	if err := serveStdio(ctx, s, in, out, drain, f.log); err != nil {
 		return fmt.Errorf("facade: serve mcp: %w", err)
@@ -178,7 +178,7 @@ func mcpCheckFrame(raw json.RawMessage) error {
 }
 
 // withDefaults validates o and fills its defaults.
-func (o MCPOptions) withDefaults() (MCPOptions, error) {
+func (o Options) withDefaults() (Options, error) {
 	if !spec.ValidAgentName(o.Agent) {
 		return o, fmt.Errorf("facade: invalid agent identity %q: agent names are 1–64 characters of [a-z0-9_-] starting with a letter or digit, and %q is reserved", o.Agent, model.RelayAgent)
 	}
@@ -207,7 +207,7 @@ func (o MCPOptions) withDefaults() (MCPOptions, error) {
 // mcpFacade is the state shared by the tool handlers of one MCP server.
 type mcpFacade struct {
 	svc model.AgentService
-	o   MCPOptions
+	o   Options
 	log *slog.Logger
 
 	// mu guards audited: the session ids whose connection is audited. It is
@@ -275,23 +275,38 @@ func (f *mcpFacade) toolResult(tool string, out any) *mcp.CallToolResult {
 	return mcp.NewToolResultStructured(b, string(b))
 }
 
-// passThrough returns the socket client when the facade talks to a
-// daemon. Its answers to the tools whose results are large or frequent
-// (send_message, check_inbox, get_task, list_tasks) are the JSON the tool
-// returns, byte for byte (the daemon's API and the tools share their
-// shapes; facade/api.go keeps them so), so the facade passes them on
-// instead of decoding and encoding them again: a 50-task list_tasks answer
-// cost the facade 0.3 ms of decoding and 0.15 ms of encoding. With an
-// in-process service (tests) it returns nil and the typed path runs.
-func (f *mcpFacade) passThrough() *Client {
-	c, _ := f.svc.(*Client)
-	return c
+// PassThrough is what a service can add to model.AgentService when its
+// answers to the four tools whose results are large or frequent
+// (send_message, check_inbox, get_task, list_tasks) already are those
+// results as JSON, byte for byte: the socket client (socketapi.Client) is
+// one, as the daemon's API and the tools share their shapes. The server
+// checks for it with a type assertion on the service it was given and
+// passes such answers on instead of decoding and encoding them again (a
+// 50-task list_tasks answer cost 0.3 ms of decoding and 0.15 ms of
+// encoding). A service without it (the in-process one, tests) gets the
+// typed path; both give the same result.
+//
+// Each method returns the JSON of what the AgentService method of the
+// same name returns: a model.Message, a model.Inbox, a model.Task, and
+// {"tasks": [...]} for ListTasksJSON.
+type PassThrough interface {
+	SendMessageJSON(ctx context.Context, caller string, r model.SendRequest) (json.RawMessage, error)
+	CheckInboxJSON(ctx context.Context, caller string, unreadOnly bool, limit int) (json.RawMessage, error)
+	GetTaskJSON(ctx context.Context, caller, id string) (json.RawMessage, error)
+	ListTasksJSON(ctx context.Context, caller string, state model.State, limit int) (json.RawMessage, error)
 }
 
-// passRaw runs call with a json.RawMessage to fill and returns it.
-func passRaw(call func(out any) error) (any, error) {
-	var raw json.RawMessage
-	if err := call(&raw); err != nil {
+// passThrough returns the service as a PassThrough, or nil when it is not
+// one.
+func (f *mcpFacade) passThrough() PassThrough {
+	p, _ := f.svc.(PassThrough)
+	return p
+}
+
+// passRaw returns a pass-through answer as the tool's result, a
+// json.RawMessage, which toolResult passes on as it came.
+func passRaw(raw json.RawMessage, err error) (any, error) {
+	if err != nil {
 		return nil, err
 	}
 	return raw, nil

@@ -1,4 +1,4 @@
-package facade
+package mcpserver
 
 import (
 	"context"
@@ -8,11 +8,11 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 )
 
-// ExampleNewMCPServer serves the facade to an in-process MCP client. The
+// ExampleNew serves the facade to an in-process MCP client. The
 // identity is fixed at launch, so a sender argument is refused as a tool
 // error, not silently dropped.
-func ExampleNewMCPServer() {
-	s, err := NewMCPServer(mcpNewFake(), MCPOptions{Agent: "claude", Cwd: "/srv/repo"})
+func ExampleNew() {
+	s, err := New(mcpNewFake(), Options{Agent: "claude", Cwd: "/srv/repo"})
 	if err != nil {
 		fmt.Println(err)
 		return

@@ -1,4 +1,4 @@
-package facade
+package socketapi
 
 import (
 	"bytes"
@@ -407,8 +407,43 @@ func (c *Client) SendMessage(ctx context.Context, caller string, r model.SendReq
 }
 
 // The agent calls below decode the daemon's answer into out: a typed value,
-// or a *json.RawMessage, which gets the answer's bytes as they came (the
-// facade passes them on as the tool result; see mcpFacade.passThrough).
+// or a *json.RawMessage, which gets the answer's bytes as they came. The
+// …JSON methods return those bytes: the MCP server passes them on as the
+// tool result (mcpserver.PassThrough), since the daemon's answers to these
+// four calls are the tools' results byte for byte (server.go keeps them
+// so).
+
+// SendMessageJSON is SendMessage returning the daemon's answer, a
+// model.Message, as the JSON it came as.
+func (c *Client) SendMessageJSON(ctx context.Context, caller string, r model.SendRequest) (json.RawMessage, error) {
+	var raw json.RawMessage
+	err := c.sendMessage(ctx, caller, r, &raw)
+	return raw, err
+}
+
+// CheckInboxJSON is CheckInbox returning the daemon's answer, a
+// model.Inbox, as the JSON it came as.
+func (c *Client) CheckInboxJSON(ctx context.Context, caller string, unreadOnly bool, limit int) (json.RawMessage, error) {
+	var raw json.RawMessage
+	err := c.checkInbox(ctx, caller, unreadOnly, limit, &raw)
+	return raw, err
+}
+
+// GetTaskJSON is GetTask returning the daemon's answer, a model.Task, as
+// the JSON it came as.
+func (c *Client) GetTaskJSON(ctx context.Context, caller, id string) (json.RawMessage, error) {
+	var raw json.RawMessage
+	err := c.getTask(ctx, caller, id, &raw)
+	return raw, err
+}
+
+// ListTasksJSON is ListTasks returning the daemon's answer, a TaskList
+// ({"tasks": [...]}), as the JSON it came as.
+func (c *Client) ListTasksJSON(ctx context.Context, caller string, state model.State, limit int) (json.RawMessage, error) {
+	var raw json.RawMessage
+	err := c.listTasks(ctx, caller, state, limit, &raw)
+	return raw, err
+}
 
 func (c *Client) sendMessage(ctx context.Context, caller string, r model.SendRequest, out any) error {
 	return c.agentCall(ctx, caller, http.MethodPost, "/v1/messages", nil, r, out)

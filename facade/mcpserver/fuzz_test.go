@@ -1,4 +1,4 @@
-package facade
+package mcpserver
 
 import (
 	"bytes"
@@ -14,6 +14,9 @@ import (
 	"github.com/hai-relay/relay/model"
 )
 
+// fuzzMaxErrorMessage bounds an error message, whatever the input.
+const fuzzMaxErrorMessage = 512
+
 // FuzzMCPArgs fuzzes the MCP facade's argument decoding (mcpParseArgs)
 // for every tool, with the raw arguments exactly as a client sent them.
 // The plain `go test` runs the seeds (and testdata/fuzz/FuzzMCPArgs/);
@@ -27,7 +30,7 @@ import (
 //   - the accepted values re-encode to arguments that parse to the same
 //     values.
 func FuzzMCPArgs(f *testing.F) {
-	tools := mcpTools(MCPOptions{Agent: "claude", Cwd: "/"})
+	tools := mcpTools(Options{Agent: "claude", Cwd: "/"})
 	seeds := []string{
 		``, `null`, `{}`, `[]`, `"x"`, `7`,
 		`{"to":"codex","body":"hi"}`,

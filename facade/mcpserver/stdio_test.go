@@ -1,4 +1,4 @@
-package facade
+package mcpserver
 
 import (
 	"bufio"
@@ -20,16 +20,16 @@ import (
 	"github.com/hai-relay/relay/model"
 )
 
-// mcpPipes is a facade served by ServeMCP over two in-memory pipes.
+// mcpPipes is a facade served by Serve over two in-memory pipes.
 type mcpPipes struct {
 	toServer   *io.PipeWriter // the facade's stdin
 	fromServer *io.PipeReader // the facade's stdout
-	done       chan error     // ServeMCP's return value
+	done       chan error     // Serve's return value
 	cancel     context.CancelFunc
 }
 
-// mcpMustServePipes starts ServeMCP on pipes. Closing toServer is EOF on
-// the facade's stdin; the facade's stdout is closed once ServeMCP returns.
+// mcpMustServePipes starts Serve on pipes. Closing toServer is EOF on
+// the facade's stdin; the facade's stdout is closed once Serve returns.
 func mcpMustServePipes(tb testing.TB, svc model.AgentService) *mcpPipes {
 	tb.Helper()
 	inR, inW := io.Pipe()
@@ -37,7 +37,7 @@ func mcpMustServePipes(tb testing.TB, svc model.AgentService) *mcpPipes {
 	ctx, cancel := context.WithCancel(context.Background())
 	p := &mcpPipes{toServer: inW, fromServer: outR, done: make(chan error, 1), cancel: cancel}
 	go func() {
-		err := ServeMCP(ctx, svc, mcpOptions(), inR, outW)
+		err := Serve(ctx, svc, mcpOptions(), inR, outW)
 		_ = outW.Close()
 		p.done <- err
 	}()
@@ -49,14 +49,14 @@ func mcpMustServePipes(tb testing.TB, svc model.AgentService) *mcpPipes {
 	return p
 }
 
-// wait returns ServeMCP's result, failing after a few seconds.
+// wait returns Serve's result, failing after a few seconds.
 func (p *mcpPipes) wait(tb testing.TB) error {
 	tb.Helper()
 	select {
 	case err := <-p.done:
 		return err
 	case <-time.After(10 * time.Second):
-		tb.Fatal("ServeMCP did not return")
+		tb.Fatal("Serve did not return")
 		return nil
 	}
 }
@@ -94,7 +94,7 @@ func TestServeMCPWithMCPGoClient(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := p.wait(t); err != nil {
-		t.Errorf("ServeMCP at EOF = %v, want nil", err)
+		t.Errorf("Serve at EOF = %v, want nil", err)
 	}
 }
 
@@ -188,7 +188,7 @@ func TestServeMCPRawJSONRPC(t *testing.T) {
 	}
 	_ = p.toServer.Close()
 	if err := p.wait(t); err != nil {
-		t.Errorf("ServeMCP at EOF = %v", err)
+		t.Errorf("Serve at EOF = %v", err)
 	}
 }
 
@@ -196,7 +196,7 @@ func TestServeMCPStopsOnContextDone(t *testing.T) {
 	p := mcpMustServePipes(t, mcpNewFake())
 	p.cancel()
 	if err := p.wait(t); err != nil {
-		t.Errorf("ServeMCP after cancel = %v, want nil", err)
+		t.Errorf("Serve after cancel = %v, want nil", err)
 	}
 	// mcp-go's reader goroutine is still blocked on stdin; the cleanup's
 	// close of the pipe releases it before goleak looks.
@@ -359,15 +359,15 @@ func mcpOneShot(n int) string {
 // and closes stdin at once gets every answer. Here each call is held in the
 // service until the facade has read the end of stdin (as many calls as are
 // served at once): none is canceled, each is answered with success, and
-// ServeMCP returns nil only after the last answer.
+// Serve returns nil only after the last answer.
 func TestServeMCPFinishesRequestsAfterEOF(t *testing.T) {
 	t.Parallel()
 	const n = mcpMaxInFlight
 	in := &eofReader{r: strings.NewReader(mcpOneShot(n)), eof: make(chan struct{})}
 	svc := &mcpGateService{mcpFakeService: mcpNewFake(), gate: in.eof}
 	var out syncWriter
-	if err := ServeMCP(context.Background(), svc, mcpOptions(), in, &out); err != nil {
-		t.Fatalf("ServeMCP = %v", err)
+	if err := Serve(context.Background(), svc, mcpOptions(), in, &out); err != nil {
+		t.Fatalf("Serve = %v", err)
 	}
 	answers := map[float64]bool{}
 	for _, line := range strings.Split(strings.TrimSpace(out.String()), "\n") {
@@ -407,7 +407,7 @@ func TestServeMCPFinishesRequestsAfterCancel(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var out syncWriter
 	done := make(chan error, 1)
-	go func() { done <- ServeMCP(ctx, svc, mcpOptions(), inR, &out) }()
+	go func() { done <- Serve(ctx, svc, mcpOptions(), inR, &out) }()
 	if _, err := io.WriteString(inW, mcpOneShot(1)+"\n"); err != nil {
 		t.Fatal(err)
 	}
@@ -415,7 +415,7 @@ func TestServeMCPFinishesRequestsAfterCancel(t *testing.T) {
 	cancel()
 	close(gate)
 	if err := <-done; err != nil {
-		t.Fatalf("ServeMCP = %v", err)
+		t.Fatalf("Serve = %v", err)
 	}
 	if svc.canceled.Load() != 0 || !strings.Contains(out.String(), `"id":2,"result"`) || strings.Contains(out.String(), `"isError":true`) {
 		t.Errorf("the call in flight was not answered with success: canceled %d, out %s", svc.canceled.Load(), out.String())
@@ -423,14 +423,14 @@ func TestServeMCPFinishesRequestsAfterCancel(t *testing.T) {
 }
 
 // TestServeMCPClientStopsReading: when the client no longer reads stdout,
-// every request it sent still reaches the service, and ServeMCP ends
+// every request it sent still reaches the service, and Serve ends
 // normally.
 func TestServeMCPClientStopsReading(t *testing.T) {
 	t.Parallel()
 	const n = 10
 	svc := mcpNewFake()
-	if err := ServeMCP(context.Background(), svc, mcpOptions(), strings.NewReader(mcpOneShot(n)), brokenWriter{}); err != nil {
-		t.Fatalf("ServeMCP = %v", err)
+	if err := Serve(context.Background(), svc, mcpOptions(), strings.NewReader(mcpOneShot(n)), brokenWriter{}); err != nil {
+		t.Fatalf("Serve = %v", err)
 	}
 	if got := len(svc.Calls()); got != n {
 		t.Errorf("%d calls reached the service, want %d", got, n)
@@ -438,15 +438,15 @@ func TestServeMCPClientStopsReading(t *testing.T) {
 }
 
 // TestServeMCPDrainBound: a call still running o.Drain after the end of
-// stdin is canceled, and ServeMCP returns.
+// stdin is canceled, and Serve returns.
 func TestServeMCPDrainBound(t *testing.T) {
 	t.Parallel()
 	svc := &mcpGateService{mcpFakeService: mcpNewFake(), gate: make(chan struct{})} // never opens
 	o := mcpOptions()
 	o.Drain = 50 * time.Millisecond
 	var out syncWriter
-	if err := ServeMCP(context.Background(), svc, o, strings.NewReader(mcpOneShot(2)), &out); err != nil {
-		t.Fatalf("ServeMCP = %v", err)
+	if err := Serve(context.Background(), svc, o, strings.NewReader(mcpOneShot(2)), &out); err != nil {
+		t.Fatalf("Serve = %v", err)
 	}
 	if c := svc.canceled.Load(); c != 2 {
 		t.Errorf("%d calls canceled after the drain bound, want 2", c)

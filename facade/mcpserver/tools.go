@@ -1,4 +1,4 @@
-package facade
+package mcpserver
 
 import (
 	"context"
@@ -74,7 +74,7 @@ const mcpStatesText = "Task states: submitted (persisted, gates not yet passed),
 	"the target's adapter could not be consulted or used) are final, with code and message saying why."
 
 // mcpInstructions is the server's instructions to the client's model.
-func mcpInstructions(o MCPOptions) string {
+func mcpInstructions(o Options) string {
 	return fmt.Sprintf("HAI-Relay: a local relay between coding agents. You are %q on this relay; that identity is fixed "+
 		"for this connection and no tool takes a sender. Use send_message / check_inbox / ack_messages for passive "+
 		"messages (they never start the recipient) and submit_task / get_task / list_tasks / cancel_task to delegate work "+
@@ -88,7 +88,7 @@ func mcpArtifactsParam() mcpParam {
 }
 
 // mcpTools returns the eight tools of the facade, as the interface contract (README.md) names them.
-func mcpTools(o MCPOptions) []mcpTool {
+func mcpTools(o Options) []mcpTool {
 	states := make([]string, 0, len(model.AllStates()))
 	for _, s := range model.AllStates() {
 		states = append(states, string(s))
@@ -124,7 +124,7 @@ func mcpTools(o MCPOptions) []mcpTool {
 					Artifacts: a.artifacts("artifacts"),
 				}
 				if c := f.passThrough(); c != nil {
-					return passRaw(func(out any) error { return c.sendMessage(ctx, f.o.Agent, r, out) })
+					return passRaw(c.SendMessageJSON(ctx, f.o.Agent, r))
 				}
 				return f.svc.SendMessage(ctx, f.o.Agent, r)
 			},
@@ -150,9 +150,7 @@ func mcpTools(o MCPOptions) []mcpTool {
 			},
 			call: func(ctx context.Context, f *mcpFacade, a mcpArgs) (any, error) {
 				if c := f.passThrough(); c != nil {
-					return passRaw(func(out any) error {
-						return c.checkInbox(ctx, f.o.Agent, a.boolOr("unread_only", true), a.intOr("limit", 50), out)
-					})
+					return passRaw(c.CheckInboxJSON(ctx, f.o.Agent, a.boolOr("unread_only", true), a.intOr("limit", 50)))
 				}
 				in, err := f.svc.CheckInbox(ctx, f.o.Agent, a.boolOr("unread_only", true), a.intOr("limit", 50))
 				if in.Messages == nil {
@@ -239,7 +237,7 @@ func mcpTools(o MCPOptions) []mcpTool {
 			readOnly: true, idempotent: true,
 			call: func(ctx context.Context, f *mcpFacade, a mcpArgs) (any, error) {
 				if c := f.passThrough(); c != nil {
-					return passRaw(func(out any) error { return c.getTask(ctx, f.o.Agent, a.str("task_id"), out) })
+					return passRaw(c.GetTaskJSON(ctx, f.o.Agent, a.str("task_id")))
 				}
 				return f.svc.GetTask(ctx, f.o.Agent, a.str("task_id"))
 			},
@@ -272,9 +270,7 @@ func mcpTools(o MCPOptions) []mcpTool {
 			readOnly: true, idempotent: true,
 			call: func(ctx context.Context, f *mcpFacade, a mcpArgs) (any, error) {
 				if c := f.passThrough(); c != nil {
-					return passRaw(func(out any) error {
-						return c.listTasks(ctx, f.o.Agent, model.State(a.str("state")), a.intOr("limit", 50), out)
-					})
+					return passRaw(c.ListTasksJSON(ctx, f.o.Agent, model.State(a.str("state")), a.intOr("limit", 50)))
 				}
 				ts, err := f.svc.ListTasks(ctx, f.o.Agent, model.State(a.str("state")), a.intOr("limit", 50))
 				if ts == nil {
