@@ -5,11 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"math/big"
 	"slices"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/mark3labs/mcp-go/mcp"
 
@@ -171,7 +169,7 @@ func mcpParseArgs(t mcpTool, req mcp.CallToolRequest) (mcpArgs, error) {
 	}
 	for _, k := range keys {
 		if !slices.ContainsFunc(t.params, func(p mcpParam) bool { return p.name == k }) {
-			err := mcpArgError(t, "unknown argument %q", clip(k, 64))
+			err := mcpArgError(t, "unknown argument %q", model.Clip(k, 64))
 			if slices.Contains(mcpIdentityArgs, strings.ToLower(k)) {
 				err.Hint = fmt.Sprintf("no tool takes a sender or caller: this facade's identity is fixed at launch (%q); remove %q", t.agent, k)
 			}
@@ -228,7 +226,7 @@ func (p mcpParam) mcpConvert(raw json.RawMessage) (any, error) {
 		}
 		r, ok := new(big.Rat).SetString(n.String())
 		if !ok || !r.IsInt() || r.Num().Cmp(big.NewInt(1)) < 0 || r.Num().Cmp(big.NewInt(mcpMaxLimit)) > 0 {
-			return nil, fmt.Errorf("argument %q must be an integer from 1 to %d, got %s", p.name, mcpMaxLimit, clip(n.String(), 32))
+			return nil, fmt.Errorf("argument %q must be an integer from 1 to %d, got %s", p.name, mcpMaxLimit, model.Clip(n.String(), 32))
 		}
 		return int(r.Num().Int64()), nil
 	case mcpEnum:
@@ -295,7 +293,7 @@ func mcpArtifact(v any) (model.Artifact, error) {
 	slices.Sort(keys)
 	for _, k := range keys {
 		if !slices.Contains(mcpArtifactKeys, k) {
-			return model.Artifact{}, fmt.Errorf(" has unknown key %q (allowed: uri, media_type, name; artifacts are references, never content)", clip(k, 64))
+			return model.Artifact{}, fmt.Errorf(" has unknown key %q (allowed: uri, media_type, name; artifacts are references, never content)", model.Clip(k, 64))
 		}
 	}
 	var a model.Artifact
@@ -327,56 +325,25 @@ func mcpArtifact(v any) (model.Artifact, error) {
 }
 
 // mcpDecodeObject decodes the top level of a call's arguments: a JSON
-// object (or null/absent, meaning no arguments) that model.CheckJSON
-// accepts: valid UTF-8, no lone surrogate, no key twice or differing from
-// another only in case, at any depth. It returns the keys in order and
-// each raw value.
+// object (or null/absent, meaning no arguments), read with
+// model.DecodeStrict, the relay's one strict reading: valid UTF-8, no lone
+// surrogate, no key twice or differing from another only in case, at any
+// depth, nothing after the object. It returns the keys, sorted, and each
+// raw value; the parameters are checked against the tool's table.
 func mcpDecodeObject(raw []byte) ([]string, map[string]json.RawMessage, error) {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
 		return nil, map[string]json.RawMessage{}, nil
 	}
-	// encoding/json would replace invalid UTF-8 with U+FFFD: refuse it, as
-	// nothing is coerced.
-	if !utf8.Valid(raw) {
-		return nil, nil, errors.New("arguments are not valid UTF-8")
-	}
-	// Nor a lone surrogate, a key given twice or keys differing only in
-	// case, at any depth (an artifact's keys too). Arguments that are not
-	// JSON at all get the decoder's message below.
-	if err := model.CheckJSON(raw, nil); err != nil && json.Valid(raw) {
+	var vals map[string]json.RawMessage
+	if err := model.DecodeStrict(raw, &vals); err != nil {
 		return nil, nil, fmt.Errorf("arguments are refused: %v", err)
 	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	tok, err := dec.Token()
-	if err != nil {
-		return nil, nil, fmt.Errorf("arguments are not valid JSON: %v", err)
-	}
-	if d, ok := tok.(json.Delim); !ok || d != '{' {
-		return nil, nil, errors.New("arguments must be a JSON object")
-	}
-	var keys []string
-	vals := map[string]json.RawMessage{}
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return nil, nil, fmt.Errorf("arguments are not valid JSON: %v", err)
-		}
-		k, _ := tok.(string) // object keys are always strings
-		var v json.RawMessage
-		if err := dec.Decode(&v); err != nil {
-			return nil, nil, fmt.Errorf("arguments are not valid JSON: %v", err)
-		}
+	keys := make([]string, 0, len(vals))
+	for k := range vals {
 		keys = append(keys, k)
-		vals[k] = v
 	}
-	if _, err := dec.Token(); err != nil { // the closing brace
-		return nil, nil, fmt.Errorf("arguments are not valid JSON: %v", err)
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return nil, nil, errors.New("arguments must be one JSON object")
-	}
+	slices.Sort(keys)
 	return keys, vals, nil
 }
 
@@ -401,7 +368,7 @@ func mcpJSONType(v any) string {
 	case bool:
 		return "a boolean"
 	case json.Number:
-		return "the number " + clip(v.String(), 32)
+		return "the number " + model.Clip(v.String(), 32)
 	case []any:
 		return "an array"
 	case map[string]any:
@@ -419,17 +386,4 @@ func mcpShow(v any) string {
 		return fmt.Sprintf("%q", s)
 	}
 	return mcpJSONType(v)
-}
-
-// clip cuts s to at most n bytes, on a rune boundary, marking the cut, so
-// that an error never echoes a large input back.
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	i := n
-	for i > 0 && !utf8.RuneStart(s[i]) {
-		i--
-	}
-	return s[:i] + "…"
 }

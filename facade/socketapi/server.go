@@ -377,7 +377,7 @@ func (s *Server) apiRoute(pattern string, agent bool, query []string, h apiHandl
 			// An identity is stored with everything the caller does: it
 			// must be an agent name, never arbitrary text.
 			if !spec.ValidAgentName(caller) {
-				s.writeError(w, r, apiInvalid("the %s header %q is not an agent name (1–64 characters of [a-z0-9_-])", AgentHeader, apiClip(caller, 64)))
+				s.writeError(w, r, apiInvalid("the %s header %q is not an agent name (1–64 characters of [a-z0-9_-])", AgentHeader, model.Clip(caller, 64)))
 				return
 			}
 			if s.o.KnownAgent != nil && !s.o.KnownAgent(caller) {
