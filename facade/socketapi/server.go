@@ -593,7 +593,7 @@ func (s *Server) handleUnknown(w http.ResponseWriter, r *http.Request) {
 
 // writeError sends err as {"code","message","hint"} with the code's status.
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
-	s.writeErrorStatus(w, r, spec.HTTPStatus(model.Public(err).Code), err)
+	s.writeErrorStatus(w, r, Status(model.Public(err).Code), err)
 }
 
 func (s *Server) writeErrorStatus(w http.ResponseWriter, r *http.Request, status int, err error) {

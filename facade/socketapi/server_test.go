@@ -236,8 +236,8 @@ func TestAPIErrorsKeepCodeMessageHint(t *testing.T) {
 			t.Errorf("%s: ErrorCode = %s", code, model.ErrorCode(err))
 		}
 		status, body := apiDo(t, raw, "GET", "/v1/tasks/T-1", map[string]string{AgentHeader: "claude"}, "")
-		if status != spec.HTTPStatus(code) {
-			t.Errorf("%s: HTTP status %d, want %d", code, status, spec.HTTPStatus(code))
+		if status != Status(code) {
+			t.Errorf("%s: HTTP status %d, want %d", code, status, Status(code))
 		}
 		apiCheckErrorBody(t, string(code), body, code)
 		if bytes.Contains(body, []byte("SECRET")) {
