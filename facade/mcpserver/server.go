@@ -108,6 +108,14 @@ func newMCP(svc model.AgentService, o Options) (*server.MCPServer, *mcpFacade, e
 		f.mu.Unlock()
 	})
 
+	// Not server.WithInputSchemaValidation: mcp-go (v1.2.1) reports a
+	// failure as plain text (NewToolResultError), without the {code,
+	// message, hint} structured content every tool error carries, from
+	// before the handler with no hook to reshape it, and checks the
+	// arguments after encoding/json decoded them (a key twice or a "TARGET"
+	// already resolved). mcpParseArgs enforces the same table that
+	// advertises the schema, on the raw arguments, through
+	// model.DecodeStrict.
 	s := server.NewMCPServer(mcpServerName, o.Version,
 		server.WithToolCapabilities(false),
 		server.WithHooks(hooks),
