@@ -11,7 +11,7 @@ import (
 	"github.com/hai-relay/relay/model"
 )
 
-// Fuzz targets of the socket API's request decoders (api_decode.go). The
+// Fuzz targets of the socket API's request decoders (decode.go). The
 // plain `go test` runs only the seeds below and those committed under
 // testdata/fuzz/<Target>/ (a regression check); `just fuzz` runs each
 // target for a minute.
