@@ -17,8 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hai-relay/relay/facade/socketapi"
 	"github.com/hai-relay/relay/model"
-	"github.com/hai-relay/relay/spec"
 )
 
 // Hostile input (issue 6, item 3), through the socket API (raw HTTP over
@@ -251,8 +251,8 @@ func TestReliabilityHostileSocketAPI(t *testing.T) {
 				if r.status != http.StatusOK {
 					t.Fatalf("status %d %s, want 200", r.status, clipText(string(r.body), 300))
 				}
-			} else if r.code() != string(tc.code) || r.status != spec.HTTPStatus(tc.code) || r.str("message") == "" || r.str("hint") == "" {
-				t.Fatalf("status %d %s, want %d %s with message and hint", r.status, clipText(string(r.body), 300), spec.HTTPStatus(tc.code), tc.code)
+			} else if r.code() != string(tc.code) || r.status != socketapi.Status(tc.code) || r.str("message") == "" || r.str("hint") == "" {
+				t.Fatalf("status %d %s, want %d %s with message and hint", r.status, clipText(string(r.body), 300), socketapi.Status(tc.code), tc.code)
 			}
 			if len(r.body) > 4096 && tc.code != "" {
 				t.Errorf("error answer of %d bytes echoes the input", len(r.body))
