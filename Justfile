@@ -33,7 +33,7 @@ bench *ARGS:
 
 # Each package's go test benchmarks, printed as-is.
 bench-go:
-    go test -run '^$' -bench . -benchmem ./persistence ./gates ./machine ./dispatch ./facade
+    go test -run '^$' -bench . -benchmem ./persistence ./gates ./machine ./dispatch ./facade/...
 
 # Regenerate the golden lifecycle graph and render it to SVG.
 dot:
@@ -43,9 +43,9 @@ dot:
 # The fuzz targets: the strict JSON check (model), the socket API's request
 # decoders (facade/socketapi) and the MCP argument decoding
 # (facade/mcpserver), the authority response parser (gates), the config
-# parser (spec), the audit canonical encoding (persistence). A plain `go test` runs only their seeds, as a regression
-# check; a failing input lands in the package's testdata/fuzz/, to be
-# committed with the fix.
+# parser (spec), the audit canonical encoding (persistence). A plain
+# `go test` runs only their seeds, as a regression check; a failing input
+# lands in the package's testdata/fuzz/, to be committed with the fix.
 
 # Fuzz every parser for TIME each (default 60s), one after the other.
 fuzz TIME="60s":
