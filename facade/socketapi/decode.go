@@ -19,14 +19,14 @@ import (
 // DecodeSendRequest decodes the body of POST /v1/messages.
 func DecodeSendRequest(r io.Reader, max int64) (model.SendRequest, error) {
 	var v model.SendRequest
-	err := apiDecodeStrict(r, max, &v)
+	err := decodeBody(r, max, &v)
 	return v, err
 }
 
 // DecodeSubmitRequest decodes the body of POST /v1/tasks.
 func DecodeSubmitRequest(r io.Reader, max int64) (model.SubmitRequest, error) {
 	var v model.SubmitRequest
-	err := apiDecodeStrict(r, max, &v)
+	err := decodeBody(r, max, &v)
 	return v, err
 }
 
@@ -34,7 +34,7 @@ func DecodeSubmitRequest(r io.Reader, max int64) (model.SubmitRequest, error) {
 // {"message_ids": [...]}, and returns the ids.
 func DecodeAckRequest(r io.Reader, max int64) ([]string, error) {
 	var v AckRequest
-	if err := apiDecodeStrict(r, max, &v); err != nil {
+	if err := decodeBody(r, max, &v); err != nil {
 		return nil, err
 	}
 	return v.MessageIDs, nil
@@ -43,14 +43,14 @@ func DecodeAckRequest(r io.Reader, max int64) ([]string, error) {
 // DecodeConn decodes the body of POST /v1/connections.
 func DecodeConn(r io.Reader, max int64) (model.Conn, error) {
 	var v model.Conn
-	err := apiDecodeStrict(r, max, &v)
+	err := decodeBody(r, max, &v)
 	return v, err
 }
 
 // DecodeEmpty checks the body of a POST route that takes no arguments: it
 // must be empty or the empty object {}.
 func DecodeEmpty(r io.Reader, max int64) error {
-	data, err := apiReadBounded(r, max)
+	data, err := readBounded(r, max)
 	if err != nil {
 		return err
 	}
@@ -58,11 +58,11 @@ func DecodeEmpty(r io.Reader, max int64) error {
 		return nil
 	}
 	var v struct{}
-	return apiDecodeBytes(data, &v)
+	return decodeBytes(data, &v)
 }
 
-// apiReadBounded reads all of r, refusing more than max bytes.
-func apiReadBounded(r io.Reader, max int64) ([]byte, error) {
+// readBounded reads all of r, refusing more than max bytes.
+func readBounded(r io.Reader, max int64) ([]byte, error) {
 	if max <= 0 {
 		max = DefaultMaxBody
 	}
@@ -78,21 +78,22 @@ func apiReadBounded(r io.Reader, max int64) ([]byte, error) {
 	return data, nil
 }
 
-func apiDecodeStrict(r io.Reader, max int64, v any) error {
-	data, err := apiReadBounded(r, max)
+// decodeBody reads at most max bytes of r and decodes them into v.
+func decodeBody(r io.Reader, max int64, v any) error {
+	data, err := readBounded(r, max)
 	if err != nil {
 		return err
 	}
-	return apiDecodeBytes(data, v)
+	return decodeBytes(data, v)
 }
 
-// apiDecodeBytes decodes exactly one JSON object into v with
+// decodeBytes decodes exactly one JSON object into v with
 // model.DecodeStrict, the relay's one strict reading (the MCP server reads
 // its tools' arguments and the gates the authority's answer with it too),
 // and reports a refusal as invalid_args.
-func apiDecodeBytes(data []byte, v any) error {
+func decodeBytes(data []byte, v any) error {
 	if err := model.DecodeStrict(data, v); err != nil {
-		return apiInvalid("the request body is refused: %v", err)
+		return invalidArgs("the request body is refused: %v", err)
 	}
 	return nil
 }

@@ -118,7 +118,7 @@ type Server struct {
 	refusals *refusalBudget
 
 	connMu  sync.Mutex
-	conns   map[*apiPeerConn]struct{} // accepted, not yet closed
+	conns   map[*peerConn]struct{} // accepted, not yet closed
 	closing bool
 }
 
@@ -154,7 +154,7 @@ func NewServer(svc model.Service, o ServerOptions) *Server {
 	}
 	def(&o.RefusalEvery, RefusalEvery)
 
-	s := &Server{svc: svc, o: o, log: o.Logger, mux: http.NewServeMux(), conns: map[*apiPeerConn]struct{}{},
+	s := &Server{svc: svc, o: o, log: o.Logger, mux: http.NewServeMux(), conns: map[*peerConn]struct{}{},
 		refusals: newRefusalBudget(o.RefusalBurst, o.RefusalEvery, o.Clock)}
 	s.routes()
 	s.hs = &http.Server{
@@ -166,15 +166,15 @@ func NewServer(svc model.Service, o ServerOptions) *Server {
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(o.Logger.Handler(), slog.LevelWarn),
 		ConnState: func(c net.Conn, st http.ConnState) {
-			if pc, ok := c.(*apiPeerConn); ok && (st == http.StateClosed || st == http.StateHijacked) {
+			if pc, ok := c.(*peerConn); ok && (st == http.StateClosed || st == http.StateHijacked) {
 				s.connMu.Lock()
 				delete(s.conns, pc)
 				s.connMu.Unlock()
 			}
 		},
 		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
-			if pc, ok := c.(*apiPeerConn); ok {
-				return context.WithValue(ctx, apiPeerKey{}, apiPeer{uid: pc.uid, pid: pc.pid})
+			if pc, ok := c.(*peerConn); ok {
+				return context.WithValue(ctx, peerKey{}, peer{uid: pc.uid, pid: pc.pid})
 			}
 			return ctx
 		},
@@ -187,7 +187,7 @@ func NewServer(svc model.Service, o ServerOptions) *Server {
 // credentials that cannot be read, closes the connection, calls OnRefused,
 // and Serve goes on. Serve returns nil after Shutdown.
 func (s *Server) Serve(ln net.Listener) error {
-	err := s.hs.Serve(&apiPeerListener{Listener: ln, s: s})
+	err := s.hs.Serve(&peerListener{Listener: ln, s: s})
 	if errors.Is(err, http.ErrServerClosed) {
 		return nil
 	}
@@ -232,7 +232,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}()
 	// ServeMux answers an unclean path with a redirect, which is not
 	// this API's one error shape: refuse it here instead.
-	if p := r.URL.EscapedPath(); p != apiCleanPath(p) {
+	if p := r.URL.EscapedPath(); p != cleanPath(p) {
 		s.writeError(w, r, model.Errorf(model.CodeNotFound, "no API route %s %s (the path is not clean)", r.Method, p).
 			WithHint("the socket API's routes are under /v1/"))
 		return
@@ -240,9 +240,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mux.ServeHTTP(w, r)
 }
 
-// apiCleanPath is net/http's cleanPath: path.Clean, keeping a trailing
+// cleanPath is net/http's cleanPath: path.Clean, keeping a trailing
 // slash.
-func apiCleanPath(p string) string {
+func cleanPath(p string) string {
 	if p == "" || p[0] != '/' {
 		p = "/" + p
 	}
@@ -253,25 +253,25 @@ func apiCleanPath(p string) string {
 	return np
 }
 
-// apiPeer is the verified peer of a connection.
-type apiPeer struct{ uid, pid int }
+// peer is the verified peer of a connection.
+type peer struct{ uid, pid int }
 
-type apiPeerKey struct{}
+type peerKey struct{}
 
 // PeerFromContext returns the SO_PEERCRED credentials of the connection a
 // request arrived on (ok is false outside the socket server).
 func PeerFromContext(ctx context.Context) (uid, pid int, ok bool) {
-	p, ok := ctx.Value(apiPeerKey{}).(apiPeer)
+	p, ok := ctx.Value(peerKey{}).(peer)
 	return p.uid, p.pid, ok
 }
 
-// apiPeerListener checks each accepted connection's peer uid.
-type apiPeerListener struct {
+// peerListener checks each accepted connection's peer uid.
+type peerListener struct {
 	net.Listener
 	s *Server
 }
 
-func (l *apiPeerListener) Accept() (net.Conn, error) {
+func (l *peerListener) Accept() (net.Conn, error) {
 	for {
 		c, err := l.Listener.Accept()
 		if err != nil {
@@ -279,7 +279,7 @@ func (l *apiPeerListener) Accept() (net.Conn, error) {
 		}
 		uid, pid, err := l.s.o.PeerCred(c)
 		if err == nil && uid == l.s.o.UID {
-			pc := &apiPeerConn{Conn: c, uid: uid, pid: pid}
+			pc := &peerConn{Conn: c, uid: uid, pid: pid}
 			l.s.connMu.Lock()
 			closing := l.s.closing
 			if !closing {
@@ -305,14 +305,14 @@ func (l *apiPeerListener) Accept() (net.Conn, error) {
 	}
 }
 
-// apiPeerConn is an accepted connection whose peer passed the uid check.
-type apiPeerConn struct {
+// peerConn is an accepted connection whose peer passed the uid check.
+type peerConn struct {
 	net.Conn
 	uid, pid int
 	read     atomic.Bool // a byte was read: a request has begun
 }
 
-func (c *apiPeerConn) Read(p []byte) (int, error) {
+func (c *peerConn) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)
 	if n > 0 && !c.read.Load() {
 		c.read.Store(true)
@@ -321,26 +321,26 @@ func (c *apiPeerConn) Read(p []byte) (int, error) {
 }
 
 // CloseWrite keeps net/http's half-close working through the wrapper.
-func (c *apiPeerConn) CloseWrite() error {
+func (c *peerConn) CloseWrite() error {
 	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
 		return cw.CloseWrite()
 	}
 	return nil
 }
 
-// apiHandlerFunc handles one route; caller is the AgentHeader value on agent
+// handlerFunc handles one route; caller is the AgentHeader value on agent
 // routes and "" elsewhere. A nil error sends v as JSON with status 200.
-type apiHandlerFunc func(w http.ResponseWriter, r *http.Request, caller string) (any, error)
+type handlerFunc func(w http.ResponseWriter, r *http.Request, caller string) (any, error)
 
-// apiRoute registers a handler; agent routes require AgentHeader; query
+// route registers a handler; agent routes require AgentHeader; query
 // lists the query parameters the route accepts (any other is refused).
-// apiLongAgentRoute registers an operator route that runs an agent for up
+// longAgentRoute registers an operator route that runs an agent for up
 // to its ?timeout (run's own default when absent: budget), such as a probe
 // or a verification. Such a run may legitimately outlast WriteTimeout, so
 // the response's write deadline is stretched by the run's bound.
-func apiLongAgentRoute[T any](s *Server, pattern string, budget time.Duration, run func(ctx context.Context, name string, timeout time.Duration) (T, error)) {
-	s.apiRoute(pattern, false, []string{"timeout"}, func(w http.ResponseWriter, r *http.Request, _ string) (any, error) {
-		timeout, err := apiQueryDuration(r.URL.Query(), "timeout")
+func longAgentRoute[T any](s *Server, pattern string, budget time.Duration, run func(ctx context.Context, name string, timeout time.Duration) (T, error)) {
+	s.route(pattern, false, []string{"timeout"}, func(w http.ResponseWriter, r *http.Request, _ string) (any, error) {
+		timeout, err := queryDuration(r.URL.Query(), "timeout")
 		if err != nil {
 			return nil, err
 		}
@@ -356,28 +356,28 @@ func apiLongAgentRoute[T any](s *Server, pattern string, budget time.Duration, r
 	})
 }
 
-func (s *Server) apiRoute(pattern string, agent bool, query []string, h apiHandlerFunc) {
+func (s *Server) route(pattern string, agent bool, query []string, h handlerFunc) {
 	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
 		caller := ""
 		if agent {
 			caller = r.Header.Get(AgentHeader)
 			if n := len(r.Header.Values(AgentHeader)); n > 1 {
 				// One identity, once: neither the first nor the last wins.
-				s.writeError(w, r, apiInvalid("the %s header is given %d times; a request acts as one agent", AgentHeader, n))
+				s.writeError(w, r, invalidArgs("the %s header is given %d times; a request acts as one agent", AgentHeader, n))
 				return
 			}
 			if caller == "" {
-				s.writeError(w, r, apiInvalid("the %s header (the calling agent's identity) is required on %s", AgentHeader, r.URL.Path))
+				s.writeError(w, r, invalidArgs("the %s header (the calling agent's identity) is required on %s", AgentHeader, r.URL.Path))
 				return
 			}
 			if caller == model.RelayAgent {
-				s.writeError(w, r, apiInvalid("%q is the relay itself; no agent may act as it", caller))
+				s.writeError(w, r, invalidArgs("%q is the relay itself; no agent may act as it", caller))
 				return
 			}
 			// An identity is stored with everything the caller does: it
 			// must be an agent name, never arbitrary text.
 			if !spec.ValidAgentName(caller) {
-				s.writeError(w, r, apiInvalid("the %s header %q is not an agent name (1–64 characters of [a-z0-9_-])", AgentHeader, model.Clip(caller, 64)))
+				s.writeError(w, r, invalidArgs("the %s header %q is not an agent name (1–64 characters of [a-z0-9_-])", AgentHeader, model.Clip(caller, 64)))
 				return
 			}
 			if s.o.KnownAgent != nil && !s.o.KnownAgent(caller) {
@@ -386,7 +386,7 @@ func (s *Server) apiRoute(pattern string, agent bool, query []string, h apiHandl
 				return
 			}
 		}
-		if err := apiCheckQuery(r.URL.Query(), query); err != nil {
+		if err := checkQuery(r.URL.Query(), query); err != nil {
 			s.writeError(w, r, err)
 			return
 		}
@@ -401,12 +401,12 @@ func (s *Server) apiRoute(pattern string, agent bool, query []string, h apiHandl
 
 func (s *Server) routes() {
 	s.mux.HandleFunc("/", s.handleUnknown)
-	s.apiRoute("GET /v1/version", false, nil, func(http.ResponseWriter, *http.Request, string) (any, error) {
+	s.route("GET /v1/version", false, nil, func(http.ResponseWriter, *http.Request, string) (any, error) {
 		return VersionInfo{Version: s.o.Version, API: APIVersion}, nil
 	})
 
 	// Agent routes.
-	s.apiRoute("POST /v1/messages", true, nil, func(w http.ResponseWriter, r *http.Request, caller string) (any, error) {
+	s.route("POST /v1/messages", true, nil, func(w http.ResponseWriter, r *http.Request, caller string) (any, error) {
 		req, err := DecodeSendRequest(r.Body, s.o.MaxBody)
 		if err != nil {
 			return nil, err
@@ -416,57 +416,57 @@ func (s *Server) routes() {
 	// POST, not GET: reading the inbox marks messages read, and Go's HTTP
 	// client silently replays a GET whose reused connection dropped, which
 	// would mark a second page read that nobody received.
-	s.apiRoute("POST /v1/inbox", true, []string{"unread_only", "limit"}, func(w http.ResponseWriter, r *http.Request, caller string) (any, error) {
+	s.route("POST /v1/inbox", true, []string{"unread_only", "limit"}, func(w http.ResponseWriter, r *http.Request, caller string) (any, error) {
 		q := r.URL.Query()
-		unread, err := apiQueryBool(q, "unread_only", true)
+		unread, err := queryBool(q, "unread_only", true)
 		if err != nil {
 			return nil, err
 		}
-		limit, err := apiQueryLimit(q)
+		limit, err := queryLimit(q)
 		if err != nil {
 			return nil, err
 		}
 		in, err := s.svc.CheckInbox(r.Context(), caller, unread, limit)
-		in.Messages = apiNonNil(in.Messages)
+		in.Messages = nonNil(in.Messages)
 		return in, err
 	})
-	s.apiRoute("POST /v1/inbox/ack", true, nil, func(w http.ResponseWriter, r *http.Request, caller string) (any, error) {
+	s.route("POST /v1/inbox/ack", true, nil, func(w http.ResponseWriter, r *http.Request, caller string) (any, error) {
 		ids, err := DecodeAckRequest(r.Body, s.o.MaxBody)
 		if err != nil {
 			return nil, err
 		}
 		return s.svc.AckMessages(r.Context(), caller, ids)
 	})
-	s.apiRoute("POST /v1/tasks", true, nil, func(w http.ResponseWriter, r *http.Request, caller string) (any, error) {
+	s.route("POST /v1/tasks", true, nil, func(w http.ResponseWriter, r *http.Request, caller string) (any, error) {
 		req, err := DecodeSubmitRequest(r.Body, s.o.MaxBody)
 		if err != nil {
 			return nil, err
 		}
 		return s.svc.SubmitTask(r.Context(), caller, req)
 	})
-	s.apiRoute("GET /v1/tasks/{id}", true, nil, func(w http.ResponseWriter, r *http.Request, caller string) (any, error) {
+	s.route("GET /v1/tasks/{id}", true, nil, func(w http.ResponseWriter, r *http.Request, caller string) (any, error) {
 		return s.svc.GetTask(r.Context(), caller, r.PathValue("id"))
 	})
-	s.apiRoute("GET /v1/tasks", true, []string{"state", "limit"}, func(w http.ResponseWriter, r *http.Request, caller string) (any, error) {
+	s.route("GET /v1/tasks", true, []string{"state", "limit"}, func(w http.ResponseWriter, r *http.Request, caller string) (any, error) {
 		q := r.URL.Query()
-		limit, err := apiQueryLimit(q)
+		limit, err := queryLimit(q)
 		if err != nil {
 			return nil, err
 		}
 		ts, err := s.svc.ListTasks(r.Context(), caller, model.State(q.Get("state")), limit)
-		return TaskList{Tasks: apiNonNil(ts)}, err
+		return TaskList{Tasks: nonNil(ts)}, err
 	})
-	s.apiRoute("POST /v1/tasks/{id}/cancel", true, nil, func(w http.ResponseWriter, r *http.Request, caller string) (any, error) {
+	s.route("POST /v1/tasks/{id}/cancel", true, nil, func(w http.ResponseWriter, r *http.Request, caller string) (any, error) {
 		if err := DecodeEmpty(r.Body, s.o.MaxBody); err != nil {
 			return nil, err
 		}
 		return s.svc.CancelTask(r.Context(), caller, r.PathValue("id"))
 	})
-	s.apiRoute("GET /v1/agents", true, nil, func(w http.ResponseWriter, r *http.Request, caller string) (any, error) {
+	s.route("GET /v1/agents", true, nil, func(w http.ResponseWriter, r *http.Request, caller string) (any, error) {
 		as, err := s.svc.ListAgents(r.Context())
-		return AgentList{Agents: apiNonNil(as)}, err
+		return AgentList{Agents: nonNil(as)}, err
 	})
-	s.apiRoute("POST /v1/connections", true, nil, func(w http.ResponseWriter, r *http.Request, caller string) (any, error) {
+	s.route("POST /v1/connections", true, nil, func(w http.ResponseWriter, r *http.Request, caller string) (any, error) {
 		c, err := DecodeConn(r.Body, s.o.MaxBody)
 		if err != nil {
 			return nil, err
@@ -476,7 +476,7 @@ func (s *Server) routes() {
 			c.Agent = caller
 		case caller:
 		default:
-			return nil, apiInvalid("conn agent %q is not the caller %q", c.Agent, caller)
+			return nil, invalidArgs("conn agent %q is not the caller %q", c.Agent, caller)
 		}
 		// The kernel's word on who connected beats the body's.
 		if uid, pid, ok := PeerFromContext(r.Context()); ok {
@@ -486,9 +486,9 @@ func (s *Server) routes() {
 	})
 
 	// Operator routes.
-	s.apiRoute("GET /v1/operator/tasks", false, []string{"state", "agent", "caller", "target", "limit", "before"}, func(w http.ResponseWriter, r *http.Request, _ string) (any, error) {
+	s.route("GET /v1/operator/tasks", false, []string{"state", "agent", "caller", "target", "limit", "before"}, func(w http.ResponseWriter, r *http.Request, _ string) (any, error) {
 		q := r.URL.Query()
-		limit, err := apiQueryLimit(q)
+		limit, err := queryLimit(q)
 		if err != nil {
 			return nil, err
 		}
@@ -496,43 +496,43 @@ func (s *Server) routes() {
 			State: model.State(q.Get("state")), Agent: q.Get("agent"), Caller: q.Get("caller"),
 			Target: q.Get("target"), Limit: limit, Before: q.Get("before"),
 		})
-		return TaskList{Tasks: apiNonNil(ts)}, err
+		return TaskList{Tasks: nonNil(ts)}, err
 	})
-	s.apiRoute("GET /v1/operator/tasks/{id}", false, nil, func(w http.ResponseWriter, r *http.Request, _ string) (any, error) {
+	s.route("GET /v1/operator/tasks/{id}", false, nil, func(w http.ResponseWriter, r *http.Request, _ string) (any, error) {
 		return s.svc.ShowTask(r.Context(), r.PathValue("id"))
 	})
-	s.apiRoute("POST /v1/operator/tasks/{id}/cancel", false, nil, func(w http.ResponseWriter, r *http.Request, _ string) (any, error) {
+	s.route("POST /v1/operator/tasks/{id}/cancel", false, nil, func(w http.ResponseWriter, r *http.Request, _ string) (any, error) {
 		if err := DecodeEmpty(r.Body, s.o.MaxBody); err != nil {
 			return nil, err
 		}
 		return s.svc.CancelTaskAsOperator(r.Context(), r.PathValue("id"))
 	})
-	s.apiRoute("GET /v1/operator/messages", false, []string{"to", "from", "unread_only", "limit", "before"}, func(w http.ResponseWriter, r *http.Request, _ string) (any, error) {
+	s.route("GET /v1/operator/messages", false, []string{"to", "from", "unread_only", "limit", "before"}, func(w http.ResponseWriter, r *http.Request, _ string) (any, error) {
 		q := r.URL.Query()
-		limit, err := apiQueryLimit(q)
+		limit, err := queryLimit(q)
 		if err != nil {
 			return nil, err
 		}
-		unread, err := apiQueryBool(q, "unread_only", false)
+		unread, err := queryBool(q, "unread_only", false)
 		if err != nil {
 			return nil, err
 		}
 		ms, err := s.svc.Messages(r.Context(), model.MessageFilter{
 			To: q.Get("to"), From: q.Get("from"), UnreadOnly: unread, Limit: limit, Before: q.Get("before"),
 		})
-		return MessageList{Messages: apiNonNil(ms)}, err
+		return MessageList{Messages: nonNil(ms)}, err
 	})
-	s.apiRoute("GET /v1/operator/agents", false, nil, func(w http.ResponseWriter, r *http.Request, _ string) (any, error) {
+	s.route("GET /v1/operator/agents", false, nil, func(w http.ResponseWriter, r *http.Request, _ string) (any, error) {
 		as, err := s.svc.Agents(r.Context())
-		return AgentList{Agents: apiNonNil(as)}, err
+		return AgentList{Agents: nonNil(as)}, err
 	})
 	probeBudget := s.o.ProbeTimeout
 	if probeBudget <= 0 {
 		probeBudget = defaultProbeTimeout
 	}
-	apiLongAgentRoute(s, "POST /v1/operator/agents/{name}/probe", probeBudget, s.svc.ProbeAgent)
-	apiLongAgentRoute(s, "POST /v1/operator/agents/{name}/verify", defaultVerifyTimeout, s.svc.VerifyAgent)
-	s.apiRoute("GET /v1/operator/audit/verify", false, nil, func(w http.ResponseWriter, r *http.Request, _ string) (any, error) {
+	longAgentRoute(s, "POST /v1/operator/agents/{name}/probe", probeBudget, s.svc.ProbeAgent)
+	longAgentRoute(s, "POST /v1/operator/agents/{name}/verify", defaultVerifyTimeout, s.svc.VerifyAgent)
+	s.route("GET /v1/operator/audit/verify", false, nil, func(w http.ResponseWriter, r *http.Request, _ string) (any, error) {
 		return s.svc.VerifyAudit(r.Context())
 	})
 }
@@ -557,7 +557,7 @@ type AckRequest struct {
 	MessageIDs []string `json:"message_ids"`
 }
 
-func apiNonNil[T any](s []T) []T {
+func nonNil[T any](s []T) []T {
 	if s == nil {
 		return []T{}
 	}
@@ -583,7 +583,7 @@ func (s *Server) handleUnknown(w http.ResponseWriter, r *http.Request) {
 		for _, m := range allow {
 			w.Header().Add("Allow", m)
 		}
-		e := apiInvalid("method %s is not allowed on %s (allowed: %v)", r.Method, r.URL.Path, allow)
+		e := invalidArgs("method %s is not allowed on %s (allowed: %v)", r.Method, r.URL.Path, allow)
 		s.writeErrorStatus(w, r, http.StatusMethodNotAllowed, e)
 		return
 	}
@@ -666,13 +666,13 @@ func (s *Server) writeJSON(w http.ResponseWriter, r *http.Request, status int, v
 	_, _ = w.Write(b)
 }
 
-// apiInvalid builds an invalid_args error.
-func apiInvalid(format string, args ...any) *model.Error {
+// invalidArgs builds an invalid_args error.
+func invalidArgs(format string, args ...any) *model.Error {
 	return model.Errorf(model.CodeInvalidArgs, format, args...).WithHint(spec.Hint(model.CodeInvalidArgs))
 }
 
-// apiCheckQuery refuses unknown and repeated query parameters.
-func apiCheckQuery(q url.Values, allowed []string) error {
+// checkQuery refuses unknown and repeated query parameters.
+func checkQuery(q url.Values, allowed []string) error {
 	for k, vs := range q {
 		ok := false
 		for _, a := range allowed {
@@ -682,33 +682,33 @@ func apiCheckQuery(q url.Values, allowed []string) error {
 			}
 		}
 		if !ok {
-			return apiInvalid("unknown query parameter %q", k)
+			return invalidArgs("unknown query parameter %q", k)
 		}
 		if len(vs) > 1 {
-			return apiInvalid("query parameter %q is given %d times", k, len(vs))
+			return invalidArgs("query parameter %q is given %d times", k, len(vs))
 		}
 	}
 	return nil
 }
 
-// apiQueryLimit parses limit: absent means 0 (the service's default); it
+// queryLimit parses limit: absent means 0 (the service's default); it
 // must be a non-negative integer.
-func apiQueryLimit(q url.Values) (int, error) {
+func queryLimit(q url.Values) (int, error) {
 	if !q.Has("limit") {
 		return 0, nil
 	}
 	s := q.Get("limit")
 	n, err := strconv.Atoi(s)
 	if err != nil {
-		return 0, apiInvalid("limit %q is not an integer", s)
+		return 0, invalidArgs("limit %q is not an integer", s)
 	}
 	if n < 0 {
-		return 0, apiInvalid("limit %d is negative", n)
+		return 0, invalidArgs("limit %d is negative", n)
 	}
 	return n, nil
 }
 
-func apiQueryBool(q url.Values, name string, def bool) (bool, error) {
+func queryBool(q url.Values, name string, def bool) (bool, error) {
 	if !q.Has(name) {
 		return def, nil
 	}
@@ -719,21 +719,21 @@ func apiQueryBool(q url.Values, name string, def bool) (bool, error) {
 	case "false", "0":
 		return false, nil
 	}
-	return false, apiInvalid("%s %q is not true or false", name, s)
+	return false, invalidArgs("%s %q is not true or false", name, s)
 }
 
-// apiQueryDuration parses a Go duration such as 60s; absent means 0.
-func apiQueryDuration(q url.Values, name string) (time.Duration, error) {
+// queryDuration parses a Go duration such as 60s; absent means 0.
+func queryDuration(q url.Values, name string) (time.Duration, error) {
 	if !q.Has(name) {
 		return 0, nil
 	}
 	s := q.Get(name)
 	d, err := time.ParseDuration(s)
 	if err != nil {
-		return 0, apiInvalid("%s %q is not a duration such as 60s", name, s)
+		return 0, invalidArgs("%s %q is not a duration such as 60s", name, s)
 	}
 	if d < 0 {
-		return 0, apiInvalid("%s %s is negative", name, fmt.Sprint(d))
+		return 0, invalidArgs("%s %s is negative", name, fmt.Sprint(d))
 	}
 	return d, nil
 }
