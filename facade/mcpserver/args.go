@@ -103,8 +103,8 @@ func (p mcpParam) mcpSchema() map[string]any {
 	return s
 }
 
-// mcpArtifactKeys are the keys an artifact object may have.
-var mcpArtifactKeys = []string{"uri", "media_type", "name"}
+// artifactKeys are the keys an artifact object may have.
+var artifactKeys = []string{"uri", "media_type", "name"}
 
 // mcpArgs are a tool call's validated arguments, converted to Go values
 // (string, bool, int, []string, []model.Artifact). Absent and null
@@ -140,37 +140,37 @@ func (a mcpArgs) artifacts(name string) []model.Artifact {
 	return s
 }
 
-// mcpIdentityArgs are argument names a model might use to pick its own
+// identityArgs are argument names a model might use to pick its own
 // identity; refusing them gets a pointed hint.
-var mcpIdentityArgs = []string{"from", "sender", "caller", "as", "agent", "identity", "from_agent", "source", "submitter", "user"}
+var identityArgs = []string{"from", "sender", "caller", "as", "agent", "identity", "from_agent", "source", "submitter", "user"}
 
-// mcpArgError is an invalid_args error naming what is wrong.
-func mcpArgError(t mcpTool, format string, args ...any) *model.Error {
+// argError is an invalid_args error naming what is wrong.
+func argError(t mcpTool, format string, args ...any) *model.Error {
 	return model.Errorf(model.CodeInvalidArgs, "%s: %s", t.name, fmt.Sprintf(format, args...)).
 		WithHint(t.argsHint())
 }
 
-// mcpParseArgs validates a call's raw arguments against t's parameters:
+// parseArgs validates a call's raw arguments against t's parameters:
 // the arguments must be one JSON object without duplicate keys, with no
 // key outside the parameters, every required parameter present and every
 // value of its declared type and bounds. Nothing is dropped or coerced.
-func mcpParseArgs(t mcpTool, req mcp.CallToolRequest) (mcpArgs, error) {
+func parseArgs(t mcpTool, req mcp.CallToolRequest) (mcpArgs, error) {
 	raw := req.Params.RawArguments
 	if len(raw) == 0 {
 		b, err := json.Marshal(req.Params.Arguments)
 		if err != nil {
-			return nil, mcpArgError(t, "arguments are not JSON: %v", err)
+			return nil, argError(t, "arguments are not JSON: %v", err)
 		}
 		raw = b
 	}
-	keys, vals, err := mcpDecodeObject(raw)
+	keys, vals, err := decodeObject(raw)
 	if err != nil {
-		return nil, mcpArgError(t, "%v", err)
+		return nil, argError(t, "%v", err)
 	}
 	for _, k := range keys {
 		if !slices.ContainsFunc(t.params, func(p mcpParam) bool { return p.name == k }) {
-			err := mcpArgError(t, "unknown argument %q", model.Clip(k, 64))
-			if slices.Contains(mcpIdentityArgs, strings.ToLower(k)) {
+			err := argError(t, "unknown argument %q", model.Clip(k, 64))
+			if slices.Contains(identityArgs, strings.ToLower(k)) {
 				err.Hint = fmt.Sprintf("no tool takes a sender or caller: this facade's identity is fixed at launch (%q); remove %q", t.agent, k)
 			}
 			return nil, err
@@ -184,13 +184,13 @@ func mcpParseArgs(t mcpTool, req mcp.CallToolRequest) (mcpArgs, error) {
 		}
 		if !ok {
 			if p.required {
-				return nil, mcpArgError(t, "missing required argument %q", p.name)
+				return nil, argError(t, "missing required argument %q", p.name)
 			}
 			continue
 		}
 		got, err := p.mcpConvert(v)
 		if err != nil {
-			return nil, mcpArgError(t, "%v", err)
+			return nil, argError(t, "%v", err)
 		}
 		out[p.name] = got
 	}
@@ -199,7 +199,7 @@ func mcpParseArgs(t mcpTool, req mcp.CallToolRequest) (mcpArgs, error) {
 
 // mcpConvert checks one present, non-null value and converts it.
 func (p mcpParam) mcpConvert(raw json.RawMessage) (any, error) {
-	v, err := mcpDecodeValue(raw)
+	v, err := decodeValue(raw)
 	if err != nil {
 		return nil, fmt.Errorf("argument %q: %v", p.name, err)
 	}
@@ -207,7 +207,7 @@ func (p mcpParam) mcpConvert(raw json.RawMessage) (any, error) {
 	case mcpString:
 		s, ok := v.(string)
 		if !ok {
-			return nil, fmt.Errorf("argument %q must be a string, got %s", p.name, mcpJSONType(v))
+			return nil, fmt.Errorf("argument %q must be a string, got %s", p.name, jsonType(v))
 		}
 		if p.required && s == "" {
 			return nil, fmt.Errorf("argument %q must not be empty", p.name)
@@ -216,13 +216,13 @@ func (p mcpParam) mcpConvert(raw json.RawMessage) (any, error) {
 	case mcpBool:
 		b, ok := v.(bool)
 		if !ok {
-			return nil, fmt.Errorf("argument %q must be a boolean (true or false), got %s", p.name, mcpJSONType(v))
+			return nil, fmt.Errorf("argument %q must be a boolean (true or false), got %s", p.name, jsonType(v))
 		}
 		return b, nil
 	case mcpLimit:
 		n, ok := v.(json.Number)
 		if !ok {
-			return nil, fmt.Errorf("argument %q must be an integer from 1 to %d, got %s", p.name, mcpMaxLimit, mcpJSONType(v))
+			return nil, fmt.Errorf("argument %q must be an integer from 1 to %d, got %s", p.name, mcpMaxLimit, jsonType(v))
 		}
 		r, ok := new(big.Rat).SetString(n.String())
 		if !ok || !r.IsInt() || r.Num().Cmp(big.NewInt(1)) < 0 || r.Num().Cmp(big.NewInt(mcpMaxLimit)) > 0 {
@@ -232,13 +232,13 @@ func (p mcpParam) mcpConvert(raw json.RawMessage) (any, error) {
 	case mcpEnum:
 		s, ok := v.(string)
 		if !ok || !slices.Contains(p.enum, s) {
-			return nil, fmt.Errorf("argument %q must be one of %s, got %s", p.name, strings.Join(p.enum, ", "), mcpShow(v))
+			return nil, fmt.Errorf("argument %q must be one of %s, got %s", p.name, strings.Join(p.enum, ", "), show(v))
 		}
 		return s, nil
 	case mcpStrings:
 		arr, ok := v.([]any)
 		if !ok {
-			return nil, fmt.Errorf("argument %q must be an array of strings, got %s", p.name, mcpJSONType(v))
+			return nil, fmt.Errorf("argument %q must be an array of strings, got %s", p.name, jsonType(v))
 		}
 		if p.required && len(arr) == 0 {
 			return nil, fmt.Errorf("argument %q must not be empty", p.name)
@@ -250,7 +250,7 @@ func (p mcpParam) mcpConvert(raw json.RawMessage) (any, error) {
 		for i, e := range arr {
 			s, ok := e.(string)
 			if !ok {
-				return nil, fmt.Errorf("%s[%d] must be a string, got %s", p.name, i, mcpJSONType(e))
+				return nil, fmt.Errorf("%s[%d] must be a string, got %s", p.name, i, jsonType(e))
 			}
 			if s == "" {
 				return nil, fmt.Errorf("%s[%d] must not be empty", p.name, i)
@@ -261,7 +261,7 @@ func (p mcpParam) mcpConvert(raw json.RawMessage) (any, error) {
 	case mcpArtifacts:
 		arr, ok := v.([]any)
 		if !ok {
-			return nil, fmt.Errorf("argument %q must be an array of {uri, media_type, name} objects, got %s", p.name, mcpJSONType(v))
+			return nil, fmt.Errorf("argument %q must be an array of {uri, media_type, name} objects, got %s", p.name, jsonType(v))
 		}
 		if len(arr) > p.most() {
 			return nil, fmt.Errorf("argument %q has %d items, at most %d are allowed", p.name, len(arr), p.most())
@@ -284,7 +284,7 @@ func (p mcpParam) mcpConvert(raw json.RawMessage) (any, error) {
 func mcpArtifact(v any) (model.Artifact, error) {
 	obj, ok := v.(map[string]any)
 	if !ok {
-		return model.Artifact{}, fmt.Errorf(" must be an object {uri, media_type, name}, got %s", mcpJSONType(v))
+		return model.Artifact{}, fmt.Errorf(" must be an object {uri, media_type, name}, got %s", jsonType(v))
 	}
 	keys := make([]string, 0, len(obj))
 	for k := range obj {
@@ -292,12 +292,12 @@ func mcpArtifact(v any) (model.Artifact, error) {
 	}
 	slices.Sort(keys)
 	for _, k := range keys {
-		if !slices.Contains(mcpArtifactKeys, k) {
+		if !slices.Contains(artifactKeys, k) {
 			return model.Artifact{}, fmt.Errorf(" has unknown key %q (allowed: uri, media_type, name; artifacts are references, never content)", model.Clip(k, 64))
 		}
 	}
 	var a model.Artifact
-	for _, k := range mcpArtifactKeys {
+	for _, k := range artifactKeys {
 		e, present := obj[k]
 		if !present || e == nil {
 			if k == "uri" {
@@ -307,7 +307,7 @@ func mcpArtifact(v any) (model.Artifact, error) {
 		}
 		s, ok := e.(string)
 		if !ok {
-			return model.Artifact{}, fmt.Errorf(".%s must be a string, got %s", k, mcpJSONType(e))
+			return model.Artifact{}, fmt.Errorf(".%s must be a string, got %s", k, jsonType(e))
 		}
 		switch k {
 		case "uri":
@@ -324,13 +324,13 @@ func mcpArtifact(v any) (model.Artifact, error) {
 	return a, nil
 }
 
-// mcpDecodeObject decodes the top level of a call's arguments: a JSON
+// decodeObject decodes the top level of a call's arguments: a JSON
 // object (or null/absent, meaning no arguments), read with
 // model.DecodeStrict, the relay's one strict reading: valid UTF-8, no lone
 // surrogate, no key twice or differing from another only in case, at any
 // depth, nothing after the object. It returns the keys, sorted, and each
 // raw value; the parameters are checked against the tool's table.
-func mcpDecodeObject(raw []byte) ([]string, map[string]json.RawMessage, error) {
+func decodeObject(raw []byte) ([]string, map[string]json.RawMessage, error) {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
 		return nil, map[string]json.RawMessage{}, nil
@@ -347,8 +347,8 @@ func mcpDecodeObject(raw []byte) ([]string, map[string]json.RawMessage, error) {
 	return keys, vals, nil
 }
 
-// mcpDecodeValue decodes one argument value, keeping numbers exact.
-func mcpDecodeValue(raw json.RawMessage) (any, error) {
+// decodeValue decodes one argument value, keeping numbers exact.
+func decodeValue(raw json.RawMessage) (any, error) {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
 	var v any
@@ -358,8 +358,8 @@ func mcpDecodeValue(raw json.RawMessage) (any, error) {
 	return v, nil
 }
 
-// mcpJSONType names a decoded value's JSON type for error messages.
-func mcpJSONType(v any) string {
+// jsonType names a decoded value's JSON type for error messages.
+func jsonType(v any) string {
 	switch v := v.(type) {
 	case nil:
 		return "null"
@@ -377,13 +377,13 @@ func mcpJSONType(v any) string {
 	return fmt.Sprintf("%T", v)
 }
 
-// mcpShow shows a rejected value briefly: a string quoted, else its type.
-func mcpShow(v any) string {
+// show shows a rejected value briefly: a string quoted, else its type.
+func show(v any) string {
 	if s, ok := v.(string); ok {
 		if r := []rune(s); len(r) > 64 {
 			s = string(r[:64]) + "…"
 		}
 		return fmt.Sprintf("%q", s)
 	}
-	return mcpJSONType(v)
+	return jsonType(v)
 }

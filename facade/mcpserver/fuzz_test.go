@@ -17,7 +17,7 @@ import (
 // fuzzMaxErrorMessage bounds an error message, whatever the input.
 const fuzzMaxErrorMessage = 512
 
-// FuzzMCPArgs fuzzes the MCP facade's argument decoding (mcpParseArgs)
+// FuzzMCPArgs fuzzes the MCP facade's argument decoding (parseArgs)
 // for every tool, with the raw arguments exactly as a client sent them.
 // The plain `go test` runs the seeds (and testdata/fuzz/FuzzMCPArgs/);
 // `just fuzz` runs it for a minute. It checks:
@@ -66,7 +66,7 @@ func FuzzMCPArgs(f *testing.F) {
 		var req mcp.CallToolRequest
 		req.Params.Name = tool.name
 		req.Params.RawArguments = raw
-		args, err := mcpParseArgs(tool, req)
+		args, err := parseArgs(tool, req)
 		if err != nil {
 			e, ok := err.(*model.Error)
 			if !ok || e.Code != model.CodeInvalidArgs || e.Message == "" || e.Hint == "" {
@@ -87,7 +87,7 @@ func FuzzMCPArgs(f *testing.F) {
 			t.Fatalf("%s: accepted values do not re-encode: %v", tool.name, err)
 		}
 		req.Params.RawArguments = enc
-		back, err := mcpParseArgs(tool, req)
+		back, err := parseArgs(tool, req)
 		if err != nil {
 			t.Fatalf("%s: re-encoded arguments %s refused: %v", tool.name, enc, err)
 		}

@@ -41,8 +41,8 @@ type Options struct {
 	Drain time.Duration
 }
 
-// mcpServerName is the serverInfo name the facade reports.
-const mcpServerName = "hai-relay"
+// serverName is the serverInfo name the facade reports.
+const serverName = "hai-relay"
 
 // New builds the MCP server of the facade: the eight relay tools,
 // each calling svc as o.Agent.
@@ -100,7 +100,7 @@ func newMCP(svc model.AgentService, o Options) (*server.MCPServer, *mcpFacade, e
 	// and replace a lone surrogate.
 	hooks.AddOnRequestInitialization(func(_ context.Context, _ any, message any) error {
 		raw, _ := message.(json.RawMessage)
-		return mcpCheckFrame(raw)
+		return checkFrame(raw)
 	})
 	hooks.AddOnUnregisterSession(func(_ context.Context, s server.ClientSession) {
 		f.mu.Lock()
@@ -113,10 +113,10 @@ func newMCP(svc model.AgentService, o Options) (*server.MCPServer, *mcpFacade, e
 	// message, hint} structured content every tool error carries, from
 	// before the handler with no hook to reshape it, and checks the
 	// arguments after encoding/json decoded them (a key twice or a "TARGET"
-	// already resolved). mcpParseArgs enforces the same table that
+	// already resolved). parseArgs enforces the same table that
 	// advertises the schema, on the raw arguments, through
 	// model.DecodeStrict.
-	s := server.NewMCPServer(mcpServerName, o.Version,
+	s := server.NewMCPServer(serverName, o.Version,
 		server.WithToolCapabilities(false),
 		server.WithHooks(hooks),
 		server.WithInstructions(mcpInstructions(o)),
@@ -160,14 +160,14 @@ func Serve(ctx context.Context, svc model.AgentService, o Options, in io.Reader,
 	return nil
 }
 
-// mcpCheckFrame checks one JSON-RPC request as it came, with
+// checkFrame checks one JSON-RPC request as it came, with
 // model.CheckJSON. A refusal is the JSON-RPC error invalid request (-32600),
 // its message naming invalid_args; mcp-go then answers it with no handler
 // run. One exception keeps the tools' own answer: when the defect is in
 // the arguments a tools/call hands its tool — those mcp-go's decoding
 // picks, so that the tool refuses exactly them — the frame passes and the
 // tool answers invalid_args as a tool error, like any bad argument.
-func mcpCheckFrame(raw json.RawMessage) error {
+func checkFrame(raw json.RawMessage) error {
 	err := model.CheckJSON(raw, nil)
 	if err == nil {
 		return nil
@@ -255,7 +255,7 @@ func (f *mcpFacade) handler(t mcpTool) server.ToolHandlerFunc {
 				res = f.toolError(t.name, fmt.Errorf("panic in %s: %v", t.name, r))
 			}
 		}()
-		a, err := mcpParseArgs(t, req)
+		a, err := parseArgs(t, req)
 		if err != nil {
 			return f.toolError(t.name, err), nil
 		}

@@ -695,14 +695,14 @@ func TestMCPArgumentsDecoding(t *testing.T) {
 	for _, raw := range []string{`{"a":"1","a":"2"}`, `{"a":"1"} {}`, `{"a":`, `[1]`, `"a"`, `7`} {
 		var req mcp.CallToolRequest
 		req.Params.RawArguments = json.RawMessage(raw)
-		if _, err := mcpParseArgs(tool, req); model.ErrorCode(err) != model.CodeInvalidArgs {
+		if _, err := parseArgs(tool, req); model.ErrorCode(err) != model.CodeInvalidArgs {
 			t.Errorf("%s: err = %v, want invalid_args", raw, err)
 		}
 	}
 	for _, raw := range []string{`{}`, `null`, ` {"a": null} `, `{"a":"v"}`} {
 		var req mcp.CallToolRequest
 		req.Params.RawArguments = json.RawMessage(raw)
-		if _, err := mcpParseArgs(tool, req); err != nil {
+		if _, err := parseArgs(tool, req); err != nil {
 			t.Errorf("%s: %v", raw, err)
 		}
 	}
@@ -752,7 +752,7 @@ func TestMCPProtocolVersions(t *testing.T) {
 			if res.ProtocolVersion != v {
 				t.Errorf("negotiated %q, want %q", res.ProtocolVersion, v)
 			}
-			if res.ServerInfo.Name != mcpServerName || res.ServerInfo.Version != "test" {
+			if res.ServerInfo.Name != serverName || res.ServerInfo.Version != "test" {
 				t.Errorf("serverInfo = %+v", res.ServerInfo)
 			}
 			if !strings.Contains(res.Instructions, mcpTestAgent) {

@@ -33,9 +33,9 @@ import (
 // that in practice none is cut.
 const DefaultDrain = 60 * time.Second
 
-// mcpMaxInFlight bounds the requests served at once; the facade reads the
+// maxInFlight bounds the requests served at once; the facade reads the
 // next line when one of them is done.
-const mcpMaxInFlight = 16
+const maxInFlight = 16
 
 // mcpStdio serves one MCP client over stdio.
 type mcpStdio struct {
@@ -68,7 +68,7 @@ func serveStdio(ctx context.Context, s *server.MCPServer, in io.Reader, out io.W
 	}
 	defer s.UnregisterSession(reqCtx, sess.SessionID())
 
-	st := &mcpStdio{s: s, log: log, out: out, slots: make(chan struct{}, mcpMaxInFlight)}
+	st := &mcpStdio{s: s, log: log, out: out, slots: make(chan struct{}, maxInFlight)}
 	notesDone := make(chan struct{})
 	stopNotes := make(chan struct{})
 	go func() {
@@ -149,7 +149,7 @@ func (st *mcpStdio) read(ctx, reqCtx context.Context, in io.Reader) error {
 }
 
 // serve serves one message: a request on its own goroutine (the next line
-// is read meanwhile, up to mcpMaxInFlight requests at once), a
+// is read meanwhile, up to maxInFlight requests at once), a
 // notification in line, so that it takes effect before the next message.
 func (st *mcpStdio) serve(ctx context.Context, line []byte) {
 	var raw json.RawMessage

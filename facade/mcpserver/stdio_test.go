@@ -362,7 +362,7 @@ func mcpOneShot(n int) string {
 // Serve returns nil only after the last answer.
 func TestServeMCPFinishesRequestsAfterEOF(t *testing.T) {
 	t.Parallel()
-	const n = mcpMaxInFlight
+	const n = maxInFlight
 	in := &eofReader{r: strings.NewReader(mcpOneShot(n)), eof: make(chan struct{})}
 	svc := &mcpGateService{mcpFakeService: mcpNewFake(), gate: in.eof}
 	var out syncWriter

@@ -67,8 +67,8 @@ func (t mcpTool) argsHint() string {
 	return fmt.Sprintf("%s takes only: %s", t.name, strings.Join(names, ", "))
 }
 
-// mcpStatesText explains the task states to a model.
-const mcpStatesText = "Task states: submitted (persisted, gates not yet passed), authorized (every gate passed, dispatch starting), " +
+// statesText explains the task states to a model.
+const statesText = "Task states: submitted (persisted, gates not yet passed), authorized (every gate passed, dispatch starting), " +
 	"working (the target agent's session is running) are not final; completed (the agent finished; result holds its reply), " +
 	"failed (dispatch or the run failed or timed out), canceled, rejected (a gate said no) and blocked (fail-closed: the authority or " +
 	"the target's adapter could not be consulted or used) are final, with code and message saying why."
@@ -81,8 +81,8 @@ func mcpInstructions(o Options) string {
 		"to another agent under a mission and lease. Errors come back as {code, message, hint}.", o.Agent)
 }
 
-// mcpArtifactsParam is the artifacts argument shared by two tools.
-func mcpArtifactsParam() mcpParam {
+// artifactsParam is the artifacts argument shared by two tools.
+func artifactsParam() mcpParam {
 	return mcpParam{name: "artifacts", kind: mcpArtifacts, maxItems: model.MaxArtifacts,
 		desc: fmt.Sprintf("References to content (at most %d), each {uri (required), media_type, name}; the relay passes the references on and never uploads the content.", model.MaxArtifacts)}
 }
@@ -113,7 +113,7 @@ func mcpTools(o Options) []mcpTool {
 				{name: "body", kind: mcpString, required: true, desc: "The message text."},
 				{name: "context_id", kind: mcpString, desc: "Thread identifier; reuse the context_id of earlier messages or tasks to keep a conversation together."},
 				{name: "reply_to", kind: mcpString, desc: "The message_id of the message this one answers."},
-				mcpArtifactsParam(),
+				artifactsParam(),
 			},
 			call: func(ctx context.Context, f *mcpFacade, a mcpArgs) (any, error) {
 				r := model.SendRequest{
@@ -188,7 +188,7 @@ func mcpTools(o Options) []mcpTool {
 				"blocked, authorized…) is never in it; follow it with get_task, or wait for the relay's message in "+
 				"check_inbox when it ends. %s A retry with the same idempotency_key and the very same arguments returns the first "+
 				"task; the same key with any argument changed is refused (idempotency_conflict) and creates nothing. A follow-up "+
-				"is a new task in the same context_id.", me, mcpStatesText),
+				"is a new task in the same context_id.", me, statesText),
 			params: []mcpParam{
 				{name: "target", kind: mcpString, required: true, desc: "The agent to run the task, e.g. \"claude\" or \"codex\" (see list_agents)."},
 				{name: "prompt", kind: mcpString, required: true, desc: "What the target agent should do: the prompt of its session."},
@@ -198,7 +198,7 @@ func mcpTools(o Options) []mcpTool {
 				{name: "context_id", kind: mcpString, desc: "Thread identifier; reuse one to group a task with earlier tasks and messages."},
 				{name: "reference_task_ids", kind: mcpStrings, maxItems: model.MaxReferenceTaskIDs,
 					desc: fmt.Sprintf("task_ids of earlier tasks this one follows up on (at most %d).", model.MaxReferenceTaskIDs)},
-				mcpArtifactsParam(),
+				artifactsParam(),
 				{name: "idempotency_key", kind: mcpString, desc: "A key of your choosing for this one request: submitting it again with the same key and the same arguments returns the first task instead of creating another; the same key with different arguments is refused (idempotency_conflict)."},
 				{name: "cwd", kind: mcpString, desc: fmt.Sprintf("Absolute path of an existing directory to run the target agent in (default: %s).", o.Cwd)},
 			},
@@ -230,7 +230,7 @@ func mcpTools(o Options) []mcpTool {
 			title: "Get a task",
 			desc: "Show one task you submitted or that targets you: task_id, state, code, message, caller, target, mode, " +
 				"mission_id, lease_id, context_id, result (the agent's reply once completed), stop_reason, " +
-				"denied_permissions, created_at, updated_at. A task that is not yours is not_found. " + mcpStatesText,
+				"denied_permissions, created_at, updated_at. A task that is not yours is not_found. " + statesText,
 			params: []mcpParam{
 				{name: "task_id", kind: mcpString, required: true, desc: "The task_id returned by submit_task or list_tasks."},
 			},
@@ -262,7 +262,7 @@ func mcpTools(o Options) []mcpTool {
 			title: "List tasks",
 			desc: "List the tasks you submitted or that target you, newest first, optionally only those in one state. " +
 				"Returns {tasks: [...]}, each task as get_task shows it; the list stops early, before limit, when the " +
-				"next task would take the answer past 2 MiB of JSON (get_task shows any one). " + mcpStatesText,
+				"next task would take the answer past 2 MiB of JSON (get_task shows any one). " + statesText,
 			params: []mcpParam{
 				{name: "state", kind: mcpEnum, enum: states, desc: "Only tasks in this state (default: every state)."},
 				{name: "limit", kind: mcpLimit, def: 50, desc: fmt.Sprintf("Maximum number of tasks to return, 1 to %d (default 50).", mcpMaxLimit)},
