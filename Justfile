@@ -33,7 +33,7 @@ bench *ARGS:
 
 # Each package's go test benchmarks, printed as-is.
 bench-go:
-    go test -run '^$' -bench . -benchmem ./persistence ./gates ./machine ./dispatch ./facade
+    go test -run '^$' -bench . -benchmem ./persistence ./gates ./machine ./dispatch ./facade/...
 
 # Regenerate the golden lifecycle graph and render it to SVG.
 dot:
@@ -41,20 +41,21 @@ dot:
     go run ./cmd/relay fsm dot | dot -Tsvg -o spec/lifecycle.svg
 
 # The fuzz targets: the strict JSON check (model), the socket API's request
-# decoders and the MCP argument decoding (facade), the authority response
-# parser (gates), the config parser (cmd/relay/config), the audit
-# canonical encoding (persistence). A plain `go test` runs only their seeds,
-# as a regression check; a failing input lands in the package's
-# testdata/fuzz/, to be committed with the fix.
+# decoders (facade/socketapi) and the MCP argument decoding
+# (facade/mcpserver), the authority response parser (gates), the config
+# parser (cmd/relay/config), the audit canonical encoding (persistence). A
+# plain `go test` runs only their seeds, as a regression check; a failing
+# input lands in the package's testdata/fuzz/, to be committed with the fix.
 
 # Fuzz every parser for TIME each (default 60s), one after the other.
 fuzz TIME="60s":
     #!/usr/bin/env bash
     set -euo pipefail
     run() { echo "== $1 $2 ({{TIME}})"; go test -run '^$' -fuzz "^$2\$" -fuzztime {{TIME}} "$1"; }
-    for t in FuzzDecodeSendRequest FuzzDecodeSubmitRequest FuzzDecodeAckRequest FuzzDecodeConn FuzzDecodeEmpty FuzzMCPArgs; do
-        run ./facade "$t"
+    for t in FuzzDecodeSendRequest FuzzDecodeSubmitRequest FuzzDecodeAckRequest FuzzDecodeConn FuzzDecodeEmpty; do
+        run ./facade/socketapi "$t"
     done
+    run ./facade/mcpserver FuzzMCPArgs
     run ./model FuzzCheckJSON
     run ./gates FuzzParseResponse
     run ./cmd/relay/config FuzzParseConfig

@@ -1,5 +1,10 @@
-// Package facade holds the relay's transports: the MCP stdio server whose
-// identity is fixed at launch, and the HTTP/JSON API over the daemon's
-// owner-only Unix socket, with a client that satisfies the same engine port
-// as the in-process service.
+// Package facade holds the relay's transports, one package each: mcpserver,
+// the MCP stdio server whose identity is fixed at launch, and socketapi,
+// the HTTP/JSON API over the daemon's owner-only Unix socket, with a client
+// that satisfies the same engine port (model.Service) as the in-process
+// service. Neither imports the other: the MCP server talks to whatever
+// model.AgentService it is given, and uses the socket client's raw answers
+// only through the optional mcpserver.PassThrough interface. Both read
+// what arrives from outside with model.DecodeStrict, the relay's one strict
+// JSON reading.
 package facade

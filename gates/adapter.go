@@ -141,7 +141,7 @@ func WithClock(now func() time.Time) AuthorityOption {
 // When several of these apply, the first in this order decides: spawn
 // error, context, timeout, oversized output, exit status, content.
 //
-// The answer is read strictly, as model.CheckJSON says: no key given
+// The answer is read strictly, with model.DecodeStrict: no key given
 // twice or differing from another only in case ("Decision" beside
 // "decision"), at any depth, and no invalid UTF-8 or lone surrogate
 // escape in any string. The known fields' keys match exactly
@@ -461,39 +461,23 @@ func parseResponse(out []byte) (resp spec.AuthorityResponse, why string, err err
 	if len(bytes.Trim(out, " \t\r\n")) == 0 {
 		return resp, "empty output", nil
 	}
-	dec := json.NewDecoder(bytes.NewReader(out))
-	tok, err := dec.Token()
-	if err != nil {
-		return resp, "not JSON", err
-	}
-	if d, ok := tok.(json.Delim); !ok || d != '{' {
-		return resp, "not a JSON object", nil
+	// One reading only (model.DecodeStrict, as the socket API and the MCP
+	// arguments): exactly one object, no key twice or differing from
+	// another only in case (a "Decision" beside "decision"), at any depth,
+	// and no lone surrogate or invalid UTF-8 that decoding would replace.
+	// Unknown keys are read as strictly and then ignored.
+	var fields map[string]json.RawMessage
+	if err := model.DecodeStrict(out, &fields); err != nil {
+		return resp, err.Error(), err
 	}
 	var decision, assurance, code, message *string
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return resp, "not JSON", err
-		}
-		key, _ := tok.(string)
-		var raw json.RawMessage
-		if err := dec.Decode(&raw); err != nil {
-			return resp, "not JSON", err
-		}
-		var dst **string
-		switch key {
-		case "decision":
-			dst = &decision
-		case "assurance":
-			dst = &assurance
-		case "code":
-			dst = &code
-		case "message":
-			dst = &message
-		default:
-			continue // unknown fields are accepted and ignored
-		}
-		if string(raw) == "null" {
+	for _, f := range []struct {
+		key string
+		dst **string
+	}{{"decision", &decision}, {"assurance", &assurance}, {"code", &code}, {"message", &message}} {
+		key, dst := f.key, f.dst
+		raw, ok := fields[key]
+		if !ok || string(raw) == "null" {
 			continue
 		}
 		var s string
@@ -501,18 +485,6 @@ func parseResponse(out []byte) (resp spec.AuthorityResponse, why string, err err
 			return resp, "field " + key + " is not a string", nil
 		}
 		*dst = &s
-	}
-	if _, err := dec.Token(); err != nil { // the closing brace
-		return resp, "not JSON", err
-	}
-	if rest := out[dec.InputOffset():]; len(bytes.Trim(rest, " \t\r\n")) != 0 {
-		return resp, "more than one JSON value (trailing data after the object)", nil
-	}
-	// One reading only: no key twice or differing from another only in
-	// case (a "Decision" beside "decision"), at any depth, and no lone
-	// surrogate or invalid UTF-8 that decoding would replace.
-	if err := model.CheckJSON(out, nil); err != nil {
-		return resp, err.Error(), nil
 	}
 
 	if assurance != nil {

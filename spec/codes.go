@@ -1,10 +1,6 @@
 package spec
 
-import (
-	"net/http"
-
-	"github.com/hai-relay/relay/model"
-)
+import "github.com/hai-relay/relay/model"
 
 // CodeKind says what a code is attached to.
 type CodeKind string
@@ -24,9 +20,7 @@ type CodeInfo struct {
 	Code model.Code
 	Kind CodeKind
 	// State is the terminal state a task code leads to ("" for other kinds).
-	State model.State
-	// Status is the HTTP status of the socket API for this code.
-	Status  int
+	State   model.State
 	Meaning string
 	// Hint is the default hint shown with the code.
 	Hint string
@@ -34,15 +28,14 @@ type CodeInfo struct {
 
 // Catalogue lists every stable code. spec/errors.md is generated from it.
 func Catalogue() []CodeInfo {
-	const unproc = http.StatusUnprocessableEntity
 	t := func(c model.Code, s model.State, meaning, hint string) CodeInfo {
-		return CodeInfo{Code: c, Kind: KindTask, State: s, Status: unproc, Meaning: meaning, Hint: hint}
+		return CodeInfo{Code: c, Kind: KindTask, State: s, Meaning: meaning, Hint: hint}
 	}
-	r := func(c model.Code, status int, meaning, hint string) CodeInfo {
-		return CodeInfo{Code: c, Kind: KindRequest, Status: status, Meaning: meaning, Hint: hint}
+	r := func(c model.Code, meaning, hint string) CodeInfo {
+		return CodeInfo{Code: c, Kind: KindRequest, Meaning: meaning, Hint: hint}
 	}
-	e := func(c model.Code, status int, meaning, hint string) CodeInfo {
-		return CodeInfo{Code: c, Kind: KindEngine, Status: status, Meaning: meaning, Hint: hint}
+	e := func(c model.Code, meaning, hint string) CodeInfo {
+		return CodeInfo{Code: c, Kind: KindEngine, Meaning: meaning, Hint: hint}
 	}
 	return []CodeInfo{
 		t(model.CodeMissingMissionID, model.StateRejected, "the task has no mission ID", "pass mission_id (an HAI-MCP mission, M-…)"),
@@ -71,25 +64,25 @@ func Catalogue() []CodeInfo {
 		t(model.CodeCanceledBySubmitter, model.StateCanceled, "the submitter canceled the task", ""),
 		t(model.CodeCanceledByOperator, model.StateCanceled, "an operator canceled the task", ""),
 
-		r(model.CodeInvalidArgs, http.StatusBadRequest, "the request's arguments are missing, malformed or unknown, or could be read more than one way (a key twice or differing from another only in case, a lone surrogate, invalid UTF-8, two identities)", "check the tool's input schema"),
-		r(model.CodeUnknownAgent, http.StatusNotFound, "no agent of that name is known", "use list_agents to see the known agents"),
-		r(model.CodeInvalidRecipient, http.StatusBadRequest, "the recipient is not allowed (for example yourself)", "send to another agent"),
-		r(model.CodeBroadcastNotSupported, http.StatusBadRequest, "messages go to exactly one agent", "send one message per recipient"),
-		r(model.CodePayloadTooLarge, http.StatusRequestEntityTooLarge, "the payload exceeds its limit", "shorten it, or pass an artifact reference instead of the content"),
-		r(model.CodeInvalidCwd, http.StatusBadRequest, "cwd is not an existing absolute directory", "pass an absolute path to an existing directory"),
-		r(model.CodeNotFound, http.StatusNotFound, "no such task or message, or one that is not yours to see: both get the same answer", "list_tasks / check_inbox show what you can see"),
-		r(model.CodeTaskNotCancelable, http.StatusConflict, "the task is already in a terminal state", "a follow-up is a new task in the same context_id"),
-		r(model.CodeIdempotencyConflict, http.StatusConflict, "the caller already used this idempotency_key for a task whose request differs (any field: target, prompt, mission_id, lease_id, mode, context_id, cwd, reference_task_ids, artifacts); nothing is created", "retry with exactly the first request to get its task, or use a new idempotency_key for a new task"),
-		r(model.CodeDaemonUnavailable, http.StatusServiceUnavailable, "no relay daemon of yours answers on this home: none runs, or the home, a file in it or the daemon behind its socket belongs to another user (the client refuses those and sends nothing); also a request that did not reach it whole, or a read whose answer was lost. Nothing was carried out or changed: a retry is safe", "start one with `relay daemon`; if the message names another owner, pass a --home only you can write"),
-		r(model.CodeOutcomeUnknown, http.StatusGatewayTimeout, "the request reached the relay daemon but its answer was lost (the connection closed, or no answer came in time): it may have been carried out. The client reports it; the daemon never answers it", "look before you retry: list_tasks shows your tasks (a submit_task sent again with the same idempotency_key returns the first task, never a second); `relay messages list --from AGENT` shows the messages an agent sent"),
-		r(model.CodeStorageFull, http.StatusInsufficientStorage, "the disk holding the relay's database is full (or the daemon's quota or file-size limit is reached): the write was not stored; reads go on working, and nothing acknowledged before is lost", "free space on the filesystem of the relay home; writes work again once there is room, without a restart"),
-		r(model.CodeInternal, http.StatusInternalServerError, "an internal error; details are in the daemon log", "see the daemon log in the relay home"),
+		r(model.CodeInvalidArgs, "the request's arguments are missing, malformed or unknown, or could be read more than one way (a key twice or differing from another only in case, a lone surrogate, invalid UTF-8, two identities)", "check the tool's input schema"),
+		r(model.CodeUnknownAgent, "no agent of that name is known", "use list_agents to see the known agents"),
+		r(model.CodeInvalidRecipient, "the recipient is not allowed (for example yourself)", "send to another agent"),
+		r(model.CodeBroadcastNotSupported, "messages go to exactly one agent", "send one message per recipient"),
+		r(model.CodePayloadTooLarge, "the payload exceeds its limit", "shorten it, or pass an artifact reference instead of the content"),
+		r(model.CodeInvalidCwd, "cwd is not an existing absolute directory", "pass an absolute path to an existing directory"),
+		r(model.CodeNotFound, "no such task or message, or one that is not yours to see: both get the same answer", "list_tasks / check_inbox show what you can see"),
+		r(model.CodeTaskNotCancelable, "the task is already in a terminal state", "a follow-up is a new task in the same context_id"),
+		r(model.CodeIdempotencyConflict, "the caller already used this idempotency_key for a task whose request differs (any field: target, prompt, mission_id, lease_id, mode, context_id, cwd, reference_task_ids, artifacts); nothing is created", "retry with exactly the first request to get its task, or use a new idempotency_key for a new task"),
+		r(model.CodeDaemonUnavailable, "no relay daemon of yours answers on this home: none runs, or the home, a file in it or the daemon behind its socket belongs to another user (the client refuses those and sends nothing); also a request that did not reach it whole, or a read whose answer was lost. Nothing was carried out or changed: a retry is safe", "start one with `relay daemon`; if the message names another owner, pass a --home only you can write"),
+		r(model.CodeOutcomeUnknown, "the request reached the relay daemon but its answer was lost (the connection closed, or no answer came in time): it may have been carried out. The client reports it; the daemon never answers it", "look before you retry: list_tasks shows your tasks (a submit_task sent again with the same idempotency_key returns the first task, never a second); `relay messages list --from AGENT` shows the messages an agent sent"),
+		r(model.CodeStorageFull, "the disk holding the relay's database is full (or the daemon's quota or file-size limit is reached): the write was not stored; reads go on working, and nothing acknowledged before is lost", "free space on the filesystem of the relay home; writes work again once there is room, without a restart"),
+		r(model.CodeInternal, "an internal error; details are in the daemon log", "see the daemon log in the relay home"),
 
-		e(model.CodeStaleState, http.StatusConflict, "another transition changed the task first (compare-and-set lost)", "read the task again"),
-		e(model.CodeInvalidTransition, http.StatusConflict, "the trigger is not permitted from the task's current state", "terminal states never change"),
-		e(model.CodeInvalidConfig, http.StatusInternalServerError, "config.toml cannot be read, is malformed, or has an unknown key, a wrong type or a bad value", "fix the key named in the message"),
-		e(model.CodeAuditBroken, http.StatusInternalServerError, "the audit hash chain does not verify", "the named row was changed, removed or reordered"),
-		e(model.CodeDatabaseCorrupt, http.StatusInternalServerError, "the database file is not a SQLite database, or fails SQLite's integrity check (quick_check, run at a start after a stop that was not clean); the relay refuses to open it and leaves it untouched", "move the file aside and put back relay.db from a backup; a damaged database can be salvaged with `sqlite3 relay.db .recover | sqlite3 recovered.db`"),
+		e(model.CodeStaleState, "another transition changed the task first (compare-and-set lost)", "read the task again"),
+		e(model.CodeInvalidTransition, "the trigger is not permitted from the task's current state", "terminal states never change"),
+		e(model.CodeInvalidConfig, "config.toml cannot be read, is malformed, or has an unknown key, a wrong type or a bad value", "fix the key named in the message"),
+		e(model.CodeAuditBroken, "the audit hash chain does not verify", "the named row was changed, removed or reordered"),
+		e(model.CodeDatabaseCorrupt, "the database file is not a SQLite database, or fails SQLite's integrity check (quick_check, run at a start after a stop that was not clean); the relay refuses to open it and leaves it untouched", "move the file aside and put back relay.db from a backup; a damaged database can be salvaged with `sqlite3 relay.db .recover | sqlite3 recovered.db`"),
 	}
 }
 
@@ -101,14 +94,6 @@ func Lookup(c model.Code) (CodeInfo, bool) {
 		}
 	}
 	return CodeInfo{}, false
-}
-
-// HTTPStatus maps an error's code to the socket API's HTTP status.
-func HTTPStatus(c model.Code) int {
-	if ci, ok := Lookup(c); ok {
-		return ci.Status
-	}
-	return http.StatusInternalServerError
 }
 
 // Hint returns the default hint of a code.

@@ -20,7 +20,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/hai-relay/relay/facade"
+	"github.com/hai-relay/relay/facade/socketapi"
 	"github.com/hai-relay/relay/model"
 	"github.com/hai-relay/relay/persistence"
 	"github.com/hai-relay/relay/persistence/persistencetest"
@@ -473,7 +473,7 @@ func (s *suite) startDaemon(ctx context.Context, home string) (*suiteDaemon, err
 	s.mu.Lock()
 	s.daemons = append(s.daemons, d)
 	s.mu.Unlock()
-	c := facade.NewClient(filepath.Join(home, homeSocket), facade.ClientOptions{Timeout: time.Second})
+	c := socketapi.NewClient(filepath.Join(home, homeSocket), socketapi.ClientOptions{Timeout: time.Second})
 	defer c.Close()
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
@@ -906,7 +906,7 @@ func (s *suite) rowSubmit(ctx context.Context) {
 		s.skip(err, subRow, dispRow)
 		return
 	}
-	op := facade.NewClient(filepath.Join(home, homeSocket), facade.ClientOptions{})
+	op := socketapi.NewClient(filepath.Join(home, homeSocket), socketapi.ClientOptions{})
 	defer op.Close()
 
 	req := `{"version":1,"request_id":"bench","task_id":"T-bench","mission_id":"M-bench","lease_id":"S-bench","caller":"codex","target":"claude","mode":"read_only","requested_at":"` +
@@ -995,7 +995,7 @@ func (s *suite) rowSubmit(ctx context.Context) {
 // suiteWaitDone polls a task until it is terminal and returns its detail.
 // The first look waits 50 ms, past the dispatch being measured, so that
 // the bench's own calls do not load the daemon during it.
-func suiteWaitDone(ctx context.Context, op *facade.Client, id string) (model.TaskDetail, error) {
+func suiteWaitDone(ctx context.Context, op *socketapi.Client, id string) (model.TaskDetail, error) {
 	deadline := time.Now().Add(30 * time.Second)
 	time.Sleep(50 * time.Millisecond)
 	for {
@@ -1190,7 +1190,7 @@ func (s *suite) scaleMeasure(ctx context.Context, name string, sz suiteSize) (sc
 		}
 		cs = append(cs, c)
 	}
-	op := facade.NewClient(filepath.Join(home, homeSocket), facade.ClientOptions{})
+	op := socketapi.NewClient(filepath.Join(home, homeSocket), socketapi.ClientOptions{})
 	defer op.Close()
 	n := 10 * s.o.iterations
 	var ids []string

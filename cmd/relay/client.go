@@ -8,25 +8,25 @@ import (
 	"os/exec"
 	"syscall"
 
-	"github.com/hai-relay/relay/facade"
+	"github.com/hai-relay/relay/facade/socketapi"
 	"github.com/hai-relay/relay/model"
 )
 
 // dial returns a socket client for the home's daemon. Before every new
 // connection the home is checked as the daemon checks it (secureHome,
 // checkHomeFiles), and the client refuses a socket served by another uid
-// (facade.Client checks SO_PEERCRED); both refusals are daemon_unavailable
+// (socketapi.Client checks SO_PEERCRED); both refusals are daemon_unavailable
 // and name what was found. With autostart, a missing daemon is started in
 // the background (detached, its own session) and waited for; concurrent
 // autostarts end with one daemon because the home lock refuses the
 // others. warn gets a line when the check took group or other access away
 // from the home.
-func dial(home, agent string, autostart bool, warn io.Writer) *facade.Client {
-	o := facade.ClientOptions{Agent: agent, BeforeDial: func() error { return clientHome(home, false, warn) }}
+func dial(home, agent string, autostart bool, warn io.Writer) *socketapi.Client {
+	o := socketapi.ClientOptions{Agent: agent, BeforeDial: func() error { return clientHome(home, false, warn) }}
 	if autostart {
 		o.Autostart = func(ctx context.Context) error { return startDaemon(home, warn) }
 	}
-	return facade.NewClient(sockPath(home), o)
+	return socketapi.NewClient(sockPath(home), o)
 }
 
 // clientHome is a client's check of the home: secureHome and

@@ -18,7 +18,7 @@ import (
 	"github.com/hai-relay/relay/cmd/relay/config"
 	"github.com/hai-relay/relay/dispatch"
 	"github.com/hai-relay/relay/dispatch/subreaper"
-	"github.com/hai-relay/relay/facade"
+	"github.com/hai-relay/relay/facade/socketapi"
 	"github.com/hai-relay/relay/gates"
 	"github.com/hai-relay/relay/machine"
 	"github.com/hai-relay/relay/machine/service"
@@ -101,7 +101,7 @@ func (d *daemon) run(ctx context.Context) (err error) {
 	// A socket path the kernel cannot take is refused before the database
 	// is opened and anything is recovered or run: bind(2) would fail only
 	// after recovery, with a bare "invalid argument".
-	if err := facade.CheckSocketPath(sockPath(d.home)); err != nil {
+	if err := socketapi.CheckSocketPath(sockPath(d.home)); err != nil {
 		return err
 	}
 
@@ -210,11 +210,11 @@ func (d *daemon) run(ctx context.Context) (err error) {
 		return fmt.Errorf("recovery: %w", err)
 	}
 
-	ln, err := facade.Listen(sockPath(d.home))
+	ln, err := socketapi.Listen(sockPath(d.home))
 	if err != nil {
 		return err
 	}
-	srv := facade.NewServer(svc, facade.ServerOptions{
+	srv := socketapi.NewServer(svc, socketapi.ServerOptions{
 		Version: Version, Logger: d.log, KnownAgent: registry.Known, ProbeTimeout: cfg.Limits.ProbeTimeout,
 		OnRefused: func(ctx context.Context, uid, pid int) {
 			_ = db.Audit(ctx, model.AuditEvent{At: time.Now().UTC(), Kind: "socket.refused", Actor: "uid:" + strconv.Itoa(uid),

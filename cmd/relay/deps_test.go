@@ -212,18 +212,18 @@ func TestRelayBinaryHasNoTestCode(t *testing.T) {
 	}
 }
 
-// The product's core packages read no config file: the TOML library is
-// linked only by the command that loads config.toml (cmd/relay/config).
-// The same check for net/http (the status table leaving spec for the
-// socket API) is added with that move.
-func TestCoreHasNoConfigParser(t *testing.T) {
+// The product's core packages are pure: they read no config file (the TOML
+// library is linked only by the command that loads config.toml,
+// cmd/relay/config) and speak no HTTP (the status table is the socket
+// API's, facade/socketapi).
+func TestCoreHasNoConfigParserNorHTTP(t *testing.T) {
 	t.Parallel()
 	out, err := exec.Command("go", "list", "-deps", module+"/gates", module+"/machine", module+"/spec").CombinedOutput()
 	if err != nil {
 		t.Fatalf("go list: %v\n%s", err, out)
 	}
 	deps := strings.Fields(string(out))
-	for _, bad := range []string{"github.com/BurntSushi/toml"} {
+	for _, bad := range []string{"github.com/BurntSushi/toml", "net/http"} {
 		if contains(deps, bad) {
 			t.Errorf("gates, machine or spec depends on %s", bad)
 		}

@@ -16,7 +16,8 @@ import (
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 
-	"github.com/hai-relay/relay/facade"
+	"github.com/hai-relay/relay/facade/mcpserver"
+	"github.com/hai-relay/relay/facade/socketapi"
 	"github.com/hai-relay/relay/model"
 	"github.com/hai-relay/relay/persistence"
 	"github.com/hai-relay/relay/persistence/persistencetest"
@@ -53,7 +54,7 @@ func inProcessDaemonAt(b *testing.B, home string) string {
 			b.Errorf("daemon: %v", err)
 		}
 	})
-	c := facade.NewClient(sockPath(home), facade.ClientOptions{})
+	c := socketapi.NewClient(sockPath(home), socketapi.ClientOptions{})
 	defer c.Close()
 	for i := 0; ; i++ {
 		if _, err := c.Version(context.Background()); err == nil {
@@ -77,7 +78,7 @@ func inProcessFacade(b *testing.B, home, agent string) *client.Client {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		_ = facade.ServeMCP(ctx, svc, facade.MCPOptions{Agent: agent, Cwd: os.TempDir(), Version: "bench"}, sIn, sOut)
+		_ = mcpserver.Serve(ctx, svc, mcpserver.Options{Agent: agent, Cwd: os.TempDir(), Version: "bench"}, sIn, sOut)
 	}()
 	c := client.NewClient(transport.NewIO(cIn, cOut, io.NopCloser(nil)))
 	if err := c.Start(ctx); err != nil {

@@ -12,7 +12,7 @@ import (
 	"sync"
 	"syscall"
 
-	"github.com/hai-relay/relay/facade"
+	"github.com/hai-relay/relay/facade/mcpserver"
 	"github.com/hai-relay/relay/model"
 )
 
@@ -75,7 +75,7 @@ func runMCP(ctx context.Context, e *env, args []string) error {
 		// written instead of delaying it.
 		out = &afterFirstWrite{w: out, then: func() { runtime.GOMAXPROCS(1) }}
 	}
-	err = facade.ServeMCP(ctx, c, facade.MCPOptions{Agent: *as, Cwd: cwd, Version: Version, PID: os.Getpid()}, in, out)
+	err = mcpserver.Serve(ctx, c, mcpserver.Options{Agent: *as, Cwd: cwd, Version: Version, PID: os.Getpid()}, in, out)
 	var long *lineTooLong
 	if errors.As(err, &long) {
 		return model.Errorf(model.CodePayloadTooLarge, "a line from the MCP client exceeds %d bytes; the facade stopped", long.max).

@@ -1,11 +1,11 @@
 package main
 
-import "github.com/hai-relay/relay/facade"
+import "github.com/hai-relay/relay/facade/socketapi"
 
 // operator returns a socket client for an operator command. Operator
 // commands never start a daemon: with none running there is nothing to
 // operate on, and the error says how to start one.
-func operator(e *env, f *flags) (*facade.Client, error) {
+func operator(e *env, f *flags) (*socketapi.Client, error) {
 	home, err := resolveHome(f.home, e.getenv)
 	if err != nil {
 		return nil, err

@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/hai-relay/relay/dispatch/dispatchtest"
-	"github.com/hai-relay/relay/facade"
+	"github.com/hai-relay/relay/facade/socketapi"
 	"github.com/hai-relay/relay/gates/gatestest"
 )
 
@@ -31,7 +31,7 @@ import (
 
 // fakeDaemonEnv makes the test binary a fake daemon (see TestMain): it
 // answers every request on the socket like a daemon of API version
-// facade.APIVersion, from any uid, and prints each request it got.
+// socketapi.APIVersion, from any uid, and prints each request it got.
 const fakeDaemonEnv = "RELAY_TEST_FAKE_DAEMON"
 
 // fakeDaemonMain serves HTTP on $RELAY_TEST_FAKE_DAEMON: a socket path to
@@ -63,7 +63,7 @@ func fakeDaemonMain() int {
 		_, _ = io.Copy(io.Discard, r.Body)
 		w.Header().Set("Content-Type", "application/json")
 		if r.URL.Path == "/v1/version" {
-			fmt.Fprintf(w, `{"version":"fake","api":%d}`, facade.APIVersion)
+			fmt.Fprintf(w, `{"version":"fake","api":%d}`, socketapi.APIVersion)
 			return
 		}
 		// A forged answer: an empty listing.

@@ -17,8 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hai-relay/relay/facade/socketapi"
 	"github.com/hai-relay/relay/model"
-	"github.com/hai-relay/relay/spec"
 )
 
 // Hostile input (issue 6, item 3), through the socket API (raw HTTP over
@@ -91,7 +91,7 @@ func TestReliabilityHostileSocketAPI(t *testing.T) {
 	slow := make(chan error, 1)
 	go func() { slow <- slowClient(home) }()
 
-	const max = 4 << 20 // facade.DefaultMaxBody: the daemon's body limit
+	const max = 4 << 20 // socketapi.DefaultMaxBody: the daemon's body limit
 	sqlBody := `x'); DROP TABLE messages; DELETE FROM tasks; --`
 	bodyOf := func(want string) func(t *testing.T, r apiResp) {
 		return func(t *testing.T, r apiResp) {
@@ -251,8 +251,8 @@ func TestReliabilityHostileSocketAPI(t *testing.T) {
 				if r.status != http.StatusOK {
 					t.Fatalf("status %d %s, want 200", r.status, clipText(string(r.body), 300))
 				}
-			} else if r.code() != string(tc.code) || r.status != spec.HTTPStatus(tc.code) || r.str("message") == "" || r.str("hint") == "" {
-				t.Fatalf("status %d %s, want %d %s with message and hint", r.status, clipText(string(r.body), 300), spec.HTTPStatus(tc.code), tc.code)
+			} else if r.code() != string(tc.code) || r.status != socketapi.Status(tc.code) || r.str("message") == "" || r.str("hint") == "" {
+				t.Fatalf("status %d %s, want %d %s with message and hint", r.status, clipText(string(r.body), 300), socketapi.Status(tc.code), tc.code)
 			}
 			if len(r.body) > 4096 && tc.code != "" {
 				t.Errorf("error answer of %d bytes echoes the input", len(r.body))
@@ -374,7 +374,7 @@ func rawAnswer(t *testing.T, home, req string) (int, []byte) {
 
 // slowClient sends a request's header one byte a second and reports an
 // error unless the daemon cuts the connection within its header deadline
-// (facade.DefaultReadHeaderTimeout, 5 s) while serving others meanwhile.
+// (socketapi.DefaultReadHeaderTimeout, 5 s) while serving others meanwhile.
 func slowClient(home string) error {
 	conn, err := net.Dial("unix", sockPath(home))
 	if err != nil {

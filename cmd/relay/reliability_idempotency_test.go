@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hai-relay/relay/facade/socketapi"
 	"github.com/hai-relay/relay/model"
-	"github.com/hai-relay/relay/spec"
 )
 
 // An idempotency_key names one request (issue 12, Low): a retry with the
@@ -78,10 +78,10 @@ func TestReliabilityIdempotencyConflict(t *testing.T) {
 		req := first()
 		req[field] = v
 		r := apiDo(t, c, "POST", "/v1/tasks", "codex", mustJSON(t, req))
-		if r.status != spec.HTTPStatus(model.CodeIdempotencyConflict) || r.code() != string(model.CodeIdempotencyConflict) ||
+		if r.status != socketapi.Status(model.CodeIdempotencyConflict) || r.code() != string(model.CodeIdempotencyConflict) ||
 			r.str("message") == "" || r.str("hint") == "" {
 			t.Errorf("same key, %s changed: %d %s; want %d %s with a message and a hint", field, r.status, r.body,
-				spec.HTTPStatus(model.CodeIdempotencyConflict), model.CodeIdempotencyConflict)
+				socketapi.Status(model.CodeIdempotencyConflict), model.CodeIdempotencyConflict)
 		}
 		if now := boundsRows(t, db); now != rows {
 			t.Fatalf("same key, %s changed: tasks, messages, audit rows %v → %v; a refused request stores nothing", field, rows, now)

@@ -1,0 +1,169 @@
+package model
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"reflect"
+	"strings"
+	"sync"
+	"unicode/utf8"
+)
+
+// DecodeStrict is the relay's one strict reading of a JSON object that came
+// from outside it: a socket API request body, an MCP tool's arguments, the
+// authority adapter's answer. It decodes data into v, a pointer to a struct
+// or to a map with string keys, and refuses, as a *JSONError saying what
+// and where:
+//
+//   - anything but exactly one JSON object, with optional whitespace
+//     around it: empty data, another JSON value, data after the object;
+//   - whatever CheckJSON refuses (invalid UTF-8, a lone surrogate, a key
+//     given twice or two keys differing only in case, at any depth);
+//   - for a struct, a key that is not the JSON name of a field of it or of
+//     a struct nested in it, spelled exactly (encoding/json would match it
+//     case-insensitively), and a key unknown where it stands; a value of
+//     the wrong type.
+//
+// A map takes any key (its caller checks them, as the MCP server checks
+// its tools' parameters, or ignores those it does not know, as the
+// authority adapter's client does); its values are still read strictly, so
+// map[string]json.RawMessage reads the top level only and leaves the
+// values to the caller. Size is bounded by the caller, which reads at most
+// its own limit before calling (the socket API's MaxBody, the MCP line
+// bound, spec.AuthorityMaxResponse). The error never quotes more than a
+// clipped excerpt of data.
+func DecodeStrict(data []byte, v any) error {
+	trimmed := bytes.TrimSpace(data)
+	if len(trimmed) == 0 {
+		return &JSONError{Reason: "empty; a JSON object is expected"}
+	}
+	if trimmed[0] != '{' {
+		return &JSONError{Reason: "not a JSON object"}
+	}
+	// encoding/json would replace invalid UTF-8 with U+FFFD: refuse it,
+	// so that nothing is stored other than as it was sent.
+	if !utf8.Valid(data) {
+		return &JSONError{Reason: "not valid UTF-8"}
+	}
+	// Nor may it replace a lone surrogate, keep the last of a key given
+	// twice, or fill a field from a key that matches its name only in
+	// case. A document that is not JSON at all gets the decoder's message,
+	// the better one.
+	if err := CheckJSON(data, exactKeys(v)); err != nil && json.Valid(data) {
+		return err
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return strictDecodeError(err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return &JSONError{Offset: int(dec.InputOffset()), Reason: "data after the JSON object"}
+	}
+	return nil
+}
+
+// strictKeyNames caches exactKeys' sets of names by type.
+var strictKeyNames sync.Map // reflect.Type → map[string]bool
+
+// exactKeys returns DecodeStrict's key check for decoding into v: for a
+// struct, a key must be the JSON name of a field of v's type or of a type
+// nested in it (an artifact), spelled exactly; a key at the wrong level is
+// left to the decoder's unknown-field check. For anything else, nil: any
+// key.
+func exactKeys(v any) func(string) error {
+	t := reflect.TypeOf(v)
+	for t != nil && t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t == nil || t.Kind() != reflect.Struct {
+		return nil
+	}
+	names, ok := strictKeyNames.Load(t)
+	if !ok {
+		m := map[string]bool{}
+		fieldNames(t, m)
+		names, _ = strictKeyNames.LoadOrStore(t, m)
+	}
+	known := names.(map[string]bool)
+	return func(k string) error {
+		if !known[k] {
+			return fmt.Errorf("unknown field %q (keys match a field's name exactly; unknown arguments are refused)", Clip(k, jsonShow))
+		}
+		return nil
+	}
+}
+
+// fieldNames adds the JSON names of t's fields, and of the structs in
+// them, to names.
+func fieldNames(t reflect.Type, names map[string]bool) {
+	for t.Kind() == reflect.Pointer || t.Kind() == reflect.Slice || t.Kind() == reflect.Array {
+		t = t.Elem()
+	}
+	if t.Kind() != reflect.Struct {
+		return
+	}
+	for i := range t.NumField() {
+		f := t.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		switch {
+		case name == "-" || !f.IsExported():
+			continue
+		case f.Anonymous && name == "":
+			fieldNames(f.Type, names)
+			continue
+		case name == "":
+			name = f.Name
+		}
+		names[name] = true
+		fieldNames(f.Type, names)
+	}
+}
+
+// strictDecodeError turns an encoding/json error into a *JSONError naming
+// the field or the offset, without echoing the input.
+func strictDecodeError(err error) *JSONError {
+	var (
+		typeErr   *json.UnmarshalTypeError
+		syntaxErr *json.SyntaxError
+	)
+	switch {
+	case errors.As(err, &typeErr):
+		field := typeErr.Field
+		if field == "" {
+			field = "(the object)"
+		}
+		return &JSONError{Offset: int(typeErr.Offset), Reason: fmt.Sprintf("field %q must be %s, not a JSON %s",
+			Clip(field, jsonShow), jsonTypeName(typeErr.Type), typeErr.Value)}
+	case errors.As(err, &syntaxErr):
+		return &JSONError{Offset: int(syntaxErr.Offset), Reason: fmt.Sprintf("not valid JSON (offset %d): %s",
+			syntaxErr.Offset, Clip(strings.TrimPrefix(syntaxErr.Error(), "json: "), 160))}
+	case errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
+		return &JSONError{Reason: "it ends inside its JSON object"}
+	}
+	msg := strings.TrimPrefix(err.Error(), "json: ")
+	if strings.HasPrefix(msg, "unknown field ") {
+		return &JSONError{Reason: Clip(msg, 160) + " (unknown arguments are refused)"}
+	}
+	return &JSONError{Reason: "could not be decoded: " + Clip(msg, 160)}
+}
+
+// jsonTypeName names a Go type the way a JSON caller thinks of it.
+func jsonTypeName(t reflect.Type) string {
+	switch t.Kind() {
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	case reflect.String:
+		return "a string"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64,
+		reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.Bool:
+		return "a boolean"
+	}
+	return fmt.Sprintf("an object (%s)", t)
+}
