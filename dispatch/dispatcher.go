@@ -19,7 +19,7 @@ const (
 	DefaultTaskTimeout  = 30 * time.Minute
 	DefaultCancelGrace  = 3 * time.Second
 	DefaultLogLimit     = 1 << 20
-	DefaultProbeTimeout = 60 * time.Second
+	DefaultProbeTimeout = model.DefaultProbeTimeout
 )
 
 // Options configures a Dispatcher.

@@ -31,7 +31,7 @@ import (
 // machine") says what it does and does not prove.
 
 // DefaultVerifyTimeout bounds a verification when none is given.
-const DefaultVerifyTimeout = 60 * time.Second
+const DefaultVerifyTimeout = model.DefaultVerifyTimeout
 
 // Attempt is one scripted attempt to act on the host.
 type Attempt string

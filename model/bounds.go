@@ -1,5 +1,7 @@
 package model
 
+import "time"
+
 // Bounds on every field a request may carry. Each is checked before
 // anything is stored; spec.RequestBounds lists them for spec/errors.md.
 // Message bodies and prompts are bounded by limits.message_bytes (config),
@@ -75,3 +77,12 @@ func validRelayID(id, prefix string) bool {
 	}
 	return true
 }
+
+// DefaultProbeTimeout and DefaultVerifyTimeout bound an agent probe and a
+// hardening verification that name no timeout of their own: the
+// dispatcher stops the agent then, and the socket API holds the request
+// open as long (plus its margin).
+const (
+	DefaultProbeTimeout  = 60 * time.Second
+	DefaultVerifyTimeout = 60 * time.Second
+)

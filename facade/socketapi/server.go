@@ -50,10 +50,10 @@ const (
 	DefaultIdleTimeout       = 2 * time.Minute
 	// defaultProbeTimeout is what a probe may take when the request names
 	// no timeout; the probe route's write deadline is stretched by it.
-	defaultProbeTimeout = 60 * time.Second
+	defaultProbeTimeout = model.DefaultProbeTimeout
 	// defaultVerifyTimeout is what a hardening verification may take when
 	// the request names no timeout.
-	defaultVerifyTimeout = 60 * time.Second
+	defaultVerifyTimeout = model.DefaultVerifyTimeout
 )
 
 // VersionInfo is the answer of GET /v1/version.
