@@ -9,8 +9,9 @@ import (
 
 // `relay tasks show` puts the authority adapter's run in the table (its
 // exit status and stderr, not only in --json), cuts long cells unless
-// --wide, and ends with what to do about the code.
-func TestCLITasksShowGateDetails(t *testing.T) {
+// --wide, and ends with what to do about the code. Listings filtered by
+// an agent that does not exist say so instead of printing an empty table.
+func TestCLIOperatorCommands(t *testing.T) {
 	t.Parallel()
 	home := newHome(t, fullConfig(t, "crash", ""))
 	launchDaemonEnv(t, home, fastExit)
@@ -43,5 +44,20 @@ func TestCLITasksShowGateDetails(t *testing.T) {
 		if !strings.Contains(row, want) {
 			t.Errorf("tasks show --wide: the authority row lacks %q:\n%s", want, row)
 		}
+	}
+
+	for _, args := range [][]string{
+		{"tasks", "list", "--agent", "nobody"},
+		{"tasks", "list", "--agent", "nobody", "--json"},
+		{"messages", "list", "--to", "nobody"},
+		{"messages", "list", "--from", "nobody"},
+	} {
+		out, errOut, code := cli(t, home, args...)
+		if code != 3 || !strings.Contains(out+errOut, "unknown_agent") || !strings.Contains(out+errOut, "run `relay agents`") {
+			t.Errorf("relay %q: exit %d\n%s%s\nwant unknown_agent (exit 3) with a CLI hint", args, code, out, errOut)
+		}
+	}
+	if _, errOut, code := cli(t, home, "tasks", "list", "--agent", "claude"); code != 0 {
+		t.Errorf("tasks list --agent claude: exit %d\n%s", code, errOut)
 	}
 }

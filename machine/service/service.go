@@ -283,6 +283,9 @@ func (s *Service) Tasks(ctx context.Context, f model.TaskFilter) ([]model.Task, 
 	if f.State != "" && !f.State.Valid() {
 		return nil, invalidArgs(fmt.Sprintf("state %q is not a task state", model.Echo(string(f.State))))
 	}
+	if err := s.knownAgents(f.Agent, f.Caller, f.Target); err != nil {
+		return nil, err
+	}
 	f.Limit = n
 	ts, err := s.o.Store.ListTasks(ctx, f)
 	if ts == nil && err == nil {
@@ -328,12 +331,27 @@ func (s *Service) Messages(ctx context.Context, f model.MessageFilter) ([]model.
 	if err != nil {
 		return nil, err
 	}
+	if err := s.knownAgents(f.To, f.From); err != nil {
+		return nil, err
+	}
 	f.Limit = n
 	ms, err := s.o.Messages.ListMessages(ctx, f)
 	if ms == nil && err == nil {
 		ms = []model.Message{}
 	}
 	return ms, err
+}
+
+// knownAgents refuses a listing filtered by an agent the relay does not
+// know (unknown_agent), which would otherwise answer an empty list that
+// looks like "nothing there". "" is no filter.
+func (s *Service) knownAgents(names ...string) error {
+	for _, name := range names {
+		if name != "" && !s.o.Registry.Known(name) {
+			return model.Errorf(model.CodeUnknownAgent, "no agent named %q", model.Echo(name)).WithHint(spec.Hint(model.CodeUnknownAgent))
+		}
+	}
+	return nil
 }
 
 // Agents lists the registry for an operator.
