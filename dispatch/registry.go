@@ -20,6 +20,8 @@ type AgentSpec struct {
 	Name    string
 	Command []string
 	Enabled bool
+	// EnabledSet says the config set Enabled; false means the default.
+	EnabledSet bool
 	// MCPServers are passed to the agent in session/new for
 	// state_changing tasks only (HAI-MCP's guarded tools for Claude).
 	MCPServers []MCPServer
@@ -145,9 +147,12 @@ func (r *Registry) Agent(_ context.Context, name string) (model.AgentInfo, bool)
 	now := r.now().UTC()
 	info := model.AgentInfo{Name: s.Name, Command: append([]string(nil), s.Command...), Enabled: s.Enabled,
 		Profile: s.Profile.describe()}
-	if s.Enabled {
+	switch {
+	case s.Enabled && !s.EnabledSet:
+		info.EnabledReason = "default (no enabled key for [agents." + s.Name + "] in config)"
+	case s.Enabled:
 		info.EnabledReason = "enabled in config"
-	} else {
+	default:
 		info.EnabledReason = "disabled in config ([agents." + s.Name + "] enabled = false)"
 	}
 	info.ConfiguredAt = &now

@@ -23,7 +23,7 @@ func TestRegistrySignals(t *testing.T) {
 	reg := dispatch.NewRegistry([]dispatch.AgentSpec{
 		{Name: "claude", Command: []string{"claude-agent-acp"}, Enabled: true},
 		{Name: "codex", Command: []string{"codex-acp"}, Enabled: false},
-		{Name: "gemini", Command: []string{"gemini", "--acp"}, Enabled: true},
+		{Name: "gemini", Command: []string{"gemini", "--acp"}, Enabled: true, EnabledSet: true},
 		{Name: "empty", Enabled: true},
 	}, lookPath, clock)
 	ctx := context.Background()
@@ -40,7 +40,14 @@ func TestRegistrySignals(t *testing.T) {
 	if !c.Configured || c.Enabled || !strings.Contains(c.EnabledReason, "enabled = false") {
 		t.Fatalf("codex = %+v", c)
 	}
+	// Why an agent is enabled: the default, or the config's own word.
+	if !strings.HasPrefix(a.EnabledReason, "default") {
+		t.Errorf("claude, enabled by default: enabled_reason %q", a.EnabledReason)
+	}
 	g, _ := reg.Agent(ctx, "gemini")
+	if g.EnabledReason != "enabled in config" {
+		t.Errorf("gemini, enabled = true in config: enabled_reason %q", g.EnabledReason)
+	}
 	if g.Configured || !g.Enabled || !strings.Contains(g.ConfiguredReason, "gemini not found") {
 		t.Fatalf("gemini = %+v", g)
 	}

@@ -285,7 +285,7 @@ func newRegistry(cfg config.Config) *dispatch.Registry {
 		for _, m := range a.MCPServers {
 			servers = append(servers, dispatch.MCPServer{Name: m.Name, Command: m.Command, Env: m.Env})
 		}
-		specs = append(specs, dispatch.AgentSpec{Name: n, Command: a.Command, Enabled: a.Enabled, MCPServers: servers,
+		specs = append(specs, dispatch.AgentSpec{Name: n, Command: a.Command, Enabled: a.Enabled, EnabledSet: a.EnabledSet, MCPServers: servers,
 			RequireVerified: a.RequireVerified, VerifiedWithin: a.VerifiedWithin})
 	}
 	return dispatch.NewRegistry(specs, nil, nil)

@@ -83,6 +83,8 @@ type AgentConfig struct {
 	// Enabled is the agent's policy signal (key enabled, default true). A
 	// task for a disabled agent is blocked with agent_disabled.
 	Enabled bool
+	// EnabledSet says that config.toml set enabled (false: the default).
+	EnabledSet bool
 	// MCPServers are the MCP servers (stdio) the relay passes to the agent
 	// in session/new for state_changing tasks, and only for those (key
 	// mcp_servers, an array of {name, command, env} tables): HAI-MCP's

@@ -136,10 +136,10 @@ func TestParseConfigFull(t *testing.T) {
 	}
 	want := config.DefaultConfig()
 	want.Authority = config.AuthorityConfig{Command: []string{"hai-authority", "--relay", ""}, Timeout: 2 * time.Second}
-	want.Agents["claude"] = config.AgentConfig{Command: []string{"/opt/claude/bin/claude-agent-acp", "--verbose"}, Enabled: true, VerifiedWithin: config.DefaultVerifiedWithin}
-	want.Agents["gemini"] = config.AgentConfig{Command: []string{"gemini", "--acp"}, Enabled: false, RequireVerified: true, VerifiedWithin: 168 * time.Hour}
+	want.Agents["claude"] = config.AgentConfig{Command: []string{"/opt/claude/bin/claude-agent-acp", "--verbose"}, Enabled: true, EnabledSet: true, VerifiedWithin: config.DefaultVerifiedWithin}
+	want.Agents["gemini"] = config.AgentConfig{Command: []string{"gemini", "--acp"}, Enabled: false, EnabledSet: true, RequireVerified: true, VerifiedWithin: 168 * time.Hour}
 	want.Agents["my-agent_2"] = config.AgentConfig{Command: []string{"my-agent-acp"}, Enabled: true, VerifiedWithin: config.DefaultVerifiedWithin}
-	want.Agents["off"] = config.AgentConfig{Command: []string{"/usr/local/bin/My Agent/acp"}, Enabled: false, VerifiedWithin: config.DefaultVerifiedWithin}
+	want.Agents["off"] = config.AgentConfig{Command: []string{"/usr/local/bin/My Agent/acp"}, Enabled: false, EnabledSet: true, VerifiedWithin: config.DefaultVerifiedWithin}
 	want.Limits = config.LimitsConfig{MessageBytes: 1024, TaskTimeout: 90 * time.Minute, ProbeTimeout: 15 * time.Second, MaxDispatch: 16}
 	want.Storage.Synchronous = config.SynchronousNormal
 	if !reflect.DeepEqual(c, want) {
@@ -173,14 +173,14 @@ func TestParseConfigMerge(t *testing.T) {
 		want func(c *config.Config)
 	}{
 		{"disabling keeps the default command", "[agents.claude]\nenabled = false\n", func(c *config.Config) {
-			c.Agents["claude"] = config.AgentConfig{Command: []string{"claude-agent-acp"}, Enabled: false, VerifiedWithin: config.DefaultVerifiedWithin}
+			c.Agents["claude"] = config.AgentConfig{Command: []string{"claude-agent-acp"}, Enabled: false, EnabledSet: true, VerifiedWithin: config.DefaultVerifiedWithin}
 		}},
 		{"a command keeps the agent enabled", "[agents.codex]\ncommand = [\"/opt/codex-acp\"]\n", func(c *config.Config) {
 			c.Agents["codex"] = config.AgentConfig{Command: []string{"/opt/codex-acp"}, Enabled: true, VerifiedWithin: config.DefaultVerifiedWithin}
 		}},
 		{"an empty core agent table changes nothing", "[agents.hermes]\n", func(*config.Config) {}},
 		{"dotted keys", "agents.cursor.enabled = false\nlimits.max_dispatch = 1\n", func(c *config.Config) {
-			c.Agents["cursor"] = config.AgentConfig{Command: []string{"agent", "acp"}, Enabled: false, VerifiedWithin: config.DefaultVerifiedWithin}
+			c.Agents["cursor"] = config.AgentConfig{Command: []string{"agent", "acp"}, Enabled: false, EnabledSet: true, VerifiedWithin: config.DefaultVerifiedWithin}
 			c.Limits.MaxDispatch = 1
 		}},
 		{"inline tables", "limits = {task_timeout = \"5m\"}\nagents = {x = {command = [\"x-acp\"]}}\n", func(c *config.Config) {

@@ -153,6 +153,7 @@ func (f *file) apply(cfg *Config) {
 		}
 		t.Command.merge(&a.Command)
 		t.Enabled.merge(&a.Enabled)
+		a.EnabledSet = a.EnabledSet || t.Enabled.set
 		t.MCPServers.merge(&a.MCPServers)
 		t.RequireVerified.merge(&a.RequireVerified)
 		t.VerifiedWithin.merge(&a.VerifiedWithin)
