@@ -99,3 +99,17 @@ func BenchmarkBuildListQuery(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkVerifyAudit: relay audit verify over 20,000 audit rows, read
+// and scanned with bun one row at a time.
+func BenchmarkVerifyAudit(b *testing.B) {
+	ctx := context.Background()
+	db := benchSeeded(b, 20000, 0)
+	start := cpuTime()
+	for b.Loop() {
+		if rep, err := db.VerifyAudit(ctx); err != nil || !rep.OK || rep.Rows != 20000 {
+			b.Fatal(rep, err)
+		}
+	}
+	reportCPU(b, start)
+}

@@ -183,12 +183,34 @@ func columnsOf[T any]() string {
 // order of the statement's placeholders.
 type binder[T any] []*schema.Field
 
-// args returns r's bound field values.
+// args returns r's bound field values. Strings, integers and booleans are
+// bound as the plain values, which Go boxes without allocating when they
+// are empty or small (reflect's Interface always copies), and a
+// sql.NullString as its string or NULL (passed as itself, database/sql
+// would box it and then its Value).
 func (b binder[T]) args(r *T) []any {
 	v := reflect.ValueOf(r).Elem()
 	out := make([]any, len(b))
 	for i, f := range b {
-		out[i] = f.Value(v).Interface()
+		fv := f.Value(v)
+		switch fv.Kind() {
+		case reflect.String:
+			out[i] = fv.String()
+			continue
+		case reflect.Int, reflect.Int64:
+			out[i] = fv.Int()
+			continue
+		case reflect.Bool:
+			out[i] = fv.Bool()
+			continue
+		}
+		if ns, ok := fv.Addr().Interface().(*sql.NullString); ok {
+			if ns.Valid {
+				out[i] = ns.String
+			}
+			continue
+		}
+		out[i] = fv.Interface()
 	}
 	return out
 }
