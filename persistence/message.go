@@ -44,6 +44,12 @@ func (db *DB) queryMessages(ctx context.Context, q querier, query string, args .
 // queryMessagesSeq is queryMessages that also returns the highest seq of
 // the rows returned (0 when none). With take, it stops at the first row
 // take refuses (a page's byte budget), reading no further.
+//
+// As queryTasksUpTo does, it scans with rows.Scan into one messageRow's
+// fields (messageScan), not with bun's ScanRows: inbox pages and
+// listings are hot reads (BENCHMARKS.md, scale_check_inbox and item 11),
+// and on a 50-message page ScanRows cost 344-397 CPU-µs against 280-309,
+// medians 375 and 301 (BenchmarkPageScan, 3 runs).
 func (db *DB) queryMessagesSeq(ctx context.Context, q querier, take func(model.Message) bool, query string, args ...any) ([]model.Message, int64, error) {
 	rows, err := q.QueryContext(ctx, query, args...)
 	if err != nil {
@@ -52,9 +58,12 @@ func (db *DB) queryMessagesSeq(ctx context.Context, q querier, take func(model.M
 	defer rows.Close()
 	out := []model.Message{}
 	var last int64
+	// One row, scanned into again and again: r.message copies what it
+	// keeps.
+	var r messageRow
+	dest := messageScan.dest(&r)
 	for rows.Next() {
-		var r messageRow
-		if err := rows.Scan(messageScan.dest(&r)...); err != nil {
+		if err := rows.Scan(dest...); err != nil {
 			return nil, 0, err
 		}
 		m, err := r.message()

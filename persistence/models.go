@@ -242,10 +242,10 @@ type scanner[T any] []*schema.Field
 // scannerOf returns T's scanner.
 func scannerOf[T any]() scanner[T] { return scanner[T](tableOf[T]().Fields) }
 
-// dest returns pointers to r's fields, for rows.Scan. database/sql's
-// rows.Scan into them costs a fraction of bun's reflective ScanRows,
-// which builds a model and matches columns by name on every row; see
-// queryTasksUpTo for where that matters.
+// dest returns pointers to r's fields, for rows.Scan. Scanning every row
+// into one r through them costs less than bun's ScanRows, which fills a
+// slice of models through its own scanners; queryTasksUpTo says where that
+// matters, with the numbers.
 func (s scanner[T]) dest(r *T) []any {
 	v := reflect.ValueOf(r).Elem()
 	out := make([]any, len(s))

@@ -80,6 +80,13 @@ func (db *DB) queryTasks(ctx context.Context, q querier, query string, args ...a
 
 // queryTasksUpTo is queryTasks that stops at the first row take refuses
 // (a page's byte budget), reading no further.
+//
+// The rows are scanned with database/sql's rows.Scan into one taskRow's
+// fields (taskScan), not with bun's ScanRows, because a listing is a hot
+// read (BENCHMARKS.md, scale_list_tasks and item 11): on a 50-task page
+// ScanRows cost 676-704 CPU-µs against 563-797, medians 702 and 617
+// (BenchmarkPageScan, 3 runs on a loaded 2-core machine), ~9% of a
+// ListTasksVisible page (~950 CPU-µs), and 18% more bytes allocated.
 func (db *DB) queryTasksUpTo(ctx context.Context, q querier, take func(model.Task) bool, query string, args ...any) ([]model.Task, error) {
 	rows, err := q.QueryContext(ctx, query, args...)
 	if err != nil {
@@ -87,9 +94,11 @@ func (db *DB) queryTasksUpTo(ctx context.Context, q querier, take func(model.Tas
 	}
 	defer rows.Close()
 	out := []model.Task{}
+	// One row, scanned into again and again: r.task copies what it keeps.
+	var r taskRow
+	dest := taskScan.dest(&r)
 	for rows.Next() {
-		var r taskRow
-		if err := rows.Scan(taskScan.dest(&r)...); err != nil {
+		if err := rows.Scan(dest...); err != nil {
 			return nil, err
 		}
 		t, err := r.task()
@@ -396,8 +405,9 @@ func (db *DB) ListTasks(ctx context.Context, f model.TaskFilter) ([]model.Task, 
 var taskPages sync.Map
 
 // taskPageQuery returns the text of a newest-first page of tasks matching
-// the conditions in where, built with bun once per shape (and prepared
-// once, by the statement cache). Its parameters are where's, then the
+// the conditions in where, built with bun once per shape (bun takes ~20 µs
+// to build the caller-or-target form, the cache 0.2-0.3 µs to find it:
+// BenchmarkBuildListQuery) and prepared once, by the statement cache. Its parameters are where's, then the
 // page size. With either, the page is also filtered by caller = ? or
 // target = ?: both arms are newest-first walks of their own index
 // (tasks_caller_seq, tasks_target_seq), each with where's parameters, the
