@@ -51,6 +51,9 @@ func BenchmarkPageScan(b *testing.B) {
 				}
 				out = append(out, t)
 			}
+			if len(out) != 50 {
+				b.Fatal(len(out))
+			}
 		}
 		reportCPU(b, start)
 	})
@@ -77,6 +80,9 @@ func BenchmarkPageScan(b *testing.B) {
 					b.Fatal(err)
 				}
 				out = append(out, m)
+			}
+			if len(out) != 50 {
+				b.Fatal(len(out))
 			}
 		}
 		reportCPU(b, start)

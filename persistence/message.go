@@ -444,7 +444,8 @@ func messagePage(where []string, args []any, states []model.MessageState, order 
 	return query, append(qargs, n)
 }
 
-// messagePages caches messagePageQuery's texts by shape.
+// messagePages caches messagePageQuery's texts by shape: the where
+// fragments are this file's own literals, so the shapes are few and fixed.
 var messagePages sync.Map
 
 // messagePageQuery returns the text of messagePage's query, built with

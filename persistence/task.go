@@ -401,7 +401,8 @@ func (db *DB) ListTasks(ctx context.Context, f model.TaskFilter) ([]model.Task, 
 	return out, nil
 }
 
-// taskPages caches taskPageQuery's texts by shape.
+// taskPages caches taskPageQuery's texts by shape: the where fragments
+// are ListTasks's own literals, so the shapes are few and fixed.
 var taskPages sync.Map
 
 // taskPageQuery returns the text of a newest-first page of tasks matching
