@@ -2,7 +2,6 @@ package persistence
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -36,13 +35,10 @@ func (db *DB) RecordProbe(ctx context.Context, p Probe) error {
 	}
 	now := db.now()
 	err = db.write(ctx, func(ctx context.Context, w *writeTx) error {
-		_, err := w.ExecContext(ctx, `INSERT INTO agents (name, worked_live, worked_live_at, worked_live_reason, updated_at)
-			VALUES (?, ?, ?, ?, ?)
-			ON CONFLICT (name) DO UPDATE SET worked_live = excluded.worked_live,
-				worked_live_at = excluded.worked_live_at, worked_live_reason = excluded.worked_live_reason,
-				updated_at = excluded.updated_at`,
-			p.Name, p.WorkedLive, formatTime(p.At), p.Reason, formatTime(now))
-		if err != nil {
+		at := formatTime(p.At)
+		row := agentRow{Name: p.Name, WorkedLive: p.WorkedLive, WorkedLiveAt: &at, WorkedLiveReason: p.Reason,
+			UpdatedAt: formatTime(now)}
+		if _, err := w.ExecContext(ctx, qProbeUpsert, probeBind.args(&row)...); err != nil {
 			return err
 		}
 		return w.audit(ctx, model.AuditEvent{At: now, Kind: "agent.probe", Actor: model.RelayAgent,
@@ -54,28 +50,20 @@ func (db *DB) RecordProbe(ctx context.Context, p Probe) error {
 
 // Probes returns every agent's latest probe result, by name.
 func (db *DB) Probes(ctx context.Context) ([]Probe, error) {
-	rows, err := db.reader.DB.QueryContext(ctx, `SELECT name, worked_live, worked_live_at, worked_live_reason
-		FROM agents ORDER BY name`)
-	if err != nil {
+	var rows []agentRow
+	if err := db.scanAll(ctx, &rows, qProbes); err != nil {
 		return nil, wrap("probes", err)
 	}
-	defer rows.Close()
 	var out []Probe
-	for rows.Next() {
-		var p Probe
-		var at sql.NullString
-		if err := rows.Scan(&p.Name, &p.WorkedLive, &at, &p.Reason); err != nil {
-			return nil, wrap("probes", err)
-		}
-		if at.Valid {
-			if p.At, err = parseTime(at.String); err != nil {
+	for _, r := range rows {
+		p := Probe{Name: r.Name, WorkedLive: r.WorkedLive, Reason: r.WorkedLiveReason}
+		if r.WorkedLiveAt != nil {
+			var err error
+			if p.At, err = parseTime(*r.WorkedLiveAt); err != nil {
 				return nil, wrap("probes", fmt.Errorf("agent %s: worked_live_at: %w", p.Name, err))
 			}
 		}
 		out = append(out, p)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, wrap("probes", err)
 	}
 	return out, nil
 }
@@ -116,14 +104,10 @@ func (db *DB) RecordVerification(ctx context.Context, v model.Verification) erro
 		}
 	}
 	err = db.write(ctx, func(ctx context.Context, w *writeTx) error {
-		_, err := w.ExecContext(ctx, `INSERT INTO agent_verifications (name, status, verified_at, adapter_version, profile,
-				reason, attempts, updated_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?)
-			ON CONFLICT (name) DO UPDATE SET status = excluded.status, verified_at = excluded.verified_at,
-				adapter_version = excluded.adapter_version, profile = excluded.profile, reason = excluded.reason,
-				attempts = excluded.attempts, updated_at = excluded.updated_at`,
-			v.Agent, string(v.Status), formatTime(v.At), v.AdapterVersion, v.Profile, v.Reason, string(js), formatTime(now))
-		if err != nil {
+		row := agentVerificationRow{Name: v.Agent, Status: string(v.Status), VerifiedAt: formatTime(v.At),
+			AdapterVersion: v.AdapterVersion, Profile: v.Profile, Reason: v.Reason, Attempts: string(js),
+			UpdatedAt: formatTime(now)}
+		if _, err := w.ExecContext(ctx, qVerificationUpsert, verificationBind.args(&row)...); err != nil {
 			return err
 		}
 		return w.audit(ctx, model.AuditEvent{At: now, Kind: "agent.verify", Actor: model.RelayAgent,
@@ -135,29 +119,22 @@ func (db *DB) RecordVerification(ctx context.Context, v model.Verification) erro
 // Verifications returns every agent's latest hardening verification, by
 // name.
 func (db *DB) Verifications(ctx context.Context) ([]model.Verification, error) {
-	rows, err := db.reader.DB.QueryContext(ctx, `SELECT name, status, verified_at, adapter_version, profile, reason, attempts
-		FROM agent_verifications ORDER BY name`)
-	if err != nil {
+	var rows []agentVerificationRow
+	if err := db.scanAll(ctx, &rows, qVerifications); err != nil {
 		return nil, wrap("verifications", err)
 	}
-	defer rows.Close()
 	var out []model.Verification
-	for rows.Next() {
-		var v model.Verification
-		var at, attempts string
-		if err := rows.Scan(&v.Agent, &v.Status, &at, &v.AdapterVersion, &v.Profile, &v.Reason, &attempts); err != nil {
-			return nil, wrap("verifications", err)
-		}
-		if v.At, err = parseTime(at); err != nil {
+	for _, r := range rows {
+		v := model.Verification{Agent: r.Name, Status: model.HardeningStatus(r.Status), AdapterVersion: r.AdapterVersion,
+			Profile: r.Profile, Reason: r.Reason}
+		var err error
+		if v.At, err = parseTime(r.VerifiedAt); err != nil {
 			return nil, wrap("verifications", fmt.Errorf("agent %s: verified_at: %w", v.Agent, err))
 		}
-		if err := json.Unmarshal([]byte(attempts), &v.Attempts); err != nil {
+		if err := json.Unmarshal([]byte(r.Attempts), &v.Attempts); err != nil {
 			return nil, wrap("verifications", fmt.Errorf("agent %s: attempts: %w", v.Agent, err))
 		}
 		out = append(out, v)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, wrap("verifications", err)
 	}
 	return out, nil
 }

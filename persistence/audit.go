@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"reflect"
 	"sort"
 	"strconv"
 	"unicode/utf8"
@@ -105,8 +106,8 @@ func (w *writeTx) audit(ctx context.Context, ev model.AuditEvent) error {
 	ev.Seq = w.head.seq + 1
 	ev.PrevHash = w.head.hash
 	ev.Hash = ChainHash(ev.PrevHash, ev)
-	_, err = w.ExecContext(ctx, qAuditInsert, ev.Seq, formatTime(ev.At), ev.Kind, ev.Actor, ev.TaskID, ev.MessageID, data, ev.PrevHash, ev.Hash)
-	if err != nil {
+	row := newAuditRow(ev, data)
+	if _, err := w.ExecContext(ctx, qAuditInsert, auditBind.args(&row)...); err != nil {
 		return fmt.Errorf("audit append: %w", err)
 	}
 	w.head.seq, w.head.hash, w.head.dirty = ev.Seq, ev.Hash, true
@@ -175,7 +176,7 @@ func (db *DB) VerifyAudit(ctx context.Context) (model.AuditReport, error) {
 		}
 		// Rows is the log's size, also when verification stopped at a bad
 		// row: "broken at row 5 of 5" must not hide 10,000 more.
-		return tx.QueryRowContext(ctx, `SELECT count(*) FROM audit_log`).Scan(&rep.Rows)
+		return tx.QueryRowContext(ctx, qAuditCount).Scan(&rep.Rows)
 	})
 	if err != nil {
 		return model.AuditReport{}, wrap("verify audit", err)
@@ -183,11 +184,23 @@ func (db *DB) VerifyAudit(ctx context.Context) (model.AuditReport, error) {
 	return rep, nil
 }
 
-// auditRow is an audit_log row as stored; columns are nullable here so that
-// a tampered NULL is reported, not a scan failure.
-type auditRow struct {
-	seq                                                  int64
-	at, kind, actor, taskID, messageID, data, prev, hash sql.NullString
+// newAuditRow is ev's row, its data encoded as data.
+func newAuditRow(ev model.AuditEvent, data string) auditRow {
+	text := func(s string) sql.NullString { return sql.NullString{String: s, Valid: true} }
+	return auditRow{Seq: ev.Seq, At: text(formatTime(ev.At)), Kind: text(ev.Kind), Actor: text(ev.Actor),
+		TaskID: text(ev.TaskID), MessageID: text(ev.MessageID), Data: text(data),
+		PrevHash: text(ev.PrevHash), Hash: text(ev.Hash)}
+}
+
+// nullColumn returns the first of r's columns that is NULL, or "".
+func (r *auditRow) nullColumn() string {
+	v := reflect.ValueOf(r).Elem()
+	for _, f := range tableOf[auditRow]().Fields {
+		if ns, ok := f.Value(v).Addr().Interface().(*sql.NullString); ok && !ns.Valid {
+			return f.Name
+		}
+	}
+	return ""
 }
 
 func verifyChain(ctx context.Context, tx querier, rep *model.AuditReport) error {
@@ -198,8 +211,7 @@ func verifyChain(ctx context.Context, tx querier, rep *model.AuditReport) error 
 		return headErr
 	}
 
-	rows, err := tx.QueryContext(ctx, `SELECT seq, at, kind, actor, task_id, message_id, data, prev_hash, hash
-		FROM audit_log ORDER BY seq`)
+	rows, err := tx.QueryContext(ctx, qAuditRows)
 	if err != nil {
 		return err
 	}
@@ -213,44 +225,38 @@ func verifyChain(ctx context.Context, tx querier, rep *model.AuditReport) error 
 	expect, prev := int64(1), GenesisHash
 	for rows.Next() {
 		var r auditRow
-		if err := rows.Scan(&r.seq, &r.at, &r.kind, &r.actor, &r.taskID, &r.messageID, &r.data, &r.prev, &r.hash); err != nil {
+		if err := sqlgen().ScanRow(ctx, rows, &r); err != nil {
 			return err
 		}
-		if r.seq != expect {
+		if r.Seq != expect {
 			if expect == 1 {
-				return bad(1, "row 1 is missing: the log starts at row %d", r.seq)
+				return bad(1, "row 1 is missing: the log starts at row %d", r.Seq)
 			}
-			return bad(expect, "row %d is missing: the log goes from row %d to row %d", expect, expect-1, r.seq)
+			return bad(expect, "row %d is missing: the log goes from row %d to row %d", expect, expect-1, r.Seq)
 		}
-		for _, c := range []struct {
-			name string
-			v    sql.NullString
-		}{{"at", r.at}, {"kind", r.kind}, {"actor", r.actor}, {"task_id", r.taskID},
-			{"message_id", r.messageID}, {"data", r.data}, {"prev_hash", r.prev}, {"hash", r.hash}} {
-			if !c.v.Valid {
-				return bad(r.seq, "row %d: %s is NULL", r.seq, c.name)
+		if col := r.nullColumn(); col != "" {
+			return bad(r.Seq, "row %d: %s is NULL", r.Seq, col)
+		}
+		if r.PrevHash.String != prev {
+			if r.Seq == 1 {
+				return bad(r.Seq, "row 1: prev_hash is not the genesis hash (64 zeros)")
 			}
+			return bad(r.Seq, "row %d: prev_hash does not match the hash of row %d (rows deleted, swapped or changed)", r.Seq, r.Seq-1)
 		}
-		if r.prev.String != prev {
-			if r.seq == 1 {
-				return bad(r.seq, "row 1: prev_hash is not the genesis hash (64 zeros)")
-			}
-			return bad(r.seq, "row %d: prev_hash does not match the hash of row %d (rows deleted, swapped or changed)", r.seq, r.seq-1)
+		at, err := parseTime(r.At.String)
+		if err != nil || formatTime(at) != r.At.String {
+			return bad(r.Seq, "row %d: at %q is not a canonical RFC 3339 UTC time", r.Seq, r.At.String)
 		}
-		at, err := parseTime(r.at.String)
-		if err != nil || formatTime(at) != r.at.String {
-			return bad(r.seq, "row %d: at %q is not a canonical RFC 3339 UTC time", r.seq, r.at.String)
-		}
-		data, err := fromJSONObject(r.data.String)
+		data, err := fromJSONObject(r.Data.String)
 		if err != nil {
-			return bad(r.seq, "row %d: data is not a JSON object of strings", r.seq)
+			return bad(r.Seq, "row %d: data is not a JSON object of strings", r.Seq)
 		}
-		ev := model.AuditEvent{Seq: r.seq, At: at, Kind: r.kind.String, Actor: r.actor.String,
-			TaskID: r.taskID.String, MessageID: r.messageID.String, Data: data}
-		if ChainHash(prev, ev) != r.hash.String {
-			return bad(r.seq, "row %d: hash does not match the row's content (a field was changed)", r.seq)
+		ev := model.AuditEvent{Seq: r.Seq, At: at, Kind: r.Kind.String, Actor: r.Actor.String,
+			TaskID: r.TaskID.String, MessageID: r.MessageID.String, Data: data}
+		if ChainHash(prev, ev) != r.Hash.String {
+			return bad(r.Seq, "row %d: hash does not match the row's content (a field was changed)", r.Seq)
 		}
-		prev = r.hash.String
+		prev = r.Hash.String
 		expect++
 	}
 	if err := rows.Err(); err != nil {

@@ -164,6 +164,8 @@ func Open(ctx context.Context, path string, opts Options) (*DB, error) {
 		}
 	}
 
+	buildStatements()
+
 	// Refuse anything that is not a SQLite file before the driver touches
 	// it: setting journal_mode on a foreign file must never be attempted.
 	if err := checkHeader(abs); err != nil {

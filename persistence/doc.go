@@ -69,6 +69,10 @@
 // The schema lives in numbered SQL files embedded from migrations/. Open
 // applies the missing ones, each in its own transaction together with its
 // row in schema_migrations, so a migration that fails is never recorded.
+// Each table has one bun model (models.go) whose tags are its columns;
+// bun's query builder makes every statement's text from the models, with
+// the values left as parameters that database/sql binds, and the fixed
+// statements are prepared once per pool (statements.go).
 // A file that is not a SQLite database is refused and left untouched.
 //
 // Every state write is compare-and-set (UPDATE … WHERE id = ? AND state = ?)

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/uptrace/bun"
@@ -13,27 +14,8 @@ import (
 	"github.com/hai-relay/relay/model"
 )
 
-// messageRow is a messages row as stored.
-type messageRow struct {
-	bun.BaseModel `bun:"table:messages"`
-
-	ID        string  `bun:"id"`
-	Seq       int64   `bun:"seq"`
-	From      string  `bun:"from_agent"`
-	To        string  `bun:"to_agent"`
-	Body      string  `bun:"body"`
-	ContextID string  `bun:"context_id"`
-	ReplyTo   string  `bun:"reply_to"`
-	Artifacts string  `bun:"artifacts"`
-	State     string  `bun:"state"`
-	CreatedAt string  `bun:"created_at"`
-	ReadAt    *string `bun:"read_at"`
-	AckedAt   *string `bun:"acked_at"`
-}
-
-const messageColumns = `id, seq, from_agent, to_agent, body, context_id, reply_to, artifacts, state,
-	created_at, read_at, acked_at`
-
+// messageRow.message converts a row to a message; insertMessage makes
+// the row of a new one.
 func (r messageRow) message() (model.Message, error) {
 	m := model.Message{ID: r.ID, From: r.From, To: r.To, Body: r.Body, ContextID: r.ContextID,
 		ReplyTo: r.ReplyTo, State: model.MessageState(r.State)}
@@ -53,7 +35,7 @@ func (r messageRow) message() (model.Message, error) {
 	return m, nil
 }
 
-// queryMessages runs a query returning messageColumns and maps the rows.
+// queryMessages runs a query returning messageCols and maps the rows.
 func (db *DB) queryMessages(ctx context.Context, q querier, query string, args ...any) ([]model.Message, error) {
 	out, _, err := db.queryMessagesSeq(ctx, q, nil, query, args...)
 	return out, err
@@ -62,6 +44,12 @@ func (db *DB) queryMessages(ctx context.Context, q querier, query string, args .
 // queryMessagesSeq is queryMessages that also returns the highest seq of
 // the rows returned (0 when none). With take, it stops at the first row
 // take refuses (a page's byte budget), reading no further.
+//
+// As queryTasksUpTo does, it scans with rows.Scan into one messageRow's
+// fields (messageScan), not with bun's ScanRows: inbox pages and
+// listings are hot reads (BENCHMARKS.md, scale_check_inbox and item 11),
+// and on a 50-message page ScanRows cost 344-397 CPU-µs against 280-309,
+// medians 375 and 301 (BenchmarkPageScan, 3 runs).
 func (db *DB) queryMessagesSeq(ctx context.Context, q querier, take func(model.Message) bool, query string, args ...any) ([]model.Message, int64, error) {
 	rows, err := q.QueryContext(ctx, query, args...)
 	if err != nil {
@@ -70,10 +58,12 @@ func (db *DB) queryMessagesSeq(ctx context.Context, q querier, take func(model.M
 	defer rows.Close()
 	out := []model.Message{}
 	var last int64
+	// One row, scanned into again and again: r.message copies what it
+	// keeps.
+	var r messageRow
+	dest := messageScan.dest(&r)
 	for rows.Next() {
-		var r messageRow
-		if err := rows.Scan(&r.ID, &r.Seq, &r.From, &r.To, &r.Body, &r.ContextID, &r.ReplyTo, &r.Artifacts,
-			&r.State, &r.CreatedAt, &r.ReadAt, &r.AckedAt); err != nil { // messageColumns order
+		if err := rows.Scan(dest...); err != nil {
 			return nil, 0, err
 		}
 		m, err := r.message()
@@ -149,8 +139,9 @@ func insertMessage(ctx context.Context, w *writeTx, m model.Message) error {
 	if err != nil {
 		return err
 	}
-	_, err = w.ExecContext(ctx, qMessageInsert, m.ID, m.From, m.To, m.Body, m.ContextID, m.ReplyTo,
-		arts, string(model.MessageStored), formatTime(m.CreatedAt))
+	r := messageRow{ID: m.ID, From: m.From, To: m.To, Body: m.Body, ContextID: m.ContextID, ReplyTo: m.ReplyTo,
+		Artifacts: arts, State: string(model.MessageStored), CreatedAt: formatTime(m.CreatedAt)}
+	_, err = w.ExecContext(ctx, qMessageInsert, messageBind.args(&r)...)
 	if err != nil {
 		if isUniqueViolation(err) {
 			return invalidArgs("message id %q already exists", m.ID)
@@ -306,37 +297,29 @@ func (db *DB) Ack(ctx context.Context, to string, ids []string) (int, error) {
 	now := db.now()
 	nowText := formatTime(now)
 	changed := 0
+	// Only the recipient's own messages are visible here, so an id that
+	// exists but belongs to another agent is reported exactly like one
+	// that does not exist.
+	query := sqlgen().NewSelect().Model((*messageRow)(nil)).Column("id", "from_agent", "state").
+		Where("to_agent = ?").Where("id IN (" + placeholders(len(ids)) + ")").Order("seq").String()
+	args := make([]any, 0, 1+len(ids))
+	args = append(args, to)
+	for _, id := range ids {
+		args = append(args, id)
+	}
 	err := db.write(ctx, func(ctx context.Context, w *writeTx) error {
-		idArgs := make([]any, len(ids))
-		for i, id := range ids {
-			idArgs[i] = id
-		}
-		// Only the recipient's own messages are visible here, so an id
-		// that exists but belongs to another agent is reported exactly
-		// like one that does not exist.
-		rows, err := w.QueryContext(ctx, `SELECT id, from_agent, state FROM messages
-			WHERE to_agent = ? AND id IN (`+placeholders(len(ids))+`) ORDER BY seq`, append([]any{to}, idArgs...)...)
+		rows, err := w.QueryContext(ctx, query, args...)
 		if err != nil {
 			return err
 		}
-		type hit struct{ id, from, state string }
-		var hits []hit
-		for rows.Next() {
-			var h hit
-			if err := rows.Scan(&h.id, &h.from, &h.state); err != nil {
-				rows.Close()
-				return err
-			}
-			hits = append(hits, h)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
+		var hits []messageRow
+		if err := sqlgen().ScanRows(ctx, rows, &hits); err != nil {
 			return err
 		}
 		if len(hits) != len(ids) {
 			found := make(map[string]bool, len(hits))
 			for _, h := range hits {
-				found[h.id] = true
+				found[h.ID] = true
 			}
 			// Name the first few missing ids, each clipped: the answer
 			// stays small whatever the caller sent.
@@ -357,14 +340,14 @@ func (db *DB) Ack(ctx context.Context, to string, ids []string) (int, error) {
 				Message: fmt.Sprintf("no message %s in %s's inbox; nothing was acknowledged", strings.Join(missing, ", "), to)}
 		}
 		for _, h := range hits {
-			if h.state == string(model.MessageAcked) {
+			if h.State == string(model.MessageAcked) {
 				continue
 			}
-			if _, err := w.ExecContext(ctx, qAckOne, string(model.MessageAcked), nowText, nowText, h.id); err != nil {
+			if _, err := w.ExecContext(ctx, qAckOne, string(model.MessageAcked), nowText, nowText, h.ID); err != nil {
 				return err
 			}
-			if err := w.audit(ctx, model.AuditEvent{At: now, Kind: "message.acked", Actor: to, MessageID: h.id,
-				Data: auditData{"from": h.from, "to": to, "previous_state": h.state}}); err != nil {
+			if err := w.audit(ctx, model.AuditEvent{At: now, Kind: "message.acked", Actor: to, MessageID: h.ID,
+				Data: auditData{"from": h.From, "to": to, "previous_state": h.State}}); err != nil {
 				return err
 			}
 			changed++
@@ -379,7 +362,7 @@ func (db *DB) Ack(ctx context.Context, to string, ids []string) (int, error) {
 
 // GetMessage returns one message by id, or an error with CodeNotFound.
 func (db *DB) GetMessage(ctx context.Context, id string) (model.Message, error) {
-	ms, err := db.queryMessages(ctx, db.reader.DB, `SELECT `+messageColumns+` FROM messages WHERE id = ?`, id)
+	ms, err := db.queryMessages(ctx, db.rq, qMessageByID, id)
 	if err != nil {
 		return model.Message{}, wrap("get message", err)
 	}
@@ -442,30 +425,72 @@ func (db *DB) ListMessages(ctx context.Context, f model.MessageFilter) ([]model.
 	return out, nil
 }
 
-// messagePage builds a page of messages matching where, ordered by seq
-// (order "ASC" or "DESC"), limited to n. With more than one state it is a
-// UNION ALL of one walk per state (disjoint), merged by seq.
+// messagePage returns a page of messages matching where (with args),
+// ordered by seq (order "ASC" or "DESC"), limited to n, and its
+// parameters. With more than one state it is a UNION ALL of one walk per
+// state (disjoint), merged by seq.
 func messagePage(where []string, args []any, states []model.MessageState, order string, n int) (string, []any) {
-	arm := func(w []string) string {
-		q := `SELECT ` + messageColumns + ` FROM messages`
-		if len(w) > 0 {
-			q += ` WHERE ` + strings.Join(w, ` AND `)
-		}
-		return q + ` ORDER BY seq ` + order + ` LIMIT ?`
-	}
+	query := messagePageQuery(where, len(states), order)
 	switch len(states) {
 	case 0:
-		return arm(where), append(slices.Clip(args), n)
+		return query, append(slices.Clip(args), n)
 	case 1:
-		return arm(append(slices.Clip(where), `state = ?`)), append(slices.Clip(args), string(states[0]), n)
+		return query, append(slices.Clip(args), string(states[0]), n)
 	}
-	var arms []string
 	var qargs []any
 	for _, st := range states {
-		arms = append(arms, `SELECT * FROM (`+arm(append(slices.Clip(where), `state = ?`))+`)`)
 		qargs = append(append(qargs, args...), string(st), n)
 	}
-	return strings.Join(arms, ` UNION ALL `) + ` ORDER BY seq ` + order + ` LIMIT ?`, append(qargs, n)
+	return query, append(qargs, n)
+}
+
+// messagePages caches messagePageQuery's texts by shape: the where
+// fragments are this file's own literals, so the shapes are few and fixed.
+var messagePages sync.Map
+
+// messagePageQuery returns the text of messagePage's query, built with
+// bun once per shape (and prepared once, by the statement cache): the
+// parameters of where, then for each of the states (none: no state
+// filter) the state and the page size, then (with more than one state)
+// the page size of the merged page.
+func messagePageQuery(where []string, states int, order string) string {
+	key := strings.Join(where, " AND ") + " | " + strconv.Itoa(states) + " " + order
+	if q, ok := messagePages.Load(key); ok {
+		return q.(string)
+	}
+	g := sqlgen()
+	walk := func(extra ...string) *bun.SelectQuery {
+		q := g.NewSelect().Model((*messageRow)(nil))
+		for _, w := range append(slices.Clip(where), extra...) {
+			q = q.Where(w)
+		}
+		return q.OrderExpr("seq " + order + " LIMIT ?")
+	}
+	var page *bun.SelectQuery
+	switch states {
+	case 0:
+		page = walk()
+	case 1:
+		page = walk("state = ?")
+	default:
+		// SQLite takes an arm's ORDER BY and LIMIT only inside a
+		// subquery, and the ORDER BY after the last arm orders the whole
+		// compound.
+		for i := range states {
+			arm := g.NewSelect().ColumnExpr("*").TableExpr("(?)", walk("state = ?"))
+			if i == states-1 {
+				arm = arm.OrderExpr("seq " + order + " LIMIT ?")
+			}
+			if page == nil {
+				page = arm
+			} else {
+				page = page.UnionAll(arm)
+			}
+		}
+	}
+	q := page.String()
+	messagePages.Store(key, q)
+	return q
 }
 
 // countFunc returns how many elements of s satisfy f.

@@ -148,13 +148,14 @@ func migrate(ctx context.Context, w *bun.DB, migs []Migration, upTo int, clock f
 }
 
 // applyMigration runs one migration and records it, in one transaction.
+// The bookkeeping goes through bun's builder as it is: its values (a
+// version, a migration's name, a time) are safe to format into the text.
 func applyMigration(ctx context.Context, w *bun.DB, m Migration, clock func() time.Time) error {
 	err := w.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
 		// Another process may have applied it since we looked: the
 		// IMMEDIATE transaction holds the write lock, so re-check here.
-		var n int
-		if err := tx.Tx.QueryRowContext(ctx,
-			`SELECT COUNT(*) FROM schema_migrations WHERE version = ?`, m.Version).Scan(&n); err != nil {
+		n, err := tx.NewSelect().Model((*schemaMigrationRow)(nil)).Where("version = ?", m.Version).Count(ctx)
+		if err != nil {
 			return err
 		}
 		if n > 0 {
@@ -163,9 +164,8 @@ func applyMigration(ctx context.Context, w *bun.DB, m Migration, clock func() ti
 		if _, err := tx.Tx.ExecContext(ctx, m.SQL); err != nil {
 			return err
 		}
-		_, err := tx.Tx.ExecContext(ctx,
-			`INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)`,
-			m.Version, m.Name, formatTime(clock()))
+		_, err = tx.NewInsert().Model(&schemaMigrationRow{Version: m.Version, Name: m.Name, AppliedAt: formatTime(clock())}).
+			Returning("NULL").Exec(ctx)
 		return err
 	})
 	if err != nil {
@@ -174,28 +174,10 @@ func applyMigration(ctx context.Context, w *bun.DB, m Migration, clock func() ti
 	return nil
 }
 
-// appliedMigration is a schema_migrations row.
-type appliedMigration struct {
-	Version int
-	Name    string
-}
-
 // appliedMigrations lists schema_migrations in version order.
-func appliedMigrations(ctx context.Context, q *sql.DB) ([]appliedMigration, error) {
-	rows, err := q.QueryContext(ctx, `SELECT version, name FROM schema_migrations ORDER BY version`)
-	if err != nil {
-		return nil, fmt.Errorf("migrations: %w", err)
-	}
-	defer rows.Close()
-	var out []appliedMigration
-	for rows.Next() {
-		var a appliedMigration
-		if err := rows.Scan(&a.Version, &a.Name); err != nil {
-			return nil, fmt.Errorf("migrations: %w", err)
-		}
-		out = append(out, a)
-	}
-	if err := rows.Err(); err != nil {
+func appliedMigrations(ctx context.Context, q *sql.DB) ([]schemaMigrationRow, error) {
+	var out []schemaMigrationRow
+	if err := sqlgen().NewSelect().Conn(q).Model(&out).Order("version").Scan(ctx); err != nil {
 		return nil, fmt.Errorf("migrations: %w", err)
 	}
 	return out, nil
@@ -204,7 +186,7 @@ func appliedMigrations(ctx context.Context, q *sql.DB) ([]appliedMigration, erro
 // schemaVersion returns the highest applied version (0 for none).
 func schemaVersion(ctx context.Context, q *sql.DB) (int, error) {
 	var v int
-	err := q.QueryRowContext(ctx, `SELECT IFNULL(MAX(version), 0) FROM schema_migrations`).Scan(&v)
+	err := sqlgen().NewSelect().Conn(q).Model((*schemaMigrationRow)(nil)).ColumnExpr("IFNULL(MAX(version), 0)").Scan(ctx, &v)
 	if err != nil {
 		return 0, fmt.Errorf("persistence: schema version: %w", err)
 	}

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/uptrace/bun"
@@ -21,49 +22,8 @@ type querier interface {
 	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
 }
 
-// taskRow is a tasks row as stored. bun maps result columns onto it.
-type taskRow struct {
-	bun.BaseModel `bun:"table:tasks"`
-
-	ID                string `bun:"id"`
-	Seq               int64  `bun:"seq"`
-	State             string `bun:"state"`
-	Code              string `bun:"code"`
-	Message           string `bun:"message"`
-	Caller            string `bun:"caller"`
-	Target            string `bun:"target"`
-	Mode              string `bun:"mode"`
-	MissionID         string `bun:"mission_id"`
-	LeaseID           string `bun:"lease_id"`
-	ContextID         string `bun:"context_id"`
-	Prompt            string `bun:"prompt"`
-	Cwd               string `bun:"cwd"`
-	Artifacts         string `bun:"artifacts"`
-	ReferenceTaskIDs  string `bun:"reference_task_ids"`
-	IdempotencyKey    string `bun:"idempotency_key"`
-	RequestSHA256     string `bun:"request_sha256"`
-	Result            string `bun:"result"`
-	StopReason        string `bun:"stop_reason"`
-	SessionMode       string `bun:"session_mode"`
-	ToolCalls         string `bun:"tool_calls"`
-	DeniedPermissions int    `bun:"denied_permissions"`
-	CreatedAt         string `bun:"created_at"`
-	UpdatedAt         string `bun:"updated_at"`
-}
-
-// taskColumns lists the tasks columns in taskRow order (seq excluded from
-// inserts, where it is computed).
-const taskColumns = `id, seq, state, code, message, caller, target, mode, mission_id, lease_id,
-	context_id, prompt, cwd, artifacts, reference_task_ids, idempotency_key, request_sha256, result, stop_reason,
-	session_mode, tool_calls, denied_permissions, created_at, updated_at`
-
-// insertTask inserts a task; seq is max+1, which is race-free because the
-// single writer runs one IMMEDIATE transaction at a time.
-const insertTask = `INSERT INTO tasks (seq, id, state, code, message, caller, target, mode, mission_id,
-	lease_id, context_id, prompt, cwd, artifacts, reference_task_ids, idempotency_key, request_sha256, result, stop_reason,
-	session_mode, tool_calls, denied_permissions, created_at, updated_at)
-	VALUES ((SELECT IFNULL(MAX(seq), 0) + 1 FROM tasks), ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
-
+// taskToRow and taskRow.task convert between a task and its row (the
+// model is in models.go).
 func taskToRow(t model.Task) (taskRow, error) {
 	r := taskRow{
 		ID: t.ID, State: string(t.State), Code: string(t.Code), Message: t.Message,
@@ -113,13 +73,20 @@ func (r taskRow) task() (model.Task, error) {
 	return t, nil
 }
 
-// queryTasks runs a query returning taskColumns and maps the rows.
+// queryTasks runs a query returning taskCols and maps the rows.
 func (db *DB) queryTasks(ctx context.Context, q querier, query string, args ...any) ([]model.Task, error) {
 	return db.queryTasksUpTo(ctx, q, nil, query, args...)
 }
 
 // queryTasksUpTo is queryTasks that stops at the first row take refuses
 // (a page's byte budget), reading no further.
+//
+// The rows are scanned with database/sql's rows.Scan into one taskRow's
+// fields (taskScan), not with bun's ScanRows, because a listing is a hot
+// read (BENCHMARKS.md, scale_list_tasks and item 11): on a 50-task page
+// ScanRows cost 676-704 CPU-µs against 563-797, medians 702 and 617
+// (BenchmarkPageScan, 3 runs on a loaded 2-core machine), ~9% of a
+// ListTasksVisible page (~950 CPU-µs), and 18% more bytes allocated.
 func (db *DB) queryTasksUpTo(ctx context.Context, q querier, take func(model.Task) bool, query string, args ...any) ([]model.Task, error) {
 	rows, err := q.QueryContext(ctx, query, args...)
 	if err != nil {
@@ -127,9 +94,11 @@ func (db *DB) queryTasksUpTo(ctx context.Context, q querier, take func(model.Tas
 	}
 	defer rows.Close()
 	out := []model.Task{}
+	// One row, scanned into again and again: r.task copies what it keeps.
+	var r taskRow
+	dest := taskScan.dest(&r)
 	for rows.Next() {
-		var r taskRow
-		if err := rows.Scan(r.fields()...); err != nil {
+		if err := rows.Scan(dest...); err != nil {
 			return nil, err
 		}
 		t, err := r.task()
@@ -144,19 +113,10 @@ func (db *DB) queryTasksUpTo(ctx context.Context, q querier, take func(model.Tas
 	return out, rows.Err()
 }
 
-// fields returns pointers to r's fields in taskColumns order, for
-// rows.Scan: bun's reflective ScanRows cost 7 µs a row, most of a 50-task
-// listing's time in the store.
-func (r *taskRow) fields() []any {
-	return []any{&r.ID, &r.Seq, &r.State, &r.Code, &r.Message, &r.Caller, &r.Target, &r.Mode, &r.MissionID,
-		&r.LeaseID, &r.ContextID, &r.Prompt, &r.Cwd, &r.Artifacts, &r.ReferenceTaskIDs, &r.IdempotencyKey,
-		&r.RequestSHA256, &r.Result, &r.StopReason, &r.SessionMode, &r.ToolCalls, &r.DeniedPermissions, &r.CreatedAt, &r.UpdatedAt}
-}
-
 // CreateTask persists t as a new submitted task and audits it
 // ("task.submitted"), in one transaction. The caller supplies ID; a zero
 // CreatedAt is stamped with the clock; an empty Mode is read_only (the
-// brief's default); State must be empty or submitted.
+// default); State must be empty or submitted.
 //
 // When the caller already has a task with t.IdempotencyKey, that task is
 // returned with existed=true and nothing is written, whatever else t holds:
@@ -207,10 +167,7 @@ func (db *DB) CreateTask(ctx context.Context, t model.Task) (model.Task, bool, e
 				return nil
 			}
 		}
-		_, err := w.ExecContext(ctx, insertTask,
-			r.ID, r.State, r.Code, r.Message, r.Caller, r.Target, r.Mode, r.MissionID, r.LeaseID,
-			r.ContextID, r.Prompt, r.Cwd, r.Artifacts, r.ReferenceTaskIDs, r.IdempotencyKey, r.RequestSHA256, r.Result,
-			r.StopReason, r.SessionMode, r.ToolCalls, r.DeniedPermissions, r.CreatedAt, r.UpdatedAt)
+		_, err := w.ExecContext(ctx, qTaskInsert, taskBind.args(&r)...)
 		if err != nil {
 			if isUniqueViolation(err) {
 				return invalidArgs("task id %q already exists", t.ID)
@@ -301,8 +258,9 @@ func (db *DB) Transition(ctx context.Context, tr model.Transition) (model.Task, 
 		}
 		out = got[0]
 
-		if _, err := w.ExecContext(ctx, qEventInsert, tr.TaskID, string(tr.From), string(tr.To), string(tr.Trigger), string(tr.Code),
-			tr.Message, tr.Actor, atText); err != nil {
+		ev := taskEventRow{TaskID: tr.TaskID, From: string(tr.From), To: string(tr.To), Trigger: string(tr.Trigger),
+			Code: string(tr.Code), Message: tr.Message, Actor: tr.Actor, At: atText}
+		if _, err := w.ExecContext(ctx, qEventInsert, eventBind.args(&ev)...); err != nil {
 			return err
 		}
 		for _, v := range tr.Verdicts {
@@ -339,7 +297,9 @@ func insertVerdict(ctx context.Context, w *writeTx, tr model.Transition, v model
 	if err != nil {
 		return err
 	}
-	if _, err := w.ExecContext(ctx, qVerdictInsert, tr.TaskID, string(v.Gate), v.Passed, string(v.Code), v.Message, detail, formatTime(vat)); err != nil {
+	row := taskVerdictRow{TaskID: tr.TaskID, Gate: string(v.Gate), Passed: v.Passed, Code: string(v.Code),
+		Message: v.Message, Detail: detail, At: formatTime(vat)}
+	if _, err := w.ExecContext(ctx, qVerdictInsert, verdictBind.args(&row)...); err != nil {
 		return err
 	}
 	data := map[string]string{"gate": string(v.Gate), "passed": strconv.FormatBool(v.Passed),
@@ -424,19 +384,9 @@ func (db *DB) ListTasks(ctx context.Context, f model.TaskFilter) ([]model.Task, 
 			}
 			where, args = append(where, `seq < ?`), append(args, seq)
 		}
-		var query string
-		var qargs []any
-		if len(either) == 0 {
-			query, qargs = taskPage(where), append(args, n)
-		} else {
-			// Both arms are newest-first walks of their own index; UNION
-			// drops a task that is in both (caller == target).
-			// Each arm yields only seqs (from its index alone when no
-			// other filter needs the row); the page's rows are read once.
-			where = slices.Clip(where)
-			query = `SELECT ` + taskColumns + ` FROM tasks WHERE seq IN (` +
-				`SELECT seq FROM (` + seqPage(append(where, `caller = ?`)) + `) UNION ` +
-				`SELECT seq FROM (` + seqPage(append(where, `target = ?`)) + `)) ORDER BY seq DESC LIMIT ?`
+		query := taskPageQuery(where, len(either) > 0)
+		qargs := append(slices.Clip(args), n)
+		if len(either) > 0 {
 			qargs = append(append(append(slices.Clip(args), either[0], n), args...), either[0], n, n)
 		}
 		page := model.NewPage(db.answerBytes)
@@ -451,21 +401,50 @@ func (db *DB) ListTasks(ctx context.Context, f model.TaskFilter) ([]model.Task, 
 	return out, nil
 }
 
-// taskPage is a newest-first page of tasks matching the conditions; the
-// page size is its last parameter.
-func taskPage(where []string) string {
-	return pageOf(taskColumns, where)
+// taskPages caches taskPageQuery's texts by shape: the where fragments
+// are ListTasks's own literals, so the shapes are few and fixed.
+var taskPages sync.Map
+
+// taskPageQuery returns the text of a newest-first page of tasks matching
+// the conditions in where, built with bun once per shape (bun takes ~20 µs
+// to build the caller-or-target form, the cache 0.2-0.3 µs to find it:
+// BenchmarkBuildListQuery) and prepared once, by the statement cache. Its parameters are where's, then the
+// page size. With either, the page is also filtered by caller = ? or
+// target = ?: both arms are newest-first walks of their own index
+// (tasks_caller_seq, tasks_target_seq), each with where's parameters, the
+// agent and the page size, and UNION drops a task that is in both (caller
+// == target). Each arm yields only seqs (from its index alone when no
+// other filter needs the row); the page's rows are read once.
+func taskPageQuery(where []string, either bool) string {
+	key := strings.Join(where, " AND ") + " | " + strconv.FormatBool(either)
+	if q, ok := taskPages.Load(key); ok {
+		return q.(string)
+	}
+	q := buildTaskPage(where, either)
+	taskPages.Store(key, q)
+	return q
 }
 
-// seqPage is taskPage's seqs only.
-func seqPage(where []string) string { return pageOf(`seq`, where) }
-
-func pageOf(cols string, where []string) string {
-	q := `SELECT ` + cols + ` FROM tasks`
-	if len(where) > 0 {
-		q += ` WHERE ` + strings.Join(where, ` AND `)
+// buildTaskPage builds taskPageQuery's text.
+func buildTaskPage(where []string, either bool) string {
+	g := sqlgen()
+	walk := func(q *bun.SelectQuery, extra ...string) *bun.SelectQuery {
+		for _, w := range append(slices.Clip(where), extra...) {
+			q = q.Where(w)
+		}
+		return q.OrderExpr("seq DESC LIMIT ?")
 	}
-	return q + ` ORDER BY seq DESC LIMIT ?`
+	page := g.NewSelect().Model((*taskRow)(nil))
+	if either {
+		seqs := func(col string) *bun.SelectQuery {
+			return walk(g.NewSelect().Model((*taskRow)(nil)).Column("seq"), col+" = ?")
+		}
+		page = page.Where("seq IN (SELECT seq FROM (?) UNION SELECT seq FROM (?))", seqs("caller"), seqs("target")).
+			OrderExpr("seq DESC LIMIT ?")
+	} else {
+		page = walk(page)
+	}
+	return page.String()
 }
 
 // seqOf returns the seq of a cursor row in table ("tasks" or "messages").
@@ -478,18 +457,6 @@ func seqOf(ctx context.Context, q querier, table, id string) (int64, error) {
 	return seq, err
 }
 
-// eventRow is a task_events row.
-type eventRow struct {
-	TaskID  string `bun:"task_id"`
-	From    string `bun:"from_state"`
-	To      string `bun:"to_state"`
-	Trigger string `bun:"trigger_name"`
-	Code    string `bun:"code"`
-	Message string `bun:"message"`
-	Actor   string `bun:"actor"`
-	At      string `bun:"at"`
-}
-
 // TaskEvents returns a task's transitions, oldest first (not_found for an
 // unknown task).
 func (db *DB) TaskEvents(ctx context.Context, id string) ([]model.Event, error) {
@@ -499,7 +466,7 @@ func (db *DB) TaskEvents(ctx context.Context, id string) ([]model.Event, error) 
 		if err != nil {
 			return err
 		}
-		var ers []eventRow
+		var ers []taskEventRow
 		if err := db.reader.ScanRows(ctx, rows, &ers); err != nil {
 			return err
 		}
@@ -523,16 +490,6 @@ func (db *DB) TaskEvents(ctx context.Context, id string) ([]model.Event, error) 
 	return out, nil
 }
 
-// verdictRow is a task_verdicts row.
-type verdictRow struct {
-	Gate    string `bun:"gate"`
-	Passed  bool   `bun:"passed"`
-	Code    string `bun:"code"`
-	Message string `bun:"message"`
-	Detail  string `bun:"detail"`
-	At      string `bun:"at"`
-}
-
 // TaskVerdicts returns every gate verdict recorded for a task, oldest first
 // (not_found for an unknown task).
 func (db *DB) TaskVerdicts(ctx context.Context, id string) ([]model.Verdict, error) {
@@ -542,7 +499,7 @@ func (db *DB) TaskVerdicts(ctx context.Context, id string) ([]model.Verdict, err
 		if err != nil {
 			return err
 		}
-		var vrs []verdictRow
+		var vrs []taskVerdictRow
 		if err := db.reader.ScanRows(ctx, rows, &vrs); err != nil {
 			return err
 		}

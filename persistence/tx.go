@@ -10,54 +10,6 @@ import (
 	"github.com/uptrace/bun"
 )
 
-// The fixed statements of the hot paths. They are prepared once per pool
-// at Open (see prepareAll), which saves SQLite's parse and plan on every
-// call; dynamic queries (filters, id lists) are prepared per call.
-const (
-	qAuditHead       = `SELECT seq, hash FROM audit_head WHERE id = 1`
-	qAuditHeadUpdate = `UPDATE audit_head SET seq = ?, hash = ? WHERE id = 1`
-	qAuditInsert     = `INSERT INTO audit_log (seq, at, kind, actor, task_id, message_id, data, prev_hash, hash)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`
-
-	qTaskByID   = `SELECT ` + taskColumns + ` FROM tasks WHERE id = ?`
-	qTaskByIdem = `SELECT ` + taskColumns + ` FROM tasks WHERE caller = ? AND idempotency_key = ?`
-	qTaskState  = `SELECT state FROM tasks WHERE id = ?`
-	qTaskExists = `SELECT 1 FROM tasks WHERE id = ?`
-	// qTransition and qTransitionResult are the compare-and-set writes.
-	qTransition = `UPDATE tasks SET state = ?, code = ?, message = ?, updated_at = ?
-		WHERE id = ? AND state = ? RETURNING ` + taskColumns
-	qTransitionResult = `UPDATE tasks SET state = ?, code = ?, message = ?, updated_at = ?,
-		result = ?, stop_reason = ?, session_mode = ?, tool_calls = ?
-		WHERE id = ? AND state = ? RETURNING ` + taskColumns
-	// Events and verdicts are numbered per task: n = max + 1, found on
-	// the primary key's prefix. ?1 is the task id.
-	qEventInsert = `INSERT INTO task_events (task_id, n, from_state, to_state, trigger_name, code, message, actor, at)
-		VALUES (?1, (SELECT IFNULL(MAX(n), 0) + 1 FROM task_events WHERE task_id = ?1), ?2, ?3, ?4, ?5, ?6, ?7, ?8)`
-	qVerdictInsert = `INSERT INTO task_verdicts (task_id, n, gate, passed, code, message, detail, at)
-		VALUES (?1, (SELECT IFNULL(MAX(n), 0) + 1 FROM task_verdicts WHERE task_id = ?1), ?2, ?3, ?4, ?5, ?6, ?7)`
-	qDenial = `UPDATE tasks SET denied_permissions = denied_permissions + 1, updated_at = ?
-		WHERE id = ? AND state = ? RETURNING target, denied_permissions`
-	qTaskEvents = `SELECT task_id, from_state, to_state, trigger_name, code, message, actor, at
-		FROM task_events WHERE task_id = ? ORDER BY n`
-	qTaskVerdicts = `SELECT gate, passed, code, message, detail, at
-		FROM task_verdicts WHERE task_id = ? ORDER BY n`
-
-	qMessageInsert = `INSERT INTO messages (seq, id, from_agent, to_agent, body, context_id, reply_to, artifacts, state, created_at)
-		VALUES ((SELECT IFNULL(MAX(seq), 0) + 1 FROM messages), ?, ?, ?, ?, ?, ?, ?, ?, ?)`
-	qMarkReadUpTo = `UPDATE messages SET state = ?, read_at = ? WHERE to_agent = ? AND state = ? AND seq <= ?`
-	qStoredUpTo   = `SELECT COUNT(*) FROM messages WHERE to_agent = ? AND state = ? AND seq <= ?`
-	qUnreadCount  = `SELECT COUNT(*) FROM messages WHERE to_agent = ? AND state = ?`
-	qAckOne       = `UPDATE messages SET state = ?, acked_at = ?, read_at = IFNULL(read_at, ?) WHERE id = ?`
-)
-
-// writerQueries and readerQueries are prepared at Open on each pool.
-var (
-	writerQueries = []string{qAuditHead, qAuditHeadUpdate, qAuditInsert, qTaskByIdem, qTaskState,
-		insertTask, qTransition, qTransitionResult, qEventInsert, qVerdictInsert, qDenial,
-		qMessageInsert, qMarkReadUpTo, qStoredUpTo, qUnreadCount, qAckOne, qSavepoint, qRollbackTo, qRelease}
-	readerQueries = []string{qAuditHead, qTaskByID, qTaskExists, qTaskEvents, qTaskVerdicts}
-)
-
 // maxCachedStmts bounds each pool's statement cache. The store's query
 // shapes are finite (each filter combination is one text; an id list is
 // one text per length), and rarely more than a few dozen are in use; a
