@@ -3,7 +3,9 @@ package persistence
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"testing"
+	"time"
 
 	"github.com/hai-relay/relay/model"
 )
@@ -17,7 +19,7 @@ import (
 // and converts them to model types, scanned each way.
 func BenchmarkPageScan(b *testing.B) {
 	ctx := context.Background()
-	db := benchSeeded(b, 20000, 20000)
+	db := importSeeded(b, 20000)
 	qTasks := `SELECT ` + taskCols + ` FROM tasks ORDER BY seq DESC LIMIT 50`
 	qMessages := `SELECT ` + messageCols + ` FROM messages ORDER BY seq DESC LIMIT 50`
 	query := func(b *testing.B, q string) *sql.Rows {
@@ -110,7 +112,7 @@ func BenchmarkBuildListQuery(b *testing.B) {
 // and scanned with bun one row at a time.
 func BenchmarkVerifyAudit(b *testing.B) {
 	ctx := context.Background()
-	db := benchSeeded(b, 20000, 0)
+	db := importSeeded(b, 10000) // 10,000 messages and tasks: 20,000 audit rows
 	start := cpuTime()
 	for b.Loop() {
 		if rep, err := db.VerifyAudit(ctx); err != nil || !rep.OK || rep.Rows != 20000 {
@@ -118,4 +120,27 @@ func BenchmarkVerifyAudit(b *testing.B) {
 		}
 	}
 	reportCPU(b, start)
+}
+
+// importSeeded opens a store holding n messages and n completed tasks,
+// written by Import: this package's internal tests cannot use
+// persistencetest.Seed (it imports this package).
+func importSeeded(b *testing.B, n int) *DB {
+	b.Helper()
+	db := MustOpenTemp(b)
+	agents := model.CoreAgents()
+	var h History
+	for i := range n {
+		from, to := agents[i%len(agents)], agents[(i+1)%len(agents)]
+		at := t0.Add(time.Duration(i) * time.Second)
+		h.Messages = append(h.Messages, model.Message{ID: fmt.Sprintf("MSG-B%08d", i), From: from, To: to,
+			Body: "a benchmark message of about a hundred bytes, like the ones agents leave each other", CreatedAt: at})
+		h.Tasks = append(h.Tasks, model.TaskDetail{Task: model.Task{ID: fmt.Sprintf("T-B%08d", i), State: model.StateCompleted,
+			Caller: from, Target: to, Mode: model.ModeReadOnly, MissionID: "M-1", LeaseID: "S-1", Prompt: "review parser.go",
+			Result: "done", StopReason: "end_turn", CreatedAt: at, UpdatedAt: at}})
+	}
+	if err := db.Import(context.Background(), h); err != nil {
+		b.Fatal(err)
+	}
+	return db
 }
