@@ -67,6 +67,18 @@ func TestE2EMessages(t *testing.T) {
 	}
 	// claude cannot ack codex's message.
 	mustCode(t, claude, "ack_messages", map[string]any{"message_ids": []any{sent.str("message_id")}}, "not_found")
+	// unread_only=false shows the messages read but not acknowledged, as
+	// its description says: the three replies, not the acked one.
+	all := mustOK(t, codex, "check_inbox", map[string]any{"unread_only": false})
+	if got := all.data["messages"].([]any); len(got) != 3 {
+		t.Fatalf("check_inbox unread_only=false: %d messages, want the 3 read and unacknowledged: %+v", len(got), got)
+	} else {
+		for _, g := range got {
+			if m := g.(map[string]any); m["state"] != "read" || m["message_id"] == sent.str("message_id") {
+				t.Errorf("check_inbox unread_only=false returned %+v", m)
+			}
+		}
+	}
 
 	// A reply joins the thread of the message it answers; only the sender
 	// or recipient of that message may answer it.

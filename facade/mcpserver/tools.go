@@ -143,9 +143,9 @@ func mcpTools(o Options) []mcpTool {
 				"A page stops early, before limit, when the next message would take the answer past 2 MiB of JSON; "+
 				"only the messages returned are marked read. "+
 				"Messages from \"relay\" report that a task you submitted ended: its task_id, final state and code or "+
-				"result. Acknowledge handled messages with ack_messages.", me),
+				"result. Acknowledge handled messages with ack_messages: an acknowledged message is done and no longer returned.", me),
 			params: []mcpParam{
-				{name: "unread_only", kind: mcpBool, def: true, desc: "Return only unread messages (default true); false also returns messages already read or acked."},
+				{name: "unread_only", kind: mcpBool, def: true, desc: "Return only unread messages (default true); false also returns messages already read but not yet acknowledged. Acknowledged messages are done and never returned again."},
 				{name: "limit", kind: mcpLimit, def: 50, desc: fmt.Sprintf("Maximum number of messages to return, 1 to %d (default 50).", mcpMaxLimit)},
 			},
 			call: func(ctx context.Context, f *mcpFacade, a mcpArgs) (any, error) {
