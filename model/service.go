@@ -66,7 +66,7 @@ type AgentService interface {
 	AckMessages(ctx context.Context, caller string, ids []string) (AckResult, error)
 	SubmitTask(ctx context.Context, caller string, r SubmitRequest) (Task, error)
 	GetTask(ctx context.Context, caller, id string) (Task, error)
-	ListTasks(ctx context.Context, caller string, state State, limit int) ([]Task, error)
+	ListTasks(ctx context.Context, caller string, state State, limit int, before string) ([]Task, error)
 	CancelTask(ctx context.Context, caller, id string) (Task, error)
 	ListAgents(ctx context.Context) ([]AgentInfo, error)
 	// Connected audits a transport connection (identity and pid).

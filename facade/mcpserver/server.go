@@ -301,7 +301,7 @@ type PassThrough interface {
 	SendMessageJSON(ctx context.Context, caller string, r model.SendRequest) (json.RawMessage, error)
 	CheckInboxJSON(ctx context.Context, caller string, unreadOnly bool, limit int) (json.RawMessage, error)
 	GetTaskJSON(ctx context.Context, caller, id string) (json.RawMessage, error)
-	ListTasksJSON(ctx context.Context, caller string, state model.State, limit int) (json.RawMessage, error)
+	ListTasksJSON(ctx context.Context, caller string, state model.State, limit int, before string) (json.RawMessage, error)
 }
 
 // passThrough returns the service as a PassThrough, or nil when it is not

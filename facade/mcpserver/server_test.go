@@ -126,12 +126,13 @@ func (f *mcpFakeService) GetTask(_ context.Context, caller, id string) (model.Ta
 }
 
 type mcpListArgs struct {
-	State model.State
-	Limit int
+	State  model.State
+	Limit  int
+	Before string
 }
 
-func (f *mcpFakeService) ListTasks(_ context.Context, caller string, state model.State, limit int) ([]model.Task, error) {
-	if err := f.record("ListTasks", caller, mcpListArgs{state, limit}); err != nil {
+func (f *mcpFakeService) ListTasks(_ context.Context, caller string, state model.State, limit int, before string) ([]model.Task, error) {
+	if err := f.record("ListTasks", caller, mcpListArgs{state, limit, before}); err != nil {
 		return nil, err
 	}
 	if f.noResults {
@@ -291,7 +292,7 @@ var mcpWantTools = map[string]mcpWant{
 		"reference_task_ids", "artifacts", "idempotency_key", "cwd"}, required: []string{"target", "prompt"}},
 	"get_task":    {args: []string{"task_id"}, required: []string{"task_id"}, readOnly: true, idempotent: true},
 	"cancel_task": {args: []string{"task_id"}, required: []string{"task_id"}, destructive: true},
-	"list_tasks":  {args: []string{"state", "limit"}, readOnly: true, idempotent: true},
+	"list_tasks":  {args: []string{"state", "limit", "before"}, readOnly: true, idempotent: true},
 	"list_agents": {readOnly: true, idempotent: true},
 }
 
@@ -530,8 +531,8 @@ func TestMCPToolsCallTheService(t *testing.T) {
 					t.Errorf("tasks = %v", out)
 				}
 			}},
-		{name: "list_tasks filtered", tool: "list_tasks", args: map[string]any{"state": "blocked", "limit": 5},
-			want: mcpCall{"ListTasks", mcpTestAgent, mcpListArgs{State: model.StateBlocked, Limit: 5}}},
+		{name: "list_tasks filtered", tool: "list_tasks", args: map[string]any{"state": "blocked", "limit": 5, "before": "T-9"},
+			want: mcpCall{"ListTasks", mcpTestAgent, mcpListArgs{State: model.StateBlocked, Limit: 5, Before: "T-9"}}},
 		{name: "list_agents", tool: "list_agents", args: map[string]any{},
 			want: mcpCall{"ListAgents", "", nil},
 			result: func(t *testing.T, out map[string]any) {

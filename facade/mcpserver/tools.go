@@ -266,13 +266,14 @@ func mcpTools(o Options) []mcpTool {
 			params: []mcpParam{
 				{name: "state", kind: mcpEnum, enum: states, desc: "Only tasks in this state (default: every state)."},
 				{name: "limit", kind: mcpLimit, def: 50, desc: fmt.Sprintf("Maximum number of tasks to return, 1 to %d (default 50).", mcpMaxLimit)},
+				{name: "before", kind: mcpString, desc: "A task_id: return only tasks older than it (the next page: pass the last task_id of the previous one)."},
 			},
 			readOnly: true, idempotent: true,
 			call: func(ctx context.Context, f *mcpFacade, a mcpArgs) (any, error) {
 				if c := f.passThrough(); c != nil {
-					return passRaw(c.ListTasksJSON(ctx, f.o.Agent, model.State(a.str("state")), a.intOr("limit", 50)))
+					return passRaw(c.ListTasksJSON(ctx, f.o.Agent, model.State(a.str("state")), a.intOr("limit", 50), a.str("before")))
 				}
-				ts, err := f.svc.ListTasks(ctx, f.o.Agent, model.State(a.str("state")), a.intOr("limit", 50))
+				ts, err := f.svc.ListTasks(ctx, f.o.Agent, model.State(a.str("state")), a.intOr("limit", 50), a.str("before"))
 				if ts == nil {
 					ts = []model.Task{}
 				}

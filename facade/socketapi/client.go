@@ -439,9 +439,9 @@ func (c *Client) GetTaskJSON(ctx context.Context, caller, id string) (json.RawMe
 
 // ListTasksJSON is ListTasks returning the daemon's answer, a TaskList
 // ({"tasks": [...]}), as the JSON it came as.
-func (c *Client) ListTasksJSON(ctx context.Context, caller string, state model.State, limit int) (json.RawMessage, error) {
+func (c *Client) ListTasksJSON(ctx context.Context, caller string, state model.State, limit int, before string) (json.RawMessage, error) {
 	var raw json.RawMessage
-	err := c.listTasks(ctx, caller, state, limit, &raw)
+	err := c.listTasks(ctx, caller, state, limit, before, &raw)
 	return raw, err
 }
 
@@ -492,15 +492,16 @@ func (c *Client) getTask(ctx context.Context, caller, id string, out any) error 
 }
 
 // ListTasks implements model.AgentService.
-func (c *Client) ListTasks(ctx context.Context, caller string, state model.State, limit int) ([]model.Task, error) {
+func (c *Client) ListTasks(ctx context.Context, caller string, state model.State, limit int, before string) ([]model.Task, error) {
 	var l TaskList
-	err := c.listTasks(ctx, caller, state, limit, &l)
+	err := c.listTasks(ctx, caller, state, limit, before, &l)
 	return l.Tasks, err
 }
 
-func (c *Client) listTasks(ctx context.Context, caller string, state model.State, limit int, out any) error {
+func (c *Client) listTasks(ctx context.Context, caller string, state model.State, limit int, before string, out any) error {
 	q := url.Values{}
 	clientSet(q, "state", string(state))
+	clientSet(q, "before", before)
 	clientSetLimit(q, limit)
 	return c.agentCall(ctx, caller, http.MethodGet, "/v1/tasks", q, nil, out)
 }

@@ -142,7 +142,7 @@ func TestClientRetriesAConnectionTheDaemonClosed(t *testing.T) {
 		if _, err := c.SendMessage(ctx, "claude", model.SendRequest{To: "codex", Body: "again"}); err != nil {
 			t.Fatalf("send %d after the daemon closed the idle connection: %v", i, err)
 		}
-		if _, err := c.ListTasks(ctx, "claude", "", 10); err != nil {
+		if _, err := c.ListTasks(ctx, "claude", "", 10, ""); err != nil {
 			t.Fatalf("list %d: %v", i, err)
 		}
 	}
@@ -183,7 +183,7 @@ func TestClientTimeoutCutsASlowAnswer(t *testing.T) {
 	d.slow = time.Minute
 	c := connTestClient(t, d, 300*time.Millisecond)
 	start := time.Now()
-	_, err := c.ListTasks(context.Background(), "claude", "", 10)
+	_, err := c.ListTasks(context.Background(), "claude", "", 10, "")
 	if model.ErrorCode(err) != model.CodeDaemonUnavailable {
 		t.Fatalf("err = %v, want daemon_unavailable", err)
 	}
@@ -194,7 +194,7 @@ func TestClientTimeoutCutsASlowAnswer(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	time.AfterFunc(100*time.Millisecond, cancel)
 	c2 := connTestClient(t, d, -1)
-	if _, err := c2.ListTasks(ctx, "claude", "", 10); model.ErrorCode(err) != model.CodeDaemonUnavailable {
+	if _, err := c2.ListTasks(ctx, "claude", "", 10, ""); model.ErrorCode(err) != model.CodeDaemonUnavailable {
 		t.Errorf("canceled call: err = %v, want daemon_unavailable", err)
 	}
 }

@@ -135,8 +135,8 @@ func (f *apiFakeService) GetTask(ctx context.Context, caller, id string) (model.
 	return apiTask(id, caller), nil
 }
 
-func (f *apiFakeService) ListTasks(ctx context.Context, caller string, state model.State, limit int) ([]model.Task, error) {
-	if err := f.record(ctx, "ListTasks", caller, state, limit); err != nil {
+func (f *apiFakeService) ListTasks(ctx context.Context, caller string, state model.State, limit int, before string) ([]model.Task, error) {
+	if err := f.record(ctx, "ListTasks", caller, state, limit, before); err != nil {
 		return nil, err
 	}
 	if f.empty {

@@ -447,13 +447,13 @@ func (s *Server) routes() {
 	s.route("GET /v1/tasks/{id}", true, nil, func(w http.ResponseWriter, r *http.Request, caller string) (any, error) {
 		return s.svc.GetTask(r.Context(), caller, r.PathValue("id"))
 	})
-	s.route("GET /v1/tasks", true, []string{"state", "limit"}, func(w http.ResponseWriter, r *http.Request, caller string) (any, error) {
+	s.route("GET /v1/tasks", true, []string{"state", "limit", "before"}, func(w http.ResponseWriter, r *http.Request, caller string) (any, error) {
 		q := r.URL.Query()
 		limit, err := queryLimit(q)
 		if err != nil {
 			return nil, err
 		}
-		ts, err := s.svc.ListTasks(r.Context(), caller, model.State(q.Get("state")), limit)
+		ts, err := s.svc.ListTasks(r.Context(), caller, model.State(q.Get("state")), limit, q.Get("before"))
 		return TaskList{Tasks: nonNil(ts)}, err
 	})
 	s.route("POST /v1/tasks/{id}/cancel", true, nil, func(w http.ResponseWriter, r *http.Request, caller string) (any, error) {

@@ -234,8 +234,9 @@ func (s *Service) GetTask(ctx context.Context, caller, id string) (model.Task, e
 	return s.visibleTask(ctx, caller, id)
 }
 
-// ListTasks lists the tasks the caller submitted or targets, newest first.
-func (s *Service) ListTasks(ctx context.Context, caller string, state model.State, limit int) ([]model.Task, error) {
+// ListTasks lists the tasks the caller submitted or targets, newest first;
+// before, a task id, pages on to the tasks older than it.
+func (s *Service) ListTasks(ctx context.Context, caller string, state model.State, limit int, before string) ([]model.Task, error) {
 	n, err := limitOf(limit)
 	if err != nil {
 		return nil, err
@@ -243,7 +244,15 @@ func (s *Service) ListTasks(ctx context.Context, caller string, state model.Stat
 	if state != "" && !state.Valid() {
 		return nil, invalidArgs(fmt.Sprintf("state %q is not a task state", model.Echo(string(state))))
 	}
-	ts, err := s.o.Store.ListTasks(ctx, model.TaskFilter{Visible: caller, State: state, Limit: n})
+	if before != "" {
+		// The cursor must be a task the caller may see: another agent's
+		// task id gets the same not_found as one that does not exist, so
+		// paging is no oracle of other agents' tasks.
+		if _, err := s.visibleTask(ctx, caller, before); err != nil {
+			return nil, err
+		}
+	}
+	ts, err := s.o.Store.ListTasks(ctx, model.TaskFilter{Visible: caller, State: state, Limit: n, Before: before})
 	if ts == nil && err == nil {
 		ts = []model.Task{}
 	}

@@ -329,7 +329,7 @@ func payloadBounds(t *testing.T, f Fixture) {
 	wantCode(t, "malformed reference", submit(model.SubmitRequest{ReferenceTaskIDs: []string{"T-1"}}), model.CodeInvalidArgs)
 	wantCode(t, "relative cwd", submit(model.SubmitRequest{Cwd: "src"}), model.CodeInvalidCwd)
 	wantCode(t, "unknown mode", submit(model.SubmitRequest{Mode: "yolo"}), model.CodeInvalidArgs)
-	if ts := must[[]model.Task](t, "list")(f.As(a).ListTasks(ctx, a, "", 0)); len(ts) != 0 {
+	if ts := must[[]model.Task](t, "list")(f.As(a).ListTasks(ctx, a, "", 0, "")); len(ts) != 0 {
 		t.Errorf("refused submissions stored %d tasks", len(ts))
 	}
 }
@@ -356,7 +356,7 @@ func taskVisibility(t *testing.T, f Fixture) {
 		{b, map[string]bool{ab.ID: true}},
 		{c, map[string]bool{ca.ID: true}},
 	} {
-		got := ids(must[[]model.Task](t, w.agent+" lists")(f.As(w.agent).ListTasks(ctx, w.agent, "", 0)))
+		got := ids(must[[]model.Task](t, w.agent+" lists")(f.As(w.agent).ListTasks(ctx, w.agent, "", 0, "")))
 		if len(got) != len(w.sees) {
 			t.Errorf("%s lists %v, want %v", w.agent, got, w.sees)
 		}
@@ -375,18 +375,37 @@ func taskVisibility(t *testing.T, f Fixture) {
 	}
 	// The state filter: canceled tasks only, then nothing in a state none is in.
 	must[model.Task](t, "cancel")(f.As(a).CancelTask(ctx, a, ab.ID))
-	if got := ids(must[[]model.Task](t, "list canceled")(f.As(b).ListTasks(ctx, b, model.StateCanceled, 0))); len(got) != 1 || !got[ab.ID] {
+	if got := ids(must[[]model.Task](t, "list canceled")(f.As(b).ListTasks(ctx, b, model.StateCanceled, 0, ""))); len(got) != 1 || !got[ab.ID] {
 		t.Errorf("%s's canceled tasks: %v", b, got)
 	}
-	if got := must[[]model.Task](t, "list completed")(f.As(a).ListTasks(ctx, a, model.StateCompleted, 0)); got == nil || len(got) != 0 {
+	if got := must[[]model.Task](t, "list completed")(f.As(a).ListTasks(ctx, a, model.StateCompleted, 0, "")); got == nil || len(got) != 0 {
 		t.Errorf("completed tasks: %#v, want an empty list", got)
 	}
-	if got := must[[]model.Task](t, "list limit 1")(f.As(a).ListTasks(ctx, a, "", 1)); len(got) != 1 {
+	if got := must[[]model.Task](t, "list limit 1")(f.As(a).ListTasks(ctx, a, "", 1, "")); len(got) != 1 {
 		t.Errorf("limit 1 listed %d", len(got))
 	}
-	_, err := f.As(a).ListTasks(ctx, a, "running", 0)
+	// Paging: a page of one, then the tasks before it, newest first, and
+	// nothing before the oldest; the cursor keeps the caller's scope.
+	first := must[[]model.Task](t, "page 1")(f.As(a).ListTasks(ctx, a, "", 1, ""))
+	second := must[[]model.Task](t, "page 2")(f.As(a).ListTasks(ctx, a, "", 1, first[0].ID))
+	if len(first) != 1 || len(second) != 1 || first[0].ID != ca.ID || second[0].ID != ab.ID {
+		t.Errorf("pages of one: %v then %v, want %s then %s", ids(first), ids(second), ca.ID, ab.ID)
+	}
+	if rest := must[[]model.Task](t, "page 3")(f.As(a).ListTasks(ctx, a, "", 1, second[0].ID)); len(rest) != 0 {
+		t.Errorf("before the oldest task: %v", ids(rest))
+	}
+	// Another agent's task as the cursor is not_found, exactly as a task
+	// that does not exist: paging is no oracle.
+	_, errTheirs := f.As(b).ListTasks(ctx, b, "", 10, ca.ID)
+	wantCode(t, "a cursor naming another agent's task", errTheirs, model.CodeNotFound)
+	_, errNone := f.As(b).ListTasks(ctx, b, "", 10, "T-01ZZZZZZZZZZZZZZZZZZZZZZZZ")
+	wantCode(t, "a cursor naming no task", errNone, model.CodeNotFound)
+	if errTheirs != nil && errNone != nil && strings.ReplaceAll(errTheirs.Error(), ca.ID, "ID") != strings.ReplaceAll(errNone.Error(), "T-01ZZZZZZZZZZZZZZZZZZZZZZZZ", "ID") {
+		t.Errorf("the two cursors' errors differ beyond the id:\n%v\n%v", errTheirs, errNone)
+	}
+	_, err := f.As(a).ListTasks(ctx, a, "running", 0, "")
 	wantCode(t, "an unknown state", err, model.CodeInvalidArgs)
-	_, err = f.As(a).ListTasks(ctx, a, "", 1001)
+	_, err = f.As(a).ListTasks(ctx, a, "", 1001, "")
 	wantCode(t, "limit 1001", err, model.CodeInvalidArgs)
 	_, err = f.As(a).GetTask(ctx, a, "T-nope")
 	wantCode(t, "a malformed task id", err, model.CodeNotFound)
@@ -436,7 +455,7 @@ func idempotency(t *testing.T, f Fixture) {
 	if other := f.submit(t, c, req); other.ID == first.ID {
 		t.Error("another caller's key reached the first task")
 	}
-	if ts := must[[]model.Task](t, "list")(f.As(a).ListTasks(ctx, a, "", 0)); len(ts) != 1 {
+	if ts := must[[]model.Task](t, "list")(f.As(a).ListTasks(ctx, a, "", 0, "")); len(ts) != 1 {
 		t.Errorf("%s has %d tasks, want 1", a, len(ts))
 	}
 }
@@ -449,7 +468,7 @@ func unknownTarget(t *testing.T, f Fixture) {
 	_, err := f.As(a).SubmitTask(ctx, a, model.SubmitRequest{Target: "no-such-agent", Prompt: "p", Cwd: f.Cwd,
 		MissionID: "M-1", LeaseID: "S-1"})
 	wantCode(t, "submit to an unknown agent", err, model.CodeUnknownAgent)
-	if ts := must[[]model.Task](t, "list")(f.As(a).ListTasks(ctx, a, "", 0)); len(ts) != 0 {
+	if ts := must[[]model.Task](t, "list")(f.As(a).ListTasks(ctx, a, "", 0, "")); len(ts) != 0 {
 		t.Errorf("stored %d tasks", len(ts))
 	}
 	agents := must[[]model.AgentInfo](t, "list agents")(f.As(a).ListAgents(ctx))
