@@ -101,6 +101,12 @@ func exitCode(err error) int {
 
 // run runs the relay command line args and returns the process exit code.
 func run(ctx context.Context, args []string, e *env) int {
+	// Under --json stdout holds one JSON document: the result, or else
+	// the error. A command that printed its result and then failed (a
+	// probe's agent entry, then the probe's error) reports the error on
+	// stderr.
+	out := &countingWriter{w: e.stdout}
+	e.stdout = out
 	root := newRoot(ctx, e)
 	root.SetArgs(args)
 	err := root.ExecuteContext(ctx)
@@ -108,6 +114,23 @@ func run(ctx context.Context, args []string, e *env) int {
 		printError(e, err)
 	}
 	return exitCode(err)
+}
+
+// countingWriter remembers whether anything was written through it.
+type countingWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
+}
+
+func wroteStdout(w io.Writer) bool {
+	c, ok := w.(*countingWriter)
+	return ok && c.n > 0
 }
 
 // cliHints replace the catalogue's default hints that speak MCP (the
@@ -128,7 +151,7 @@ func printError(e *env, err error) {
 	if h, ok := cliHints[pe.Code]; ok && pe.Hint == spec.Hint(pe.Code) {
 		pe.Hint = h
 	}
-	if e.jsonErrors {
+	if e.jsonErrors && !wroteStdout(e.stdout) {
 		_ = printJSON(e.stdout, map[string]string{"code": string(pe.Code), "message": pe.Message, "hint": pe.Hint})
 		return
 	}

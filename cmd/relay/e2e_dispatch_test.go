@@ -205,6 +205,14 @@ func TestE2EProbe(t *testing.T) {
 	if code == 0 || !strings.Contains(errOut, "spawn") {
 		t.Fatalf("probe ghost: exit %d\n%s", code, errOut)
 	}
+	// With --json, stdout is one JSON document: the agent's entry; the
+	// probe's error, which came after it, is on stderr.
+	out, errOut, code = cli(t, home, "agents", "probe", "ghost", "--json")
+	dec := json.NewDecoder(strings.NewReader(out))
+	var entry model.AgentInfo
+	if err := dec.Decode(&entry); err != nil || entry.Name != "ghost" || dec.More() || code == 0 || !strings.Contains(errOut, "spawn") {
+		t.Fatalf("probe ghost --json: exit %d, decode %v, entry %q, more %v\nstdout %s\nstderr %s", code, err, entry.Name, dec.More(), out, errOut)
+	}
 	// An unknown agent is the error alone, with a hint to run at a shell.
 	_, errOut, code = cli(t, home, "agents", "probe", "nobody")
 	if code != 3 || errOut != "relay: unknown_agent: no agent named \"nobody\"\nhint: run `relay agents` to see the known agents\n" {
