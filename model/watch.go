@@ -22,7 +22,9 @@ const (
 const AfterNow int64 = -1
 
 // MaxWatchWait bounds EventFilter.Wait: a long poll answers within it.
-const MaxWatchWait = 25 * time.Second
+// It stays inside the socket server's default read and write deadlines
+// (30 s and 60 s).
+const MaxWatchWait = 20 * time.Second
 
 // WatchEvent is one thing that happened to a task, as `relay tasks watch`
 // streams it: its submission, a gate verdict or a transition.

@@ -551,7 +551,7 @@ func (s *Server) routes() {
 // long poll of `relay tasks watch`: the task events after the cursor
 // (after absent: from now on, with a task its history so far), answered
 // as soon as there is one, or with none and the cursor when wait passes.
-// The wait is capped below the connection's deadlines (half the shorter),
+// The wait is capped below the connection's deadlines (4/5 of the shorter),
 // and ends early, answering what there is, when the server shuts down,
 // so that a follower never holds a stopping daemon.
 func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request, _ string) (any, error) {
@@ -573,7 +573,7 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request, _ string) 
 	}
 	// Past the read deadline net/http's background read fails and ends
 	// the request's context; past the write deadline the answer is lost.
-	f.Wait = min(wait, min(s.o.ReadTimeout, s.o.WriteTimeout)/2)
+	f.Wait = min(wait, min(s.o.ReadTimeout, s.o.WriteTimeout)*4/5)
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	stop := context.AfterFunc(s.shutdownCtx(), cancel)
