@@ -547,7 +547,7 @@ func (s *Server) routes() {
 	})
 }
 
-// handleEvents is GET /v1/operator/events?task=ID&after=SEQ&wait=25s, the
+// handleEvents is GET /v1/operator/events?task=ID&after=SEQ&wait=20s, the
 // long poll of `relay tasks watch`: the task events after the cursor
 // (after absent: from now on, with a task its history so far), answered
 // as soon as there is one, or with none and the cursor when wait passes.
