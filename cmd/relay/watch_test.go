@@ -51,6 +51,10 @@ func startWatch(t *testing.T, home string, args ...string) *watcher {
 	}()
 	t.Cleanup(func() {
 		_ = cmd.Process.Kill()
+		go func() { // unblock the reader if the test left lines unread
+			for range w.lines {
+			}
+		}()
 		<-w.done
 	})
 	return w
@@ -173,27 +177,63 @@ func TestWatchFollowsATaskLive(t *testing.T) {
 
 // relay tasks watch without an id follows every task from now on, until
 // interrupted: a task submitted after it started shows up as it moves,
-// and SIGINT ends it with exit 0.
+// one that ended before does not, and SIGINT ends it with exit 0.
 func TestWatchEveryTask(t *testing.T) {
 	t.Parallel()
 	home := newHome(t, fullConfig(t, "allow-guarded", ""))
 	launchDaemon(t, home)
 	c := apiClient(home)
-	// A task from before the watch: not shown.
-	before := apiDo(t, c, "POST", "/v1/tasks", "codex", mustJSON(t, map[string]any{
-		"target": "claude", "prompt": "echo before", "mission_id": "M-w", "lease_id": "S-w", "cwd": t.TempDir()}))
-	taskEnded(t, c, before.str("task_id"))
+	submit := func(prompt string) string {
+		t.Helper()
+		r := apiDo(t, c, "POST", "/v1/tasks", "codex", mustJSON(t, map[string]any{
+			"target": "claude", "prompt": prompt, "mission_id": "M-w", "lease_id": "S-w", "cwd": t.TempDir()}))
+		if r.status != 200 {
+			t.Fatalf("submit: %d %s", r.status, r.body)
+		}
+		return r.str("task_id")
+	}
+	before := submit("echo before")
+	taskEnded(t, c, before)
 
 	w := startWatch(t, home)
-	time.Sleep(300 * time.Millisecond) // let its first call take the cursor
-	r := apiDo(t, c, "POST", "/v1/tasks", "codex", mustJSON(t, map[string]any{
-		"target": "claude", "prompt": "hang", "mission_id": "M-w", "lease_id": "S-w", "cwd": t.TempDir()}))
-	id := r.str("task_id")
-	if ev := w.next(t, 20*time.Second); ev.Kind != model.WatchSubmitted || ev.TaskID != id {
-		t.Fatalf("first line %+v, want the submission of %s (not the earlier task %s)", ev, id, before.str("task_id"))
+	// The watch follows from the moment its first call answers, which the
+	// test cannot see: submit short tasks until one shows up, and only then
+	// the task whose every line is checked.
+	for seen := false; !seen; {
+		probe := submit("echo probe")
+		select {
+		case ev, ok := <-w.lines:
+			if !ok {
+				t.Fatalf("relay tasks watch ended: %v; stderr: %s", w.err, w.errb.String())
+			}
+			if ev.TaskID == before {
+				t.Fatalf("a task that ended before the watch began was shown: %+v", ev)
+			}
+			seen = true
+		case <-time.After(3 * time.Second):
+			t.Logf("no line yet for %s; submitting another", probe)
+		}
+	}
+	id := submit("hang")
+	// next line of task id, skipping the probes' lines.
+	nextOf := func(kind string) model.WatchEvent {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			ev := w.next(t, time.Until(deadline))
+			if ev.TaskID == before {
+				t.Fatalf("a task that ended before the watch began was shown: %+v", ev)
+			}
+			if ev.TaskID == id && ev.Kind == kind {
+				return ev
+			}
+		}
+	}
+	if ev := nextOf(model.WatchSubmitted); ev.To != model.StateSubmitted {
+		t.Fatalf("line %+v, want the submission of %s", ev, id)
 	}
 	for _, want := range []model.State{model.StateAuthorized, model.StateWorking} {
-		if ev := w.nextTransition(t, 30*time.Second); ev.To != want || ev.TaskID != id {
+		if ev := nextOf(model.WatchTransition); ev.To != want {
 			t.Fatalf("line %+v, want %s of %s", ev, want, id)
 		}
 	}
@@ -201,10 +241,16 @@ func TestWatchEveryTask(t *testing.T) {
 	if _, errOut, code := cli(t, home, "tasks", "cancel", id); code != 0 {
 		t.Fatalf("relay tasks cancel: %d %s", code, errOut)
 	}
-	if ev := w.nextTransition(t, 30*time.Second); ev.To != model.StateCanceled || ev.TaskID != id {
+	if ev := nextOf(model.WatchTransition); ev.To != model.StateCanceled {
 		t.Fatalf("line %+v, want %s canceled", ev, id)
 	}
-	w.quiet(t, 300*time.Millisecond) // following every task does not end at a terminal state
+	// Following every task does not end at a task's terminal state: only
+	// an interrupt ends it.
+	select {
+	case <-w.done:
+		t.Fatalf("relay tasks watch ended on its own (%v); stderr: %s", w.err, w.errb.String())
+	case <-time.After(300 * time.Millisecond):
+	}
 	if err := w.cmd.Process.Signal(syscall.SIGINT); err != nil {
 		t.Fatal(err)
 	}
