@@ -61,8 +61,10 @@ func (db *DB) EventsAfter(ctx context.Context, taskID string, after int64, limit
 			if err != nil {
 				return err
 			}
-			if !page.Take(model.EncodedLen(ev)) {
-				return rows.Err() // the page is full: the cursor stays at the last event taken
+			// The page is full: the cursor stays at the last event taken.
+			// The first is always taken, so a follower always moves on.
+			if !page.Take(model.EncodedLen(ev)) && len(out) > 0 {
+				return rows.Err()
 			}
 			out, cursor = append(out, ev), seq
 		}
