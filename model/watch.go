@@ -19,7 +19,7 @@ const (
 // AfterNow is EventFilter.After for "from now on": the answer carries no
 // past event, only the cursor to follow from (and, for one task, that
 // task's history so far).
-const AfterNow int64 = -1
+const AfterNow = -1
 
 // MaxWatchWait bounds EventFilter.Wait: a long poll answers within it.
 // It stays inside the socket server's default read and write deadlines
