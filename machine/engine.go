@@ -53,6 +53,9 @@ type Engine struct {
 
 	slots *slots
 
+	// changes wakes the followers of task events (Changed).
+	changes changes
+
 	mu    sync.Mutex
 	locks map[string]*taskLock
 
@@ -277,6 +280,7 @@ func (e *Engine) Submit(ctx context.Context, caller string, r model.SubmitReques
 		}
 		return t, true, nil
 	}
+	e.changes.committed()
 	// The evaluation belongs to the task now, not to the request: it runs
 	// in the background, whatever becomes of the caller.
 	e.evaluateSoon(t.ID)

@@ -135,6 +135,7 @@ func (o *op) mutate(ctx context.Context, s stateless.State) error {
 		return err
 	}
 	o.task, o.wrote = t, true
+	o.e.changes.committed()
 	return nil
 }
 

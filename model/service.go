@@ -86,6 +86,10 @@ type OperatorService interface {
 	// ran is an answer, whatever its status.
 	VerifyAgent(ctx context.Context, name string, timeout time.Duration) (Verification, error)
 	VerifyAudit(ctx context.Context) (AuditReport, error)
+	// WatchEvents returns task events after f.After (with f.TaskID and
+	// AfterNow: that task's history), waiting up to f.Wait for one when
+	// there is none yet: the long poll of `relay tasks watch`.
+	WatchEvents(ctx context.Context, f EventFilter) (EventBatch, error)
 }
 
 // Service is the engine port the transports use: the in-process service

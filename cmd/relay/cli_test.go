@@ -90,6 +90,8 @@ func TestCLIJSONErrors(t *testing.T) {
 		{[]string{"tasks", "list", "--json"}, 5, "daemon_unavailable"},
 		{[]string{"agents", "--json"}, 5, "daemon_unavailable"},
 		{[]string{"tasks", "show", "T-1", "--json"}, 5, "daemon_unavailable"},
+		{[]string{"tasks", "watch", "T-1", "--json"}, 5, "daemon_unavailable"},
+		{[]string{"tasks", "watch", "T-1", "T-2", "--json"}, 2, "invalid_args"},
 		{[]string{"tasks", "list", "--json", "--limt", "3"}, 2, "invalid_args"},
 		{[]string{"messages", "list", "extra", "--json"}, 2, "invalid_args"},
 	} {

@@ -24,6 +24,7 @@ const (
 var argKinds = map[string]string{
 	"tasks show":    kindTask,
 	"tasks cancel":  kindTask,
+	"tasks watch":   kindTask,
 	"agents probe":  kindAgent,
 	"agents verify": kindAgent,
 }

@@ -15,7 +15,7 @@ import (
 // groupSummaries describe the command groups that do nothing themselves
 // but list their subcommands.
 var groupSummaries = map[string]string{
-	"tasks":    "list, show and cancel delegated tasks",
+	"tasks":    "list, show, watch and cancel delegated tasks",
 	"messages": "list the passive messages agents left each other",
 	"audit":    "check the hash-chained audit log",
 	"fsm":      "the task lifecycle as a graph",

@@ -661,3 +661,28 @@ func (c *Client) VerifyAudit(ctx context.Context) (model.AuditReport, error) {
 	err := c.call(ctx, http.MethodGet, "/v1/operator/audit/verify", nil, nil, &r)
 	return r, err
 }
+
+// WatchEvents implements model.OperatorService: one long poll of GET
+// /v1/operator/events. The call may take f.Wait on top of the client's
+// own timeout.
+func (c *Client) WatchEvents(ctx context.Context, f model.EventFilter) (model.EventBatch, error) {
+	if f.TaskID != "" {
+		if _, err := clientTaskID(f.TaskID); err != nil {
+			return model.EventBatch{}, err
+		}
+	}
+	q := url.Values{}
+	clientSet(q, "task", f.TaskID)
+	if f.After != model.AfterNow {
+		q.Set("after", strconv.FormatInt(f.After, 10))
+	}
+	if f.Wait > 0 {
+		q.Set("wait", f.Wait.String())
+	}
+	if err := c.ensureVersion(ctx); err != nil {
+		return model.EventBatch{}, err
+	}
+	var b model.EventBatch
+	err := c.roundTrip(ctx, http.MethodGet, "/v1/operator/events", q, "", nil, &b, f.Wait)
+	return b, err
+}

@@ -231,6 +231,14 @@ func (f *apiFakeService) VerifyAudit(ctx context.Context) (model.AuditReport, er
 	return model.AuditReport{Rows: 42, OK: true, Head: "abc123"}, nil
 }
 
+func (f *apiFakeService) WatchEvents(ctx context.Context, ef model.EventFilter) (model.EventBatch, error) {
+	if err := f.record(ctx, "WatchEvents", "", ef); err != nil {
+		return model.EventBatch{}, err
+	}
+	return model.EventBatch{Events: []model.WatchEvent{{Seq: ef.After + 1, At: apiT0, TaskID: ef.TaskID,
+		Kind: model.WatchTransition, From: model.StateSubmitted, To: model.StateAuthorized, Trigger: model.TriggerAuthorize}}, Cursor: ef.After + 1}, nil
+}
+
 // apiShortDir returns a fresh 0700 directory with a short path (sun_path
 // holds 108 bytes; t.TempDir's names can be longer).
 func apiShortDir(tb testing.TB) string {

@@ -120,7 +120,14 @@ type Server struct {
 	connMu  sync.Mutex
 	conns   map[*peerConn]struct{} // accepted, not yet closed
 	closing bool
+
+	// down ends with Shutdown: long polls stop waiting on it.
+	down     context.Context
+	downStop context.CancelFunc
 }
+
+// shutdownCtx is canceled when Shutdown begins.
+func (s *Server) shutdownCtx() context.Context { return s.down }
 
 // NewServer returns a server exposing svc. Call Serve to run it.
 func NewServer(svc model.Service, o ServerOptions) *Server {
@@ -156,6 +163,7 @@ func NewServer(svc model.Service, o ServerOptions) *Server {
 
 	s := &Server{svc: svc, o: o, log: o.Logger, mux: http.NewServeMux(), conns: map[*peerConn]struct{}{},
 		refusals: newRefusalBudget(o.RefusalBurst, o.RefusalEvery, o.Clock)}
+	s.down, s.downStop = context.WithCancel(context.Background())
 	s.routes()
 	s.hs = &http.Server{
 		Handler:           s,
@@ -204,6 +212,7 @@ func (s *Server) Serve(ln net.Listener) error {
 // to 5 s for such a connection's first request. A request whose first
 // bytes are still unread fails as if it had come after the listener closed.
 func (s *Server) Shutdown(ctx context.Context) error {
+	s.downStop()
 	s.connMu.Lock()
 	s.closing = true
 	for c := range s.conns {
@@ -532,9 +541,44 @@ func (s *Server) routes() {
 	}
 	longAgentRoute(s, "POST /v1/operator/agents/{name}/probe", probeBudget, s.svc.ProbeAgent)
 	longAgentRoute(s, "POST /v1/operator/agents/{name}/verify", defaultVerifyTimeout, s.svc.VerifyAgent)
+	s.route("GET /v1/operator/events", false, []string{"task", "after", "wait"}, s.handleEvents)
 	s.route("GET /v1/operator/audit/verify", false, nil, func(w http.ResponseWriter, r *http.Request, _ string) (any, error) {
 		return s.svc.VerifyAudit(r.Context())
 	})
+}
+
+// handleEvents is GET /v1/operator/events?task=ID&after=SEQ&wait=20s, the
+// long poll of `relay tasks watch`: the task events after the cursor
+// (after absent: from now on, with a task its history so far), answered
+// as soon as there is one, or with none and the cursor when wait passes.
+// The wait is capped below the connection's deadlines (4/5 of the shorter),
+// and ends early, answering what there is, when the server shuts down,
+// so that a follower never holds a stopping daemon.
+func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request, _ string) (any, error) {
+	q := r.URL.Query()
+	f := model.EventFilter{TaskID: q.Get("task"), After: model.AfterNow}
+	if q.Has("after") {
+		n, err := strconv.ParseInt(q.Get("after"), 10, 64)
+		if err != nil || n < 0 {
+			return nil, invalidArgs("after %q is not a cursor (a non-negative integer from a previous answer)", model.Clip(q.Get("after"), 64))
+		}
+		f.After = n
+	}
+	wait, err := queryDuration(q, "wait")
+	if err != nil {
+		return nil, err
+	}
+	if wait > model.MaxWatchWait {
+		return nil, invalidArgs("wait %s is over the bound of %s", wait, model.MaxWatchWait)
+	}
+	// Past the read deadline net/http's background read fails and ends
+	// the request's context; past the write deadline the answer is lost.
+	f.Wait = min(wait, min(s.o.ReadTimeout, s.o.WriteTimeout)*4/5)
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	stop := context.AfterFunc(s.shutdownCtx(), cancel)
+	defer stop()
+	return s.svc.WatchEvents(ctx, f)
 }
 
 // TaskList is the body of the task listing routes.

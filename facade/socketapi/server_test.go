@@ -137,6 +137,11 @@ func TestAPIRoutesRoundTrip(t *testing.T) {
 			"VerifyAgent", "", []any{"claude", 90 * time.Second}, wantVerify},
 		{"VerifyAgent/default timeout", func() (any, error) { return op.VerifyAgent(ctx, "claude", 0) },
 			"VerifyAgent", "", []any{"claude", time.Duration(0)}, wantVerify},
+		{"WatchEvents", func() (any, error) {
+			return op.WatchEvents(ctx, model.EventFilter{TaskID: "T-3", After: 41, Wait: 2 * time.Second})
+		}, "WatchEvents", "", []any{model.EventFilter{TaskID: "T-3", After: 41, Wait: 2 * time.Second}},
+			model.EventBatch{Events: []model.WatchEvent{{Seq: 42, At: apiT0, TaskID: "T-3", Kind: model.WatchTransition,
+				From: model.StateSubmitted, To: model.StateAuthorized, Trigger: model.TriggerAuthorize}}, Cursor: 42}},
 		{"VerifyAudit", func() (any, error) { return op.VerifyAudit(ctx) },
 			"VerifyAudit", "", nil, model.AuditReport{Rows: 42, OK: true, Head: "abc123"}},
 	}

@@ -29,6 +29,10 @@ type Options struct {
 	Store    model.Store
 	Messages model.MessageStore
 	Registry model.Registry
+	// Events reads task events for watching; nil means Store, when it
+	// implements model.EventLog (persistence.DB does), else none and
+	// WatchEvents refuses.
+	Events model.EventLog
 	// MessageBytes bounds a message body (default model.DefaultMessageBytes).
 	MessageBytes int
 	// Probe runs a live probe of an agent (the dispatcher's); nil refuses.
@@ -60,6 +64,9 @@ func New(o Options) *Service {
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if el, ok := o.Store.(model.EventLog); ok && o.Events == nil {
+		o.Events = el
 	}
 	return &Service{o: o, now: func() time.Time { return o.Clock().UTC() }}
 }
