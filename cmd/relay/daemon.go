@@ -353,10 +353,15 @@ func lockHome(home string) (*homeLock, error) {
 	if err := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB); err != nil {
 		f.Close()
 		if errors.Is(err, unix.EWOULDBLOCK) {
-			pid, _ := os.ReadFile(p)
-			return nil, &model.Error{Code: model.CodeInvalidArgs,
-				Message: fmt.Sprintf("another relay daemon is running on %s (pid %s)", home, strings.TrimSpace(string(pid))),
-				Hint:    "use that daemon, stop it first, or pass another --home"}
+			// The file holds the running daemon's pid, unless whoever
+			// holds the lock is not a daemon that wrote one.
+			msg := "another relay daemon is running on " + home
+			b, _ := os.ReadFile(p)
+			if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && pid > 0 {
+				msg += fmt.Sprintf(" (pid %d)", pid)
+			}
+			return nil, &model.Error{Code: model.CodeDaemonAlreadyRunning, Message: msg,
+				Hint: fmt.Sprintf("use that daemon (`relay daemon status --home %s` shows it), stop it first with `relay daemon stop --home %s`, or pass another --home", home, home)}
 		}
 		return nil, fmt.Errorf("lock %s: %w", p, err)
 	}
