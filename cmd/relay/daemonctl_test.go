@@ -231,3 +231,37 @@ func TestDaemonIdleExitWaitsForFacadesAndTasks(t *testing.T) {
 	}
 	eventually(t, "the idle daemon's exit", 30*time.Second, func() bool { return !alive(pids[0]) })
 }
+
+// relay daemon stop gives up after --timeout with an error that says what
+// to do; the daemon goes on stopping.
+func TestDaemonStopTimeout(t *testing.T) {
+	t.Parallel()
+	home := newHome(t, fullConfig(t, "allow-guarded", ""))
+	d := launchDaemon(t, home)
+	c := apiClient(home)
+	r := apiDo(t, c, "POST", "/v1/tasks", "codex", mustJSON(t, map[string]any{
+		"target": "claude", "prompt": "hang-ignore-cancel", "mission_id": "M-1", "lease_id": "S-1", "cwd": t.TempDir()}))
+	id := r.str("task_id")
+	if r.status != 200 || id == "" {
+		t.Fatalf("submit: %d %s", r.status, r.body)
+	}
+	eventually(t, "the task working", 60*time.Second, func() bool {
+		return apiDo(t, c, "GET", "/v1/tasks/"+id, "codex", nil).str("state") == "working"
+	})
+	c.CloseIdleConnections()
+	// The agent ignores session/cancel: the stop takes the cancel grace
+	// (3 s) before the agent is killed.
+	_, errOut, code := cli(t, home, "daemon", "stop", "--timeout", "500ms")
+	if code != 1 || !strings.Contains(errOut, "accepted to stop but is still running after 500ms") ||
+		!strings.Contains(errOut, "hint: it may still be stopping running agents") {
+		t.Fatalf("daemon stop --timeout 500ms: exit %d\n%s", code, errOut)
+	}
+	select {
+	case <-d.done:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("the daemon did not finish stopping\n%s", d.stderr.String())
+	}
+	if out, errOut, code := cli(t, home, "daemon", "stop"); code != 0 || !strings.Contains(out, "no relay daemon was running") {
+		t.Fatalf("daemon stop after it stopped: exit %d\n%s%s", code, out, errOut)
+	}
+}
