@@ -92,7 +92,8 @@ func (s *Server) ServeDaemon(h DaemonHooks) {
 func (s *Server) Facades() []Facade { return s.facades.live() }
 
 // Activity returns the number of requests being served now and when the
-// last one ended (or began, while one runs). GET /v1/operator/status is
+// last one ended (or began, while one runs). GET /v1/operator/status and
+// GET /v1/version (which every client sends before its first call) are
 // not counted: looking at an idle daemon does not keep it up.
 func (s *Server) Activity() (inFlight int, last time.Time) {
 	return int(s.inFlight.Load()), time.Unix(0, s.lastActive.Load())
@@ -100,7 +101,7 @@ func (s *Server) Activity() (inFlight int, last time.Time) {
 
 // trackActivity counts r in Activity; the returned func ends it.
 func (s *Server) trackActivity(r *http.Request) func() {
-	if r.URL.Path == "/v1/operator/status" {
+	if r.Method == http.MethodGet && (r.URL.Path == "/v1/operator/status" || r.URL.Path == "/v1/version") {
 		return func() {}
 	}
 	s.inFlight.Add(1)

@@ -51,8 +51,9 @@ func TestAPIDaemonRoutes(t *testing.T) {
 		t.Fatalf("Activity = %d, %v", n, last)
 	}
 	before := last
+	op2 := apiNewClient(t, sock, ClientOptions{}) // a new client: GET /v1/version first
 	for range 3 {
-		if _, err := op.DaemonStatus(ctx); err != nil {
+		if _, err := op2.DaemonStatus(ctx); err != nil {
 			t.Fatal(err)
 		}
 	}
