@@ -51,6 +51,9 @@ const (
 	CodeTaskNotCancelable     Code = "task_not_cancelable"
 	CodeIdempotencyConflict   Code = "idempotency_conflict"
 	CodeDaemonUnavailable     Code = "daemon_unavailable"
+	// CodeDaemonAlreadyRunning: `relay daemon` was started on a home whose
+	// daemon already runs (the home lock is held); nothing was started.
+	CodeDaemonAlreadyRunning Code = "daemon_already_running"
 	// CodeOutcomeUnknown: the request reached the daemon but its answer was
 	// lost; it may have been carried out. Unlike daemon_unavailable, a blind
 	// retry may do it twice.
@@ -96,7 +99,7 @@ func AllTaskCodes() []Code {
 func AllRequestCodes() []Code {
 	return []Code{CodeInvalidArgs, CodeUnknownAgent, CodeInvalidRecipient,
 		CodeBroadcastNotSupported, CodePayloadTooLarge, CodeInvalidCwd, CodeNotFound,
-		CodeTaskNotCancelable, CodeIdempotencyConflict, CodeDaemonUnavailable, CodeOutcomeUnknown, CodeStorageFull, CodeInternal}
+		CodeTaskNotCancelable, CodeIdempotencyConflict, CodeDaemonUnavailable, CodeDaemonAlreadyRunning, CodeOutcomeUnknown, CodeStorageFull, CodeInternal}
 }
 
 // AllEngineCodes lists the engine's own refusal codes.

@@ -77,6 +77,7 @@ var exitCodes = map[model.Code]int{
 	model.CodeStaleState:            4,
 	model.CodeInvalidTransition:     4,
 	model.CodeDaemonUnavailable:     5,
+	model.CodeDaemonAlreadyRunning:  4, // a conflict, as HTTP 409: the home's daemon already runs
 	model.CodeAuditBroken:           6,
 	model.CodeOutcomeUnknown:        7,
 	model.CodeAgentNotVerified:      8, // relay agents verify: an agent's hardening was not verified

@@ -62,7 +62,9 @@ func startDaemon(home string, warn io.Writer) error {
 		return err
 	}
 	defer devnull.Close()
-	cmd := exec.Command(exe, "daemon", "--home", home)
+	// --autostarted: a daemon nobody started by hand exits once idle
+	// ([daemon] idle_timeout).
+	cmd := exec.Command(exe, "daemon", "--home", home, "--autostarted")
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = devnull, devnull, devnull // it logs to relay.log
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {

@@ -33,7 +33,8 @@ func init() {
 func sockPath(home string) string { return filepath.Join(home, "relay.sock") }
 
 func runDaemon(ctx context.Context, e *env, args []string) error {
-	f := newFlags(e, "daemon", "[--home DIR]")
+	f := newFlags(e, "daemon", "[--home DIR] [--autostarted]")
+	auto := f.Bool("autostarted", false, "mark the daemon as started on demand (what a facade's autostart passes): it exits after [daemon] idle_timeout with no facade connected and no task running or queued")
 	if err := f.parse(args, 0); err != nil {
 		return err
 	}
@@ -41,7 +42,7 @@ func runDaemon(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	d := &daemon{home: home, stderr: e.stderr}
+	d := &daemon{home: home, stderr: e.stderr, autostarted: *auto}
 	return d.run(ctx)
 }
 
@@ -51,6 +52,9 @@ type daemon struct {
 	home   string
 	stderr io.Writer
 	log    *slog.Logger
+	// autostarted: a facade started this daemon on demand; it exits when
+	// idle (idleWatch).
+	autostarted bool
 }
 
 func (d *daemon) run(ctx context.Context) (err error) {
@@ -221,8 +225,39 @@ func (d *daemon) run(ctx context.Context) (err error) {
 				Data: map[string]string{"uid": strconv.Itoa(uid), "pid": strconv.Itoa(pid)}})
 		},
 	})
+	started := time.Now()
+	// stopAsked gets why the daemon stops on its own: an operator's
+	// `relay daemon stop` (POST /v1/operator/stop) or an idle period.
+	stopAsked := make(chan string, 1)
+	askStop := func(why string) {
+		select {
+		case stopAsked <- why:
+		default:
+		}
+	}
+	srv.ServeDaemon(socketapi.DaemonHooks{
+		Status: func(ctx context.Context) (socketapi.DaemonStatus, error) {
+			st := socketapi.DaemonStatus{PID: os.Getpid(), Home: d.home, Version: Version, StartedAt: started.UTC(),
+				UptimeSeconds: int64(time.Since(started) / time.Second), Autostarted: d.autostarted}
+			if d.autostarted {
+				st.IdleTimeout = cfg.Daemon.IdleTimeout.String()
+			}
+			var err error
+			if st.TasksRunning, err = countTasks(ctx, eng, model.StateAuthorized, model.StateWorking); err != nil {
+				return st, err
+			}
+			st.TasksQueued, err = countTasks(ctx, eng, model.StateSubmitted)
+			return st, err
+		},
+		Stop: func() { askStop("operator") },
+	})
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
+	if d.autostarted && cfg.Daemon.IdleTimeout > 0 {
+		watchCtx, stopWatch := context.WithCancel(ctx)
+		defer stopWatch()
+		go d.idleWatch(watchCtx, cfg.Daemon.IdleTimeout, srv, eng, askStop)
+	}
 	d.log.Info("relay daemon ready", "home", d.home, "socket", sockPath(d.home), "pid", os.Getpid(), "version", Version)
 	logFile.startupDone()
 	ready = true
@@ -230,6 +265,8 @@ func (d *daemon) run(ctx context.Context) (err error) {
 	select {
 	case <-ctx.Done():
 		d.log.Info("stopping", "reason", "signal")
+	case why := <-stopAsked:
+		d.log.Info("stopping", "reason", why)
 	case err = <-served:
 		d.log.Error("socket server stopped", "err", err)
 	}
@@ -250,6 +287,64 @@ func (d *daemon) run(ctx context.Context) (err error) {
 	}
 	d.log.Info("relay daemon stopped")
 	return err
+}
+
+// countTasks counts the tasks in the given states, paging through them.
+func countTasks(ctx context.Context, eng *machine.Engine, states ...model.State) (int, error) {
+	n := 0
+	for _, st := range states {
+		f := model.TaskFilter{State: st, Limit: 1000}
+		for {
+			page, err := eng.List(ctx, f)
+			if err != nil {
+				return 0, err
+			}
+			if len(page) == 0 {
+				break
+			}
+			n += len(page)
+			f.Before = page[len(page)-1].ID
+		}
+	}
+	return n, nil
+}
+
+// idleWatch asks the daemon to stop once it has been idle for timeout:
+// no facade connected (a facade that announced itself and whose process
+// runs; see socketapi.Server.Facades), no request being served, none
+// ended within timeout, and no task queued or running. It looks every
+// quarter of the timeout (between 100 ms and 15 s), so the daemon stops
+// between timeout and 1.25 × timeout after it went idle.
+func (d *daemon) idleWatch(ctx context.Context, timeout time.Duration, srv *socketapi.Server, eng *machine.Engine, stop func(string)) {
+	tick := time.NewTicker(min(max(timeout/4, 100*time.Millisecond), 15*time.Second))
+	defer tick.Stop()
+	busySince := time.Now() // the daemon starts busy: whoever started it calls next
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		inFlight, last := srv.Activity()
+		busy := inFlight > 0 || len(srv.Facades()) > 0
+		if !busy {
+			n, err := countTasks(ctx, eng, model.StateSubmitted, model.StateAuthorized, model.StateWorking)
+			busy = err != nil || n > 0 // a store that cannot answer is not proof of idleness
+		}
+		now := time.Now()
+		if busy {
+			busySince = now
+			continue
+		}
+		if last.After(busySince) {
+			busySince = last
+		}
+		if idle := now.Sub(busySince); idle >= timeout {
+			d.log.Info("idle: no facade connected, no request and no task queued or running", "idle_for", idle.Round(time.Millisecond), "idle_timeout", timeout)
+			stop("idle")
+			return
+		}
+	}
 }
 
 // testShimEnv names a shim executable (cmd/testfakes/agentshim) the daemon uses
@@ -353,10 +448,15 @@ func lockHome(home string) (*homeLock, error) {
 	if err := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB); err != nil {
 		f.Close()
 		if errors.Is(err, unix.EWOULDBLOCK) {
-			pid, _ := os.ReadFile(p)
-			return nil, &model.Error{Code: model.CodeInvalidArgs,
-				Message: fmt.Sprintf("another relay daemon is running on %s (pid %s)", home, strings.TrimSpace(string(pid))),
-				Hint:    "use that daemon, stop it first, or pass another --home"}
+			// The file holds the running daemon's pid, unless whoever
+			// holds the lock is not a daemon that wrote one.
+			msg := "another relay daemon is running on " + home
+			b, _ := os.ReadFile(p)
+			if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && pid > 0 {
+				msg += fmt.Sprintf(" (pid %d)", pid)
+			}
+			return nil, &model.Error{Code: model.CodeDaemonAlreadyRunning, Message: msg,
+				Hint: fmt.Sprintf("use that daemon (`relay daemon status --home %s` shows it), stop it first with `relay daemon stop --home %s`, or pass another --home", home, home)}
 		}
 		return nil, fmt.Errorf("lock %s: %w", p, err)
 	}

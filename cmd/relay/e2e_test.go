@@ -256,9 +256,11 @@ func TestE2EDaemonHomeSocketAndLock(t *testing.T) {
 		t.Fatalf("socket mode %v %v", sock.Mode(), err)
 	}
 	// A second daemon on the same home is refused and leaves the first alone.
+	// It is reported as what it is, with its own code and exit code 4.
 	_, errOut, code := cli(t, home, "daemon")
-	if code == 0 || !strings.Contains(errOut, "another relay daemon is running") {
-		t.Fatalf("second daemon: exit %d\n%s", code, errOut)
+	if code != 4 || !strings.Contains(errOut, "relay: daemon_already_running: another relay daemon is running on "+home+" (pid ") ||
+		!strings.Contains(errOut, "relay daemon stop") {
+		t.Fatalf("second daemon: exit %d, want 4 and daemon_already_running naming the pid\n%s", code, errOut)
 	}
 	if _, errOut, code := cli(t, home, "agents"); code != 0 {
 		t.Fatalf("first daemon no longer answers: %s", errOut)

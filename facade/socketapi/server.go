@@ -124,6 +124,11 @@ type Server struct {
 	// down ends with Shutdown: long polls stop waiting on it.
 	down     context.Context
 	downStop context.CancelFunc
+	// facades, inFlight and lastActive are what the daemon reads to tell
+	// whether it is idle (daemon.go).
+	facades    facadeSet
+	inFlight   atomic.Int64
+	lastActive atomic.Int64 // unix nanoseconds
 }
 
 // shutdownCtx is canceled when Shutdown begins.
@@ -164,6 +169,7 @@ func NewServer(svc model.Service, o ServerOptions) *Server {
 	s := &Server{svc: svc, o: o, log: o.Logger, mux: http.NewServeMux(), conns: map[*peerConn]struct{}{},
 		refusals: newRefusalBudget(o.RefusalBurst, o.RefusalEvery, o.Clock)}
 	s.down, s.downStop = context.WithCancel(context.Background())
+	s.lastActive.Store(time.Now().UnixNano())
 	s.routes()
 	s.hs = &http.Server{
 		Handler:           s,
@@ -230,6 +236,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 
 // ServeHTTP serves one API request; tests may call it directly.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	defer s.trackActivity(r)()
 	defer func() {
 		if v := recover(); v != nil {
 			if v == http.ErrAbortHandler {
@@ -491,7 +498,11 @@ func (s *Server) routes() {
 		if uid, pid, ok := PeerFromContext(r.Context()); ok {
 			c.UID, c.PID = uid, pid
 		}
-		return struct{}{}, s.svc.Connected(r.Context(), c)
+		if err := s.svc.Connected(r.Context(), c); err != nil {
+			return nil, err
+		}
+		s.facades.add(c)
+		return struct{}{}, nil
 	})
 
 	// Operator routes.

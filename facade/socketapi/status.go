@@ -35,6 +35,7 @@ var statuses = map[model.Code]int{
 	model.CodeTaskNotCancelable:     http.StatusConflict,
 	model.CodeIdempotencyConflict:   http.StatusConflict,
 	model.CodeDaemonUnavailable:     http.StatusServiceUnavailable,
+	model.CodeDaemonAlreadyRunning:  http.StatusConflict,
 	model.CodeOutcomeUnknown:        http.StatusGatewayTimeout,
 	model.CodeStorageFull:           http.StatusInsufficientStorage,
 	model.CodeInternal:              http.StatusInternalServerError,

@@ -24,6 +24,7 @@ func TestStatus(t *testing.T) {
 		model.CodeTaskNotCancelable:     409,
 		model.CodeIdempotencyConflict:   409,
 		model.CodeDaemonUnavailable:     503,
+		model.CodeDaemonAlreadyRunning:  409,
 		model.CodeOutcomeUnknown:        504,
 		model.CodeStorageFull:           507,
 		model.CodeInternal:              500,

@@ -39,6 +39,18 @@ type Config struct {
 	Limits LimitsConfig
 	// Storage is the [storage] table.
 	Storage StorageConfig
+	// Daemon is the [daemon] table.
+	Daemon DaemonConfig
+}
+
+// DaemonConfig is the [daemon] table.
+type DaemonConfig struct {
+	// IdleTimeout is how long a daemon started on demand (by a facade's
+	// autostart) stays up with nothing to do: no facade connected, no
+	// request being served, no task running or queued (key idle_timeout,
+	// a Go duration, default DefaultIdleTimeout). Zero means never. A
+	// daemon started by hand never exits on its own.
+	IdleTimeout time.Duration
 }
 
 // AuthorityConfig is the [authority] table: the external authority adapter
@@ -162,6 +174,9 @@ const (
 	DefaultMaxDispatch      = machine.DefaultMaxDispatch
 	DefaultVerifiedWithin   = dispatch.DefaultVerifiedWithin
 	DefaultSynchronous      = SynchronousFull
+	// DefaultIdleTimeout is the daemon's: the daemon's idle exit lives in
+	// cmd/relay, whose config this package is.
+	DefaultIdleTimeout = 10 * time.Minute
 )
 
 // defaultCommands are the launch specs of the core agents (the launch specs (docs/agents.md)).
@@ -192,6 +207,7 @@ func DefaultConfig() Config {
 			MaxDispatch:  DefaultMaxDispatch,
 		},
 		Storage: StorageConfig{Synchronous: DefaultSynchronous},
+		Daemon:  DaemonConfig{IdleTimeout: DefaultIdleTimeout},
 	}
 }
 
@@ -306,6 +322,9 @@ func (c Config) Validate() error {
 	}
 	if err := checkSynchronous(c.Storage.Synchronous); err != nil {
 		return bad("storage.synchronous", leafHint("storage.synchronous", ""), err)
+	}
+	if c.Daemon.IdleTimeout < 0 {
+		return bad("daemon.idle_timeout", leafHint("daemon.idle_timeout", ""), fmt.Errorf("want a duration of 0 or more, got %s", c.Daemon.IdleTimeout))
 	}
 	return nil
 }

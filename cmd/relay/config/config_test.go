@@ -61,6 +61,7 @@ func TestDefaultConfig(t *testing.T) {
 			MaxDispatch:  4,
 		},
 		Storage: config.StorageConfig{Synchronous: "FULL"},
+		Daemon:  config.DaemonConfig{IdleTimeout: 10 * time.Minute},
 	}
 	if !reflect.DeepEqual(c, want) {
 		t.Errorf("DefaultConfig() =\n%+v\nwant\n%+v", c, want)
@@ -126,6 +127,9 @@ max_dispatch = 16
 
 [storage]
 synchronous = "NORMAL"
+
+[daemon]
+idle_timeout = "90s"
 `
 
 func TestParseConfigFull(t *testing.T) {
@@ -142,6 +146,7 @@ func TestParseConfigFull(t *testing.T) {
 	want.Agents["off"] = config.AgentConfig{Command: []string{"/usr/local/bin/My Agent/acp"}, Enabled: false, EnabledSet: true, VerifiedWithin: config.DefaultVerifiedWithin}
 	want.Limits = config.LimitsConfig{MessageBytes: 1024, TaskTimeout: 90 * time.Minute, ProbeTimeout: 15 * time.Second, MaxDispatch: 16}
 	want.Storage.Synchronous = config.SynchronousNormal
+	want.Daemon.IdleTimeout = 90 * time.Second
 	if !reflect.DeepEqual(c, want) {
 		t.Errorf("ParseConfig =\n%+v\nwant\n%+v", c, want)
 	}
@@ -246,6 +251,7 @@ var badConfigs = []struct {
 	{"unknown agent key", "[agents.claude]\nenable = false\n", "agents.claude.enable", 2, "did you mean enabled?"},
 	{"unknown authority key", "[authority]\ncomand = [\"a\"]\n", "authority.comand", 2, "did you mean command?"},
 	{"unknown storage key", "[storage]\nsync = \"FULL\"\n", "storage.sync", 2, "unknown key"},
+	{"misspelt daemon key", "[daemon]\nidle_timout = \"5m\"\n", "daemon.idle_timout", 2, "did you mean idle_timeout?"},
 
 	// Tables that are not tables.
 	{"limits is a number", "limits = 3\n", "limits", 1, "want a table, got integer 3"},
@@ -292,6 +298,9 @@ var badConfigs = []struct {
 	{"shell line as program", "[agents.gemini]\ncommand = [\"gemini --acp\"]\n", "agents.gemini.command", 2, `write ["gemini", "--acp"]`},
 	{"NUL in an argument", "[authority]\ncommand = [\"hai\", \"a\\u0000b\"]\n", "authority.command", 2, "element 1 contains a NUL byte"},
 	{"lower-case synchronous", "[storage]\nsynchronous = \"full\"\n", "storage.synchronous", 2, `want "FULL" or "NORMAL", got "full"`},
+	{"idle_timeout is a number", "[daemon]\nidle_timeout = 0\n", "daemon.idle_timeout", 2, `or "0" for never, got integer 0`},
+	{"negative idle_timeout", "[daemon]\nidle_timeout = \"-1m\"\n", "daemon.idle_timeout", 2, `want a duration of 0 or more, got "-1m"`},
+	{"idle_timeout without unit", "[daemon]\nidle_timeout = \"10\"\n", "daemon.idle_timeout", 2, "not a Go duration"},
 	{"synchronous OFF", "[storage]\nsynchronous = \"OFF\"\n", "storage.synchronous", 2, `got "OFF"`},
 
 	// Agent names.
@@ -469,6 +478,7 @@ func TestConfigValidate(t *testing.T) {
 		{"limits.probe_timeout", func(c *config.Config) { c.Limits.ProbeTimeout = 0 }},
 		{"limits.max_dispatch", func(c *config.Config) { c.Limits.MaxDispatch = 0 }},
 		{"storage.synchronous", func(c *config.Config) { c.Storage.Synchronous = "" }},
+		{"daemon.idle_timeout", func(c *config.Config) { c.Daemon.IdleTimeout = -time.Second }},
 	}
 	for _, tt := range tests {
 		c := config.DefaultConfig()
@@ -672,5 +682,24 @@ command = ["missing-acp"]
 	}
 	if after := fmt.Sprintf("%+v", cfg); after != before {
 		t.Errorf("ResolveCommands changed the config it was called on:\n%s\n%s", before, after)
+	}
+}
+
+// idle_timeout takes 0 (never), written "0" or "0s", and any positive
+// duration.
+func TestParseConfigIdleTimeout(t *testing.T) {
+	t.Parallel()
+	for doc, want := range map[string]time.Duration{
+		"":                                  config.DefaultIdleTimeout,
+		"[daemon]\n":                        config.DefaultIdleTimeout,
+		"[daemon]\nidle_timeout = \"0\"\n":  0,
+		"[daemon]\nidle_timeout = \"0s\"\n": 0,
+		"[daemon]\nidle_timeout = \"2s\"\n": 2 * time.Second,
+		"[daemon]\nidle_timeout = \"1h\"\n": time.Hour,
+	} {
+		c, err := config.ParseConfig([]byte(doc), "config.toml")
+		if err != nil || c.Daemon.IdleTimeout != want {
+			t.Errorf("%q: idle timeout %v, %v; want %v", doc, c.Daemon.IdleTimeout, err, want)
+		}
 	}
 }

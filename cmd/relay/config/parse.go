@@ -42,6 +42,9 @@ import (
 //	[storage]
 //	synchronous = "NORMAL"                  # or "FULL"; see StorageConfig
 //
+//	[daemon]
+//	idle_timeout = "10m"                    # Go duration, >= 0; "0" = never
+//
 // Agent names match [a-z0-9][a-z0-9_-]{0,63}; "relay" is reserved. Keys are
 // case-sensitive. Nothing malformed is ignored or replaced by a default: a
 // syntax error, an unknown key, a value of the wrong type or out of range,
@@ -112,6 +115,7 @@ type file struct {
 	Agents    map[string]*agentTable `toml:"agents"`
 	Limits    limitsTable            `toml:"limits"`
 	Storage   storageTable           `toml:"storage"`
+	Daemon    daemonTable            `toml:"daemon"`
 }
 
 type authorityTable struct {
@@ -139,6 +143,10 @@ type storageTable struct {
 	Synchronous syncValue `toml:"synchronous"`
 }
 
+type daemonTable struct {
+	IdleTimeout idleValue `toml:"idle_timeout"`
+}
+
 // apply merges what the file set over cfg. A custom agent starts enabled,
 // like the core ones, with the default verification age.
 func (f *file) apply(cfg *Config) {
@@ -164,6 +172,7 @@ func (f *file) apply(cfg *Config) {
 	f.Limits.ProbeTimeout.merge(&cfg.Limits.ProbeTimeout)
 	f.Limits.TaskTimeout.merge(&cfg.Limits.TaskTimeout)
 	f.Storage.Synchronous.merge(&cfg.Storage.Synchronous)
+	f.Daemon.IdleTimeout.merge(&cfg.Daemon.IdleTimeout)
 }
 
 // value is one key's value as the file set it.
@@ -195,12 +204,14 @@ type (
 	boolValue     struct{ value[bool] }
 	mcpValue      struct{ value[[]MCPServer] }
 	syncValue     struct{ value[string] }
+	idleValue     struct{ value[time.Duration] }
 )
 
 func (x *argvValue) UnmarshalTOML(v any) error     { return x.keep(parseArgv(v)) }
 func (x *envValue) UnmarshalTOML(v any) error      { return x.keep(parseEnvList(v)) }
 func (x *durationValue) UnmarshalTOML(v any) error { return x.keep(parseDuration(v)) }
 func (x *countValue) UnmarshalTOML(v any) error    { return x.keep(parsePositiveInt(v)) }
+func (x *idleValue) UnmarshalTOML(v any) error     { return x.keep(parseIdleTimeout(v)) }
 func (x *mcpValue) UnmarshalTOML(v any) error      { return x.keep(parseMCPServers(v)) }
 
 func (x *boolValue) UnmarshalTOML(v any) error {
@@ -403,6 +414,10 @@ var hints = map[string]hint{
 		want:    fmt.Sprintf("a positive number of tasks run at once (default %d)", DefaultMaxDispatch),
 		example: fmt.Sprintf("max_dispatch = %d", DefaultMaxDispatch),
 	},
+	"daemon.idle_timeout": {
+		want:    "a Go duration, 0 for never (default " + shortDuration(DefaultIdleTimeout) + "): how long a daemon a facade started stays up with no facade connected and no task running or queued",
+		example: `idle_timeout = "10m"`,
+	},
 	"storage.synchronous": {
 		want:    fmt.Sprintf("%q or %q (default %q)", SynchronousFull, SynchronousNormal, DefaultSynchronous),
 		example: `synchronous = "FULL"`,
@@ -465,7 +480,7 @@ func (d *decoder) unknown(k toml.Key, t reflect.Type) {
 	var hint string
 	switch {
 	case len(k) == 1:
-		hint = "the tables are [authority], [agents.NAME], [limits] and [storage]"
+		hint = "the tables are [authority], [agents.NAME], [limits], [storage] and [daemon]"
 	default:
 		hint = fmt.Sprintf("remove it or fix its spelling; the keys of [%s] are %s",
 			k[:len(k)-1], strings.Join(siblings, ", "))

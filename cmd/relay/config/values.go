@@ -199,6 +199,23 @@ func parseDuration(v any) (time.Duration, error) {
 	return d, nil
 }
 
+// parseIdleTimeout takes a TOML string holding a Go duration of zero or
+// more ("0" means never).
+func parseIdleTimeout(v any) (time.Duration, error) {
+	s, ok := v.(string)
+	if !ok {
+		return 0, fmt.Errorf("want a duration string such as \"10m\", or \"0\" for never, got %s", describe(v))
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return 0, fmt.Errorf("%s is not a Go duration such as \"10m\" or \"0\"", quote(s))
+	}
+	if d < 0 {
+		return 0, fmt.Errorf("want a duration of 0 or more, got %s", quote(s))
+	}
+	return d, nil
+}
+
 func checkPositiveDuration(d time.Duration) error {
 	if d <= 0 {
 		return fmt.Errorf("want a positive duration, got %s", d)

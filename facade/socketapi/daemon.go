@@ -1,0 +1,174 @@
+package socketapi
+
+import (
+	"context"
+	"net/http"
+	"os"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/hai-relay/relay/model"
+)
+
+// DaemonStatus is the answer of GET /v1/operator/status: what the daemon
+// behind the socket is and what it is doing.
+type DaemonStatus struct {
+	PID       int       `json:"pid"`
+	Home      string    `json:"home"`
+	Version   string    `json:"version"`
+	StartedAt time.Time `json:"started_at"`
+	// UptimeSeconds is how long the daemon has run, in whole seconds.
+	UptimeSeconds int64 `json:"uptime_seconds"`
+	// TasksRunning counts the tasks authorized or working; TasksQueued
+	// those submitted (waiting for their gates or a dispatch slot).
+	TasksRunning int `json:"tasks_running"`
+	TasksQueued  int `json:"tasks_queued"`
+	// Facades are the facades (relay mcp) that announced themselves
+	// (POST /v1/connections) and whose process still runs.
+	Facades []Facade `json:"facades"`
+	// Autostarted says the daemon was started on demand by a facade
+	// (relay daemon --autostarted); only such a daemon exits when idle.
+	Autostarted bool `json:"autostarted"`
+	// IdleTimeout is how long an autostarted daemon stays up with nothing
+	// to do ([daemon] idle_timeout), as a Go duration; "0s" means never.
+	// It is absent for a daemon started by hand, which never idles out.
+	IdleTimeout string `json:"idle_timeout,omitempty"`
+}
+
+// Facade is one connected facade.
+type Facade struct {
+	Agent string    `json:"agent"`
+	PID   int       `json:"pid"`
+	Kind  string    `json:"kind"`
+	Since time.Time `json:"since"`
+}
+
+// StopAnswer is the answer of POST /v1/operator/stop: the daemon
+// accepted to stop and begins its graceful stop once the answer is sent.
+type StopAnswer struct {
+	PID      int  `json:"pid"`
+	Stopping bool `json:"stopping"`
+}
+
+// DaemonHooks are what the daemon lends the socket server for its own
+// routes (ServeDaemon).
+type DaemonHooks struct {
+	// Status fills in what only the daemon knows (pid, home, version,
+	// start, task counts, autostart); the server adds the facades.
+	Status func(ctx context.Context) (DaemonStatus, error)
+	// Stop asks the daemon to stop gracefully, as SIGTERM does. It must
+	// not block, and may be called more than once.
+	Stop func()
+}
+
+// ServeDaemon adds the daemon's own operator routes, GET
+// /v1/operator/status and POST /v1/operator/stop. Call it before Serve.
+func (s *Server) ServeDaemon(h DaemonHooks) {
+	s.route("GET /v1/operator/status", false, nil, func(w http.ResponseWriter, r *http.Request, _ string) (any, error) {
+		st, err := h.Status(r.Context())
+		if err != nil {
+			return nil, err
+		}
+		st.Facades = nonNil(s.facades.live())
+		return st, nil
+	})
+	s.route("POST /v1/operator/stop", false, nil, func(w http.ResponseWriter, r *http.Request, _ string) (any, error) {
+		if err := DecodeEmpty(r.Body, s.o.MaxBody); err != nil {
+			return nil, err
+		}
+		// The graceful stop waits for in-flight requests, this one
+		// included: the answer is sent before the socket closes.
+		h.Stop()
+		return StopAnswer{PID: os.Getpid(), Stopping: true}, nil
+	})
+}
+
+// Facades returns the facades connected now: those that announced
+// themselves on POST /v1/connections (kind "mcp") and whose process, named
+// by the connection's SO_PEERCRED pid, still runs. A facade holds no
+// connection open between calls, so its process is what says it is
+// there: it runs as long as its MCP client keeps it.
+func (s *Server) Facades() []Facade { return s.facades.live() }
+
+// Activity returns the number of requests being served now and when the
+// last one ended (or began, while one runs). GET /v1/operator/status and
+// GET /v1/version (which every client sends before its first call) are
+// not counted: looking at an idle daemon does not keep it up.
+func (s *Server) Activity() (inFlight int, last time.Time) {
+	return int(s.inFlight.Load()), time.Unix(0, s.lastActive.Load())
+}
+
+// trackActivity counts r in Activity; the returned func ends it.
+func (s *Server) trackActivity(r *http.Request) func() {
+	if r.Method == http.MethodGet && (r.URL.Path == "/v1/operator/status" || r.URL.Path == "/v1/version") {
+		return func() {}
+	}
+	s.inFlight.Add(1)
+	s.lastActive.Store(time.Now().UnixNano())
+	return func() {
+		s.lastActive.Store(time.Now().UnixNano())
+		s.inFlight.Add(-1)
+	}
+}
+
+// facadeSet is the facades that announced themselves, by pid.
+type facadeSet struct {
+	mu sync.Mutex
+	m  map[int]facadeEntry
+}
+
+type facadeEntry struct {
+	Facade
+	start string // the process's start time (/proc/PID/stat), against pid reuse
+}
+
+// add records a facade's connection; a facade with the same pid replaces
+// the one before (one process, one facade).
+func (f *facadeSet) add(c model.Conn) {
+	if c.Kind != "mcp" || c.PID <= 0 {
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.m == nil {
+		f.m = map[int]facadeEntry{}
+	}
+	if e, ok := f.m[c.PID]; ok && e.Agent == c.Agent && e.start == procStart(c.PID) {
+		return // the same facade, again (a new MCP session)
+	}
+	f.m[c.PID] = facadeEntry{Facade: Facade{Agent: c.Agent, PID: c.PID, Kind: c.Kind, Since: time.Now().UTC()}, start: procStart(c.PID)}
+}
+
+// live drops the facades whose process is gone and returns the others,
+// oldest first.
+func (f *facadeSet) live() []Facade {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []Facade
+	for pid, e := range f.m {
+		if !procAlive(pid, e.start) {
+			delete(f.m, pid)
+			continue
+		}
+		out = append(out, e.Facade)
+	}
+	slices.SortFunc(out, func(a, b Facade) int { return a.Since.Compare(b.Since) })
+	return out
+}
+
+// DaemonStatus asks the daemon what it is and what it is doing.
+func (c *Client) DaemonStatus(ctx context.Context) (DaemonStatus, error) {
+	var st DaemonStatus
+	err := c.call(ctx, http.MethodGet, "/v1/operator/status", nil, nil, &st)
+	return st, err
+}
+
+// StopDaemon asks the daemon to stop gracefully. It returns once the
+// daemon accepted; the daemon then stops on its own time (the caller
+// waits for its pid to go).
+func (c *Client) StopDaemon(ctx context.Context) (StopAnswer, error) {
+	var a StopAnswer
+	err := c.call(ctx, http.MethodPost, "/v1/operator/stop", nil, nil, &a)
+	return a, err
+}

@@ -1,0 +1,107 @@
+package socketapi
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hai-relay/relay/model"
+)
+
+// The daemon's own routes: status (with the facades the server knows),
+// stop (answered, then the hook), and what counts as activity.
+func TestAPIDaemonRoutes(t *testing.T) {
+	t.Parallel()
+	sock := filepath.Join(apiShortDir(t), "relay.sock")
+	ln, err := Listen(sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := NewServer(&apiFakeService{}, ServerOptions{Version: "test-1"})
+	var stops atomic.Int32
+	started := time.Now().UTC().Round(0)
+	srv.ServeDaemon(DaemonHooks{
+		Status: func(context.Context) (DaemonStatus, error) {
+			return DaemonStatus{PID: 42, Home: "/h", Version: "test-1", StartedAt: started, TasksRunning: 1, TasksQueued: 2}, nil
+		},
+		Stop: func() { stops.Add(1) },
+	})
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ln) }()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(ctx)
+		<-done
+	})
+	ctx := context.Background()
+	op := apiNewClient(t, sock, ClientOptions{})
+
+	st, err := op.DaemonStatus(ctx)
+	if err != nil || st.PID != 42 || st.TasksRunning != 1 || st.TasksQueued != 2 || !st.StartedAt.Equal(started) || st.Facades == nil || len(st.Facades) != 0 {
+		t.Fatalf("DaemonStatus = %+v, %v", st, err)
+	}
+	// Status requests are not activity: looking does not keep a daemon up.
+	n, last := srv.Activity()
+	if n != 0 || time.Since(last) < 0 {
+		t.Fatalf("Activity = %d, %v", n, last)
+	}
+	before := last
+	op2 := apiNewClient(t, sock, ClientOptions{}) // a new client: GET /v1/version first
+	for range 3 {
+		if _, err := op2.DaemonStatus(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, last := srv.Activity(); !last.Equal(before) {
+		t.Errorf("a status request moved the last activity from %v to %v", before, last)
+	}
+
+	// A facade announces itself: it is listed, by the kernel's pid.
+	ag := apiNewClient(t, sock, ClientOptions{Agent: "claude"})
+	if err := ag.Connected(ctx, model.Conn{Agent: "claude", PID: 1, Kind: "mcp"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, last := srv.Activity(); !last.After(before) {
+		t.Error("an agent request did not count as activity")
+	}
+	st, err = op.DaemonStatus(ctx)
+	if err != nil || len(st.Facades) != 1 || st.Facades[0].Agent != "claude" || st.Facades[0].PID != os.Getpid() || st.Facades[0].Kind != "mcp" {
+		t.Fatalf("facades after a connection: %+v, %v", st.Facades, err)
+	}
+	// The operator CLI's own connections are no facade.
+	if err := ag.Connected(ctx, model.Conn{Agent: "claude", Kind: "cli"}); err != nil {
+		t.Fatal(err)
+	}
+	if fs := srv.Facades(); len(fs) != 1 {
+		t.Errorf("facades after a cli connection: %+v", fs)
+	}
+
+	a, err := op.StopDaemon(ctx)
+	if err != nil || !a.Stopping || a.PID != os.Getpid() || stops.Load() != 1 {
+		t.Fatalf("StopDaemon = %+v, %v; stop hook called %d times", a, err, stops.Load())
+	}
+}
+
+// A facade whose process is gone is no longer connected.
+func TestAPIDaemonFacadeGone(t *testing.T) {
+	t.Parallel()
+	cmd := exec.Command("sleep", "30")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var fs facadeSet
+	fs.add(model.Conn{Agent: "codex", PID: cmd.Process.Pid, Kind: "mcp"})
+	if got := fs.live(); len(got) != 1 || got[0].PID != cmd.Process.Pid {
+		t.Fatalf("live facades = %+v, want the running one", got)
+	}
+	_ = cmd.Process.Kill()
+	_ = cmd.Wait()
+	if got := fs.live(); len(got) != 0 {
+		t.Fatalf("live facades after its process ended = %+v, want none", got)
+	}
+}

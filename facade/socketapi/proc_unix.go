@@ -1,0 +1,44 @@
+//go:build unix
+
+package socketapi
+
+import (
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+)
+
+// procStart returns field 22 of /proc/PID/stat, the process's start time
+// in clock ticks since boot, or "" where there is no /proc.
+func procStart(pid int) string {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return ""
+	}
+	// The command name (field 2) is in parentheses and may hold spaces.
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return ""
+	}
+	f := strings.Fields(s[i+1:])
+	if len(f) < 20 || f[0] == "Z" {
+		return ""
+	}
+	return f[19]
+}
+
+// procAlive reports whether pid is still the process that started at
+// start (from procStart) and is not a zombie. Without /proc, a process
+// that exists is taken as alive.
+func procAlive(pid int, start string) bool {
+	if err := syscall.Kill(pid, 0); err != nil && err != syscall.EPERM {
+		return false
+	}
+	if start == "" {
+		_, err := os.Stat("/proc/self/stat")
+		return err != nil // no /proc: the signal check is all there is
+	}
+	return procStart(pid) == start
+}
