@@ -15,9 +15,9 @@ import (
 	"github.com/hai-relay/relay/model"
 )
 
-// briefLaunchSpecs is the launch specs (docs/agents.md)'s table of default launch specs, written out
+// docLaunchSpecs is the table of default launch specs in docs/agents.md, written out
 // here as the independent source DefaultConfig is checked against.
-var briefLaunchSpecs = map[string][]string{
+var docLaunchSpecs = map[string][]string{
 	"claude":   {"claude-agent-acp"},
 	"codex":    {"codex-acp"},
 	"gemini":   {"gemini", "--acp"},
@@ -34,10 +34,10 @@ func TestDefaultConfig(t *testing.T) {
 	if got := c.AgentNames(); !slices.Equal(got, core) {
 		t.Fatalf("AgentNames() = %v, want the core agents %v", got, core)
 	}
-	if len(briefLaunchSpecs) != len(core) {
-		t.Fatalf("the launch specs (docs/agents.md) lists %d agents, model.CoreAgents() %d", len(briefLaunchSpecs), len(core))
+	if len(docLaunchSpecs) != len(core) {
+		t.Fatalf("docs/agents.md lists %d launch specs, model.CoreAgents() %d", len(docLaunchSpecs), len(core))
 	}
-	for name, want := range briefLaunchSpecs {
+	for name, want := range docLaunchSpecs {
 		a, ok := c.Agent(name)
 		if !ok {
 			t.Errorf("agent %s missing from the defaults", name)
