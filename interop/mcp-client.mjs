@@ -42,7 +42,7 @@ const TOOLS = {
   },
   get_task: { required: ["task_id"], optional: [] },
   cancel_task: { required: ["task_id"], optional: [] },
-  list_tasks: { required: [], optional: ["state", "limit"] },
+  list_tasks: { required: [], optional: ["state", "limit", "before"] },
   list_agents: { required: [], optional: [] },
 };
 
@@ -256,6 +256,8 @@ async function run(opts) {
     }
     const listed = await expectOK(me, "list_tasks: valid", "list_tasks", { limit: 5 });
     if (listed) check("list_tasks: lists the task", (listed.tasks || []).some((t) => t.task_id === taskID), listed);
+    const older = await expectOK(me, "list_tasks: valid with a before cursor", "list_tasks", { before: taskID });
+    if (older) check("list_tasks: before a task lists only older ones", !(older.tasks || []).some((t) => t.task_id === taskID), older);
     const canceled = await expectOK(me, "cancel_task: valid", "cancel_task", { task_id: taskID });
     if (canceled) check("cancel_task: canceled by submitter", canceled.state === "canceled" && canceled.code === "canceled_by_submitter", canceled);
     await expectOK(me, "list_tasks: valid with state", "list_tasks", { state: "canceled" });
