@@ -71,6 +71,15 @@ func parseTimePtr(s *string) (*time.Time, error) {
 	return &t, nil
 }
 
+// formatTimePtr is formatTime of a nullable time column.
+func formatTimePtr(t *time.Time) *string {
+	if t == nil {
+		return nil
+	}
+	s := formatTime(*t)
+	return &s
+}
+
 // normTime is what a time becomes after a round trip through the database.
 func normTime(t time.Time) time.Time { return t.UTC().Round(0) }
 

@@ -3,7 +3,6 @@ package persistence
 import (
 	"context"
 	"database/sql"
-	"strconv"
 	"time"
 
 	"github.com/hai-relay/relay/model"
@@ -146,14 +145,6 @@ func importSeq(ctx context.Context, w *writeTx, table string) (int64, error) {
 	return seq, err
 }
 
-// nullTime is t as a nullable time column.
-func nullTime(t *time.Time) any {
-	if t == nil {
-		return nil
-	}
-	return formatTime(*t)
-}
-
 func importMessages(ctx context.Context, w *writeTx, ms []model.Message) error {
 	if len(ms) == 0 {
 		return nil
@@ -162,35 +153,26 @@ func importMessages(ctx context.Context, w *writeTx, ms []model.Message) error {
 	if err != nil {
 		return err
 	}
-	sts, closeAll, err := importPrepare(ctx, w, `INSERT INTO messages (seq, id, from_agent, to_agent, body, context_id,
-		reply_to, artifacts, state, created_at, read_at, acked_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
+	sts, closeAll, err := importPrepare(ctx, w, qImportMessage)
 	if err != nil {
 		return err
 	}
 	defer closeAll()
 	ins := sts[0]
 	for _, m := range ms {
-		seq++
-		arts, err := jsonArray(m.Artifacts)
+		r, err := messageToRow(m)
 		if err != nil {
 			return err
 		}
-		if _, err := ins.ExecContext(ctx, seq, m.ID, m.From, m.To, m.Body, m.ContextID, m.ReplyTo, arts,
-			string(m.State), formatTime(m.CreatedAt), nullTime(m.ReadAt), nullTime(m.AckedAt)); err != nil {
+		seq++
+		r.Seq = seq
+		if _, err := ins.ExecContext(ctx, importMessageBind.args(&r)...); err != nil {
 			if isUniqueViolation(err) {
 				return invalidArgs("message id %q already exists", m.ID)
 			}
 			return err
 		}
-		// The data CreateMessage audits (insertMessage).
-		if err := w.audit(ctx, model.AuditEvent{At: m.CreatedAt, Kind: "message.stored", Actor: m.From, MessageID: m.ID,
-			Data: auditData{
-				"from":        m.From,
-				"to":          m.To,
-				"body_sha256": sha256Hex(m.Body),
-				"body_bytes":  strconv.Itoa(len(m.Body)),
-				"artifacts":   strconv.Itoa(len(m.Artifacts)),
-			}.set("context_id", m.ContextID).set("reply_to", m.ReplyTo)}); err != nil {
+		if err := w.audit(ctx, messageStored(m)); err != nil {
 			return err
 		}
 	}
@@ -205,38 +187,20 @@ func importTasks(ctx context.Context, w *writeTx, ts []model.TaskDetail) error {
 	if err != nil {
 		return err
 	}
-	sts, closeAll, err := importPrepare(ctx, w,
-		`INSERT INTO tasks (seq, id, state, code, message, caller, target, mode, mission_id, lease_id, context_id,
-			prompt, cwd, artifacts, reference_task_ids, idempotency_key, request_sha256, result, stop_reason,
-			session_mode, tool_calls, denied_permissions, created_at, updated_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		`INSERT INTO task_events (task_id, n, from_state, to_state, trigger_name, code, message, actor, at)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		`INSERT INTO task_verdicts (task_id, n, gate, passed, code, message, detail, at)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?)`)
+	sts, closeAll, err := importPrepare(ctx, w, qImportTask, qImportEvent, qImportVerdict)
 	if err != nil {
 		return err
 	}
 	defer closeAll()
 	insTask, insEvent, insVerdict := sts[0], sts[1], sts[2]
 	for _, t := range ts {
+		r, err := taskToRow(t.Task)
+		if err != nil {
+			return err
+		}
 		seq++
-		arts, err := jsonArray(t.Artifacts)
-		if err != nil {
-			return err
-		}
-		refs, err := jsonArray(t.ReferenceTaskIDs)
-		if err != nil {
-			return err
-		}
-		calls, err := jsonArray(t.ToolCalls)
-		if err != nil {
-			return err
-		}
-		if _, err := insTask.ExecContext(ctx, seq, t.ID, string(t.State), string(t.Code), t.Message, t.Caller, t.Target,
-			string(t.Mode), t.MissionID, t.LeaseID, t.ContextID, t.Prompt, t.Cwd, arts, refs, t.IdempotencyKey,
-			t.RequestSHA256, t.Result, t.StopReason, t.SessionMode, calls, t.DeniedPermissions,
-			formatTime(t.CreatedAt), formatTime(t.UpdatedAt)); err != nil {
+		r.Seq = seq
+		if _, err := insTask.ExecContext(ctx, importTaskBind.args(&r)...); err != nil {
 			if isUniqueViolation(err) {
 				return invalidArgs("task id %q (or its idempotency key) already exists", t.ID)
 			}
@@ -251,8 +215,9 @@ func importTasks(ctx context.Context, w *writeTx, ts []model.TaskDetail) error {
 			if err != nil {
 				return err
 			}
-			if _, err := insVerdict.ExecContext(ctx, t.ID, k+1, string(v.Gate), v.Passed, string(v.Code), v.Message,
-				detail, formatTime(at)); err != nil {
+			row := taskVerdictRow{TaskID: t.ID, N: int64(k + 1), Gate: string(v.Gate), Passed: v.Passed,
+				Code: string(v.Code), Message: v.Message, Detail: detail, At: formatTime(at)}
+			if _, err := insVerdict.ExecContext(ctx, importVerdictBind.args(&row)...); err != nil {
 				return err
 			}
 		}
@@ -261,23 +226,13 @@ func importTasks(ctx context.Context, w *writeTx, ts []model.TaskDetail) error {
 			if err != nil {
 				return err
 			}
-			if _, err := insEvent.ExecContext(ctx, t.ID, k+1, string(e.From), string(e.To), string(e.Trigger),
-				string(e.Code), e.Message, e.Actor, formatTime(at)); err != nil {
+			row := taskEventRow{TaskID: t.ID, N: int64(k + 1), From: string(e.From), To: string(e.To),
+				Trigger: string(e.Trigger), Code: string(e.Code), Message: e.Message, Actor: e.Actor, At: formatTime(at)}
+			if _, err := insEvent.ExecContext(ctx, importEventBind.args(&row)...); err != nil {
 				return err
 			}
 		}
-		// The data CreateTask audits.
-		if err := w.audit(ctx, model.AuditEvent{At: t.CreatedAt, Kind: "task.submitted", Actor: t.Caller, TaskID: t.ID,
-			Data: auditData{
-				"target":             t.Target,
-				"mode":               string(t.Mode),
-				"prompt_sha256":      sha256Hex(t.Prompt),
-				"prompt_bytes":       strconv.Itoa(len(t.Prompt)),
-				"artifacts":          strconv.Itoa(len(t.Artifacts)),
-				"reference_task_ids": strconv.Itoa(len(t.ReferenceTaskIDs)),
-			}.set("mission_id", t.MissionID).set("lease_id", t.LeaseID).
-				set("context_id", t.ContextID).set("cwd", t.Cwd).
-				set("idempotency_key", t.IdempotencyKey).set("request_sha256", t.RequestSHA256)}); err != nil {
+		if err := w.audit(ctx, taskSubmitted(t.Task)); err != nil {
 			return err
 		}
 	}

@@ -135,12 +135,11 @@ func (db *DB) CreateMessage(ctx context.Context, m model.Message) (model.Message
 // insertMessage stores m (stored, CreatedAt set) and audits it
 // ("message.stored", actor m.From).
 func insertMessage(ctx context.Context, w *writeTx, m model.Message) error {
-	arts, err := jsonArray(m.Artifacts)
+	m.State, m.ReadAt, m.AckedAt = model.MessageStored, nil, nil
+	r, err := messageToRow(m)
 	if err != nil {
 		return err
 	}
-	r := messageRow{ID: m.ID, From: m.From, To: m.To, Body: m.Body, ContextID: m.ContextID, ReplyTo: m.ReplyTo,
-		Artifacts: arts, State: string(model.MessageStored), CreatedAt: formatTime(m.CreatedAt)}
 	_, err = w.ExecContext(ctx, qMessageInsert, messageBind.args(&r)...)
 	if err != nil {
 		if isUniqueViolation(err) {
@@ -148,7 +147,23 @@ func insertMessage(ctx context.Context, w *writeTx, m model.Message) error {
 		}
 		return err
 	}
-	return w.audit(ctx, model.AuditEvent{
+	return w.audit(ctx, messageStored(m))
+}
+
+// messageToRow is m as a messages row (seq left to the caller).
+func messageToRow(m model.Message) (messageRow, error) {
+	arts, err := jsonArray(m.Artifacts)
+	if err != nil {
+		return messageRow{}, err
+	}
+	return messageRow{ID: m.ID, From: m.From, To: m.To, Body: m.Body, ContextID: m.ContextID, ReplyTo: m.ReplyTo,
+		Artifacts: arts, State: string(m.State), CreatedAt: formatTime(m.CreatedAt),
+		ReadAt: formatTimePtr(m.ReadAt), AckedAt: formatTimePtr(m.AckedAt)}, nil
+}
+
+// messageStored is the audit row of a message's creation.
+func messageStored(m model.Message) model.AuditEvent {
+	return model.AuditEvent{
 		At: m.CreatedAt, Kind: "message.stored", Actor: m.From, MessageID: m.ID,
 		Data: auditData{
 			"from":        m.From,
@@ -157,7 +172,7 @@ func insertMessage(ctx context.Context, w *writeTx, m model.Message) error {
 			"body_bytes":  strconv.Itoa(len(m.Body)),
 			"artifacts":   strconv.Itoa(len(m.Artifacts)),
 		}.set("context_id", m.ContextID).set("reply_to", m.ReplyTo),
-	})
+	}
 }
 
 // Inbox returns up to limit of to's messages, oldest first: with unreadOnly

@@ -46,6 +46,13 @@ var (
 	qStoredUpTo, qUnreadCount, qAckOne          string
 	messageBind                                 binder[messageRow]
 
+	// import.go: every column bound, seq and n included.
+	qImportTask, qImportEvent, qImportVerdict, qImportMessage string
+	importTaskBind                                            binder[taskRow]
+	importEventBind                                           binder[taskEventRow]
+	importVerdictBind                                         binder[taskVerdictRow]
+	importMessageBind                                         binder[messageRow]
+
 	// agent.go
 	qProbeUpsert, qProbes, qVerificationUpsert, qVerifications string
 	probeBind                                                  binder[agentRow]
@@ -119,6 +126,11 @@ var buildStatements = sync.OnceFunc(func() {
 	qProbes = g.NewSelect().Model((*agentRow)(nil)).Order("name").String()
 	qVerificationUpsert, verificationBind = upsertOf[agentVerificationRow]("name")
 	qVerifications = g.NewSelect().Model((*agentVerificationRow)(nil)).Order("name").String()
+
+	qImportTask, importTaskBind = insertOf[taskRow](nil)
+	qImportEvent, importEventBind = insertOf[taskEventRow](nil)
+	qImportVerdict, importVerdictBind = insertOf[taskVerdictRow](nil)
+	qImportMessage, importMessageBind = insertOf[messageRow](nil)
 
 	writerQueries = []string{qAuditHead, qAuditHeadUpdate, qAuditInsert, qTaskByIdem, qTaskState,
 		qTaskInsert, qTransition, qTransitionResult, qEventInsert, qVerdictInsert, qDenial,

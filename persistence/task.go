@@ -174,24 +174,29 @@ func (db *DB) CreateTask(ctx context.Context, t model.Task) (model.Task, bool, e
 			}
 			return err
 		}
-		return w.audit(ctx, model.AuditEvent{
-			At: t.CreatedAt, Kind: "task.submitted", Actor: t.Caller, TaskID: t.ID,
-			Data: auditData{
-				"target":             t.Target,
-				"mode":               string(t.Mode),
-				"prompt_sha256":      sha256Hex(t.Prompt),
-				"prompt_bytes":       strconv.Itoa(len(t.Prompt)),
-				"artifacts":          strconv.Itoa(len(t.Artifacts)),
-				"reference_task_ids": strconv.Itoa(len(t.ReferenceTaskIDs)),
-			}.set("mission_id", t.MissionID).set("lease_id", t.LeaseID).
-				set("context_id", t.ContextID).set("cwd", t.Cwd).
-				set("idempotency_key", t.IdempotencyKey).set("request_sha256", t.RequestSHA256),
-		})
+		return w.audit(ctx, taskSubmitted(t))
 	})
 	if err != nil {
 		return model.Task{}, false, wrap("create task", err)
 	}
 	return stored, existed, nil
+}
+
+// taskSubmitted is the audit row of a task's creation.
+func taskSubmitted(t model.Task) model.AuditEvent {
+	return model.AuditEvent{
+		At: t.CreatedAt, Kind: "task.submitted", Actor: t.Caller, TaskID: t.ID,
+		Data: auditData{
+			"target":             t.Target,
+			"mode":               string(t.Mode),
+			"prompt_sha256":      sha256Hex(t.Prompt),
+			"prompt_bytes":       strconv.Itoa(len(t.Prompt)),
+			"artifacts":          strconv.Itoa(len(t.Artifacts)),
+			"reference_task_ids": strconv.Itoa(len(t.ReferenceTaskIDs)),
+		}.set("mission_id", t.MissionID).set("lease_id", t.LeaseID).
+			set("context_id", t.ContextID).set("cwd", t.Cwd).
+			set("idempotency_key", t.IdempotencyKey).set("request_sha256", t.RequestSHA256),
+	}
 }
 
 // GetTask returns a task, or an *Error with CodeNotFound.
