@@ -467,30 +467,37 @@ func seqOf(ctx context.Context, q querier, table, id string) (int64, error) {
 func (db *DB) TaskEvents(ctx context.Context, id string) ([]model.Event, error) {
 	var out []model.Event
 	err := db.readTx(ctx, func(ctx context.Context, tx querier) error {
-		rows, err := tx.QueryContext(ctx, qTaskEvents, id)
-		if err != nil {
+		var err error
+		if out, err = db.readTaskEvents(ctx, tx, id); err != nil || len(out) > 0 {
 			return err
 		}
-		var ers []taskEventRow
-		if err := db.reader.ScanRows(ctx, rows, &ers); err != nil {
-			return err
-		}
-		out = make([]model.Event, 0, len(ers))
-		for _, r := range ers {
-			at, err := parseTime(r.At)
-			if err != nil {
-				return fmt.Errorf("event of task %s: at: %w", id, err)
-			}
-			out = append(out, model.Event{TaskID: r.TaskID, From: model.State(r.From), To: model.State(r.To),
-				Trigger: model.Trigger(r.Trigger), Code: model.Code(r.Code), Message: r.Message, Actor: r.Actor, At: at})
-		}
-		if len(out) == 0 {
-			return taskExists(ctx, tx, id)
-		}
-		return nil
+		return taskExists(ctx, tx, id)
 	})
 	if err != nil {
 		return nil, wrap("task events", err)
+	}
+	return out, nil
+}
+
+// readTaskEvents reads a task's events, oldest first (none for an unknown
+// task).
+func (db *DB) readTaskEvents(ctx context.Context, tx querier, id string) ([]model.Event, error) {
+	rows, err := tx.QueryContext(ctx, qTaskEvents, id)
+	if err != nil {
+		return nil, err
+	}
+	var ers []taskEventRow
+	if err := db.reader.ScanRows(ctx, rows, &ers); err != nil {
+		return nil, err
+	}
+	out := make([]model.Event, 0, len(ers))
+	for _, r := range ers {
+		at, err := parseTime(r.At)
+		if err != nil {
+			return nil, fmt.Errorf("event of task %s: at: %w", id, err)
+		}
+		out = append(out, model.Event{TaskID: r.TaskID, From: model.State(r.From), To: model.State(r.To),
+			Trigger: model.Trigger(r.Trigger), Code: model.Code(r.Code), Message: r.Message, Actor: r.Actor, At: at})
 	}
 	return out, nil
 }
@@ -500,32 +507,39 @@ func (db *DB) TaskEvents(ctx context.Context, id string) ([]model.Event, error) 
 func (db *DB) TaskVerdicts(ctx context.Context, id string) ([]model.Verdict, error) {
 	var out []model.Verdict
 	err := db.readTx(ctx, func(ctx context.Context, tx querier) error {
-		rows, err := tx.QueryContext(ctx, qTaskVerdicts, id)
-		if err != nil {
+		var err error
+		if out, err = db.readTaskVerdicts(ctx, tx, id); err != nil || len(out) > 0 {
 			return err
 		}
-		var vrs []taskVerdictRow
-		if err := db.reader.ScanRows(ctx, rows, &vrs); err != nil {
-			return err
-		}
-		out = make([]model.Verdict, 0, len(vrs))
-		for _, r := range vrs {
-			v := model.Verdict{Gate: model.Gate(r.Gate), Passed: r.Passed, Code: model.Code(r.Code), Message: r.Message}
-			if v.Detail, err = fromJSONObject(r.Detail); err != nil {
-				return fmt.Errorf("verdict of task %s: detail: %w", id, err)
-			}
-			if v.At, err = parseTime(r.At); err != nil {
-				return fmt.Errorf("verdict of task %s: at: %w", id, err)
-			}
-			out = append(out, v)
-		}
-		if len(out) == 0 {
-			return taskExists(ctx, tx, id)
-		}
-		return nil
+		return taskExists(ctx, tx, id)
 	})
 	if err != nil {
 		return nil, wrap("task verdicts", err)
+	}
+	return out, nil
+}
+
+// readTaskVerdicts reads a task's verdicts, oldest first (none for an
+// unknown task).
+func (db *DB) readTaskVerdicts(ctx context.Context, tx querier, id string) ([]model.Verdict, error) {
+	rows, err := tx.QueryContext(ctx, qTaskVerdicts, id)
+	if err != nil {
+		return nil, err
+	}
+	var vrs []taskVerdictRow
+	if err := db.reader.ScanRows(ctx, rows, &vrs); err != nil {
+		return nil, err
+	}
+	out := make([]model.Verdict, 0, len(vrs))
+	for _, r := range vrs {
+		v := model.Verdict{Gate: model.Gate(r.Gate), Passed: r.Passed, Code: model.Code(r.Code), Message: r.Message}
+		if v.Detail, err = fromJSONObject(r.Detail); err != nil {
+			return nil, fmt.Errorf("verdict of task %s: detail: %w", id, err)
+		}
+		if v.At, err = parseTime(r.At); err != nil {
+			return nil, fmt.Errorf("verdict of task %s: at: %w", id, err)
+		}
+		out = append(out, v)
 	}
 	return out, nil
 }

@@ -2,7 +2,6 @@ package persistence
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"strings"
 
@@ -17,15 +16,16 @@ import (
 
 var _ model.EventLog = (*DB)(nil)
 
-const (
-	qWatchHead   = `SELECT seq FROM audit_head WHERE id = 1`
-	qWatchEvents = `SELECT seq, at, kind, actor, task_id, data FROM audit_log
-		WHERE seq > ? AND seq <= ? AND kind IN ('task.submitted', 'gate.verdict', 'task.transition')`
-	qWatchTaskEvents = `SELECT from_state, to_state, trigger_name, code, message, actor, at
-		FROM task_events WHERE task_id = ? ORDER BY n`
-	qWatchTaskVerdicts = `SELECT gate, passed, code, message, detail, at
-		FROM task_verdicts WHERE task_id = ? ORDER BY n`
-)
+const qWatchEvents = `SELECT seq, at, kind, actor, task_id, data FROM audit_log
+	WHERE seq > ? AND seq <= ? AND kind IN ('task.submitted', 'gate.verdict', 'task.transition')`
+
+// auditHeadSeq reads the audit log's head seq.
+func auditHeadSeq(ctx context.Context, q querier) (int64, error) {
+	var seq int64
+	var hash string
+	err := q.QueryRowContext(ctx, qAuditHead).Scan(&seq, &hash)
+	return seq, err
+}
 
 // EventsAfter implements model.EventLog. The scan is a range of the audit
 // log's primary key from after to the head, so a follower's poll costs
@@ -37,8 +37,8 @@ func (db *DB) EventsAfter(ctx context.Context, taskID string, after int64, limit
 	var out []model.WatchEvent
 	cursor := after
 	err := db.readTx(ctx, func(ctx context.Context, tx querier) error {
-		var head int64
-		if err := tx.QueryRowContext(ctx, qWatchHead).Scan(&head); err != nil {
+		head, err := auditHeadSeq(ctx, tx)
+		if err != nil {
 			return err
 		}
 		q, args := qWatchEvents, []any{after, head}
@@ -86,7 +86,9 @@ func (db *DB) EventsAfter(ctx context.Context, taskID string, after int64, limit
 func (db *DB) EventsHead(ctx context.Context) (int64, error) {
 	var head int64
 	err := db.readTx(ctx, func(ctx context.Context, tx querier) error {
-		return tx.QueryRowContext(ctx, qWatchHead).Scan(&head)
+		var err error
+		head, err = auditHeadSeq(ctx, tx)
+		return err
 	})
 	return head, wrap("events head", err)
 }
@@ -143,37 +145,31 @@ func (db *DB) TaskHistory(ctx context.Context, id string) (model.Task, []model.W
 			return notFound("task", id)
 		}
 		t = got[0]
-		if err := tx.QueryRowContext(ctx, qWatchHead).Scan(&head); err != nil {
+		if head, err = auditHeadSeq(ctx, tx); err != nil {
 			return err
 		}
-		verdicts, err := watchVerdicts(ctx, tx, id)
+		events, err := db.readTaskEvents(ctx, tx, id)
+		if err != nil {
+			return err
+		}
+		verdicts, err := db.readTaskVerdicts(ctx, tx, id)
 		if err != nil {
 			return err
 		}
 		out = append(out, model.WatchEvent{At: t.CreatedAt, TaskID: id, Kind: model.WatchSubmitted, To: model.StateSubmitted,
 			Actor: t.Caller, Message: t.Caller + " → " + t.Target})
-		rows, err := tx.QueryContext(ctx, qWatchTaskEvents, id)
-		if err != nil {
-			return err
+		// Each evaluation's verdicts right before the transition they led to.
+		for _, e := range events {
+			for len(verdicts) > 0 && !verdicts[0].At.After(e.At) {
+				out, verdicts = append(out, verdictEvent(id, verdicts[0])), verdicts[1:]
+			}
+			out = append(out, model.WatchEvent{At: e.At, TaskID: id, Kind: model.WatchTransition, From: e.From, To: e.To,
+				Trigger: e.Trigger, Code: e.Code, Message: e.Message, Actor: e.Actor})
 		}
-		defer rows.Close()
-		for rows.Next() {
-			var from, to, trigger, code, msg, actor, at string
-			if err := rows.Scan(&from, &to, &trigger, &code, &msg, &actor, &at); err != nil {
-				return err
-			}
-			ev := model.WatchEvent{TaskID: id, Kind: model.WatchTransition, From: model.State(from), To: model.State(to),
-				Trigger: model.Trigger(trigger), Code: model.Code(code), Message: msg, Actor: actor}
-			if ev.At, err = parseTime(at); err != nil {
-				return fmt.Errorf("event of task %s: at: %w", id, err)
-			}
-			for len(verdicts) > 0 && !verdicts[0].At.After(ev.At) {
-				out, verdicts = append(out, verdicts[0]), verdicts[1:]
-			}
-			out = append(out, ev)
+		for _, v := range verdicts {
+			out = append(out, verdictEvent(id, v))
 		}
-		out = append(out, verdicts...)
-		return rows.Err()
+		return nil
 	})
 	if err != nil {
 		return model.Task{}, nil, 0, wrap("task history", err)
@@ -181,32 +177,13 @@ func (db *DB) TaskHistory(ctx context.Context, id string) (model.Task, []model.W
 	return t, out, head, nil
 }
 
-// watchVerdicts reads a task's verdicts as watch events, oldest first.
-func watchVerdicts(ctx context.Context, tx querier, id string) ([]model.WatchEvent, error) {
-	rows, err := tx.QueryContext(ctx, qWatchTaskVerdicts, id)
-	if err != nil {
-		return nil, err
+// verdictEvent is a stored verdict as a watch event.
+func verdictEvent(id string, v model.Verdict) model.WatchEvent {
+	passed := v.Passed
+	ev := model.WatchEvent{At: v.At, TaskID: id, Kind: model.WatchVerdict, Gate: v.Gate, Passed: &passed, Code: v.Code,
+		Message: v.Message, Detail: v.Detail}
+	if len(ev.Detail) == 0 {
+		ev.Detail = nil
 	}
-	defer rows.Close()
-	var out []model.WatchEvent
-	for rows.Next() {
-		var gate, code, msg, detail, at string
-		var passed sql.NullBool
-		if err := rows.Scan(&gate, &passed, &code, &msg, &detail, &at); err != nil {
-			return nil, err
-		}
-		p := passed.Bool
-		ev := model.WatchEvent{TaskID: id, Kind: model.WatchVerdict, Gate: model.Gate(gate), Passed: &p, Code: model.Code(code), Message: msg}
-		if ev.Detail, err = fromJSONObject(detail); err != nil {
-			return nil, fmt.Errorf("verdict of task %s: detail: %w", id, err)
-		}
-		if len(ev.Detail) == 0 {
-			ev.Detail = nil
-		}
-		if ev.At, err = parseTime(at); err != nil {
-			return nil, fmt.Errorf("verdict of task %s: at: %w", id, err)
-		}
-		out = append(out, ev)
-	}
-	return out, rows.Err()
+	return ev
 }
