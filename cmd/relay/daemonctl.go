@@ -4,12 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
+	"github.com/hai-relay/relay/facade/socketapi"
 	"github.com/hai-relay/relay/model"
 )
 
@@ -126,7 +125,7 @@ func runDaemonStop(ctx context.Context, e *env, args []string) error {
 	}
 	deadline := t0.Add(*timeout)
 	nextNote := time.Now().Add(5 * time.Second)
-	for processAlive(a.PID) {
+	for socketapi.ProcessAlive(a.PID) {
 		now := time.Now()
 		if now.After(deadline) {
 			return &model.Error{Code: model.CodeInternal,
@@ -150,32 +149,4 @@ func runDaemonStop(ctx context.Context, e *env, args []string) error {
 	}
 	fmt.Fprintf(e.stdout, "relay daemon on %s (pid %d) stopped in %s\n", safeText(home), a.PID, took.Round(time.Millisecond))
 	return nil
-}
-
-// processAlive reports whether pid exists and is not a zombie (a daemon
-// whose parent has not reaped it yet has stopped).
-func processAlive(pid int) bool {
-	if pid <= 0 {
-		return false
-	}
-	if err := syscall.Kill(pid, 0); err != nil && err != syscall.EPERM {
-		return false
-	}
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return !procMounted() // without /proc, the signal check is all there is
-	}
-	s := string(b)
-	if i := strings.LastIndexByte(s, ')'); i >= 0 {
-		if f := strings.Fields(s[i+1:]); len(f) > 0 && f[0] == "Z" {
-			return false
-		}
-	}
-	return true
-}
-
-// procMounted reports whether /proc can be read.
-func procMounted() bool {
-	_, err := os.Stat("/proc/self/stat")
-	return err == nil
 }

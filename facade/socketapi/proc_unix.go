@@ -29,16 +29,31 @@ func procStart(pid int) string {
 	return f[19]
 }
 
+// ProcessAlive reports whether pid exists and is not a zombie (a process
+// that ended and that its parent has not reaped yet). Without /proc, a
+// process that exists is taken as alive.
+func ProcessAlive(pid int) bool {
+	if pid <= 0 {
+		return false
+	}
+	if err := syscall.Kill(pid, 0); err != nil && err != syscall.EPERM {
+		return false
+	}
+	return procStart(pid) != "" || !procMounted()
+}
+
 // procAlive reports whether pid is still the process that started at
 // start (from procStart) and is not a zombie. Without /proc, a process
 // that exists is taken as alive.
 func procAlive(pid int, start string) bool {
-	if err := syscall.Kill(pid, 0); err != nil && err != syscall.EPERM {
-		return false
-	}
 	if start == "" {
-		_, err := os.Stat("/proc/self/stat")
-		return err != nil // no /proc: the signal check is all there is
+		return !procMounted() && ProcessAlive(pid) // no /proc: the signal check is all there is
 	}
-	return procStart(pid) == start
+	return ProcessAlive(pid) && procStart(pid) == start
+}
+
+// procMounted reports whether /proc can be read.
+func procMounted() bool {
+	_, err := os.Stat("/proc/self/stat")
+	return err == nil
 }
