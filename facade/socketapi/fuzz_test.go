@@ -153,9 +153,10 @@ func addAPISeeds(f *testing.F) {
 	}
 }
 
-func FuzzDecodeSendRequest(f *testing.F) {
+// fuzzDecoder fuzzes one request decoder: every input is refused with a
+// proper error or accepted as checkAccepted requires.
+func fuzzDecoder[T any](f *testing.F, dec func([]byte) (T, error)) {
 	addAPISeeds(f)
-	dec := func(b []byte) (model.SendRequest, error) { return DecodeSendRequest(bytes.NewReader(b), fuzzMax) }
 	f.Fuzz(func(t *testing.T, data []byte) {
 		v, err := dec(data)
 		if err != nil {
@@ -164,48 +165,25 @@ func FuzzDecodeSendRequest(f *testing.F) {
 		}
 		checkAccepted(t, data, v, dec)
 	})
+}
+
+func FuzzDecodeSendRequest(f *testing.F) {
+	fuzzDecoder(f, func(b []byte) (model.SendRequest, error) { return DecodeSendRequest(bytes.NewReader(b), fuzzMax) })
 }
 
 func FuzzDecodeSubmitRequest(f *testing.F) {
-	addAPISeeds(f)
-	dec := func(b []byte) (model.SubmitRequest, error) { return DecodeSubmitRequest(bytes.NewReader(b), fuzzMax) }
-	f.Fuzz(func(t *testing.T, data []byte) {
-		v, err := dec(data)
-		if err != nil {
-			checkDecodeError(t, data, err)
-			return
-		}
-		checkAccepted(t, data, v, dec)
-	})
+	fuzzDecoder(f, func(b []byte) (model.SubmitRequest, error) { return DecodeSubmitRequest(bytes.NewReader(b), fuzzMax) })
 }
 
 func FuzzDecodeAckRequest(f *testing.F) {
-	addAPISeeds(f)
-	dec := func(b []byte) (AckRequest, error) {
+	fuzzDecoder(f, func(b []byte) (AckRequest, error) {
 		ids, err := DecodeAckRequest(bytes.NewReader(b), fuzzMax)
 		return AckRequest{MessageIDs: ids}, err
-	}
-	f.Fuzz(func(t *testing.T, data []byte) {
-		v, err := dec(data)
-		if err != nil {
-			checkDecodeError(t, data, err)
-			return
-		}
-		checkAccepted(t, data, v, dec)
 	})
 }
 
 func FuzzDecodeConn(f *testing.F) {
-	addAPISeeds(f)
-	dec := func(b []byte) (model.Conn, error) { return DecodeConn(bytes.NewReader(b), fuzzMax) }
-	f.Fuzz(func(t *testing.T, data []byte) {
-		v, err := dec(data)
-		if err != nil {
-			checkDecodeError(t, data, err)
-			return
-		}
-		checkAccepted(t, data, v, dec)
-	})
+	fuzzDecoder(f, func(b []byte) (model.Conn, error) { return DecodeConn(bytes.NewReader(b), fuzzMax) })
 }
 
 func FuzzDecodeEmpty(f *testing.F) {
