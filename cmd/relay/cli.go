@@ -109,7 +109,9 @@ func run(ctx context.Context, args []string, e *env) int {
 	out := &countingWriter{w: e.stdout}
 	e.stdout = out
 	root := newRoot(ctx, e)
-	root.SetArgs(args)
+	// Never nil: cobra reads os.Args itself when given nil, so an empty
+	// command line would be parsed from the process's own arguments.
+	root.SetArgs(append([]string{}, args...))
 	err := root.ExecuteContext(ctx)
 	if err != nil && !errors.Is(err, errUsage) && !errors.Is(err, errHelpShown) {
 		printError(e, err)
