@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -67,9 +68,10 @@ func wantAttempts(t *testing.T, rd *realDaemon, v model.Verification) {
 // build agent), offline. Under their profiles every attempt is stopped and
 // relay agents shows them verified with the adapter version. With the
 // test-only switch that drops the profiles' session options, the same
-// settings let attempts through: the report shows them not stopped, the
-// command fails, and require_verified then blocks a task to claude with
-// agent_not_verified and the command to run.
+// settings let attempts through: claude's report shows them not stopped,
+// the command fails, and require_verified then blocks a task to claude
+// with agent_not_verified and the command to run; a task to opencode
+// writes where its verified report said the tools were not offered.
 func TestRealAgentsVerify(t *testing.T) {
 	bin, srv := requireRealAgents(t), startScripted(t)
 	agents := []*realAgent{claudeAgent, opencodeAgent}
@@ -132,9 +134,9 @@ func TestRealAgentsVerify(t *testing.T) {
 	t.Run("unhardened", func(t *testing.T) {
 		rd := startRealDaemonWith(t, bin, srv, agents, hostile, realDaemonOpts{noRedirect: true, config: requireVerifiedClaude,
 			env: []string{dispatch.UnhardenedEnv + "=claude,opencode"}})
-		vs, errOut, code := verifyAll(t, rd.home, "claude", "opencode")
-		if code != 8 || len(vs) != 2 || !strings.Contains(errOut, "agent_not_verified") {
-			t.Fatalf("relay agents verify without the profiles: exit %d, %d reports, want 7 and both\n%s", code, len(vs), errOut)
+		vs, errOut, code := verifyAll(t, rd.home, "claude")
+		if code != 8 || len(vs) != 1 || !strings.Contains(errOut, "agent_not_verified") {
+			t.Fatalf("relay agents verify without the profile: exit %d, %d reports, want 8 and one\n%s", code, len(vs), errOut)
 		}
 		for _, v := range vs {
 			wantAttempts(t, rd, v)
@@ -148,10 +150,34 @@ func TestRealAgentsVerify(t *testing.T) {
 				t.Errorf("%s: %s (%s), %d attempts not stopped; want failed with attempts not stopped", v.Agent, v.Status, v.Reason, open)
 			}
 		}
+		// OpenCode without its profile, in one task instead of a
+		// verification's four sessions (an OpenCode start costs about 8 s
+		// of CPU): the user's allow rules let its writes through, and the
+		// tools the verification's script names are tools it really
+		// offers. Its verified report above ("not among the tools
+		// offered") is not vacuous, and the profile is what holds it.
+		op := newAttemptPaths(t, rd.tasks)
+		tag := nonce("opencode")
+		var steps, tools []string
+		for _, at := range dispatch.AllAttempts() {
+			st, tool := dispatch.ProfileFor("opencode").Verify.Vocab.Script(at, op)
+			steps, tools = append(steps, st), append(tools, tool)
+		}
+		oid := rd.submit(t, "opencode", model.ModeReadOnly, "Scripted "+tag+".\n"+strings.Join(steps, "\n")+"\n[[say "+tag+" finished]]", op.Cwd)
+		oshow := rd.wait(t, oid, 4*time.Minute)
+		t.Logf("opencode without its profile: %s/%s (%s); on disk: %v", oshow.State, oshow.Code, oshow.Message, op.Violations())
+		for _, at := range []dispatch.Attempt{dispatch.AttemptWriteOutside, dispatch.AttemptWriteInside} {
+			if op.Happened(at) == "" {
+				t.Errorf("opencode without its profile: %s did not happen; the user settings should let it through", at)
+			}
+		}
+		if offered := toolsFor(srv, tag); !isSubset(tools, offered) {
+			t.Errorf("opencode was offered %v; the verification's script calls %v", offered, tools)
+		}
 		var listed struct{ Agents []model.AgentInfo }
 		cliJSON(t, rd.home, &listed, "agents")
 		for _, a := range listed.Agents {
-			if (a.Name == "claude" || a.Name == "opencode") && (a.Hardening.Status != model.HardeningFailed || a.Hardening.Current) {
+			if a.Name == "claude" && (a.Hardening.Status != model.HardeningFailed || a.Hardening.Current) {
 				t.Errorf("relay agents: %s hardening %+v, want failed", a.Name, a.Hardening)
 			}
 		}
@@ -171,4 +197,14 @@ func TestRealAgentsVerify(t *testing.T) {
 		}
 		stopRealDaemon(t, rd, bin)
 	})
+}
+
+// isSubset reports whether every element of sub is in of.
+func isSubset(sub, of []string) bool {
+	for _, x := range sub {
+		if !slices.Contains(of, x) {
+			return false
+		}
+	}
+	return true
 }

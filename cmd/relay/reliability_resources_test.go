@@ -22,21 +22,17 @@ import (
 // Resource bounds (issue 6, item 5).
 
 // rssBinary returns the relay binary whose memory is measured and the
-// bound its peak RSS must stay under.
-//
-// The product's bound is 100 MB. A -race build carries the race
-// detector's shadow memory and bookkeeping (its idle daemon alone is about
-// 50 MB, against 20 MB without), so with the default -race run the race
-// binary is held to 200 MB; the 100 MB bound itself is checked on a normal
-// build: by any run without -race, and under RELAY_LONG=1 (which builds
-// one if the tests run with -race).
+// bound its peak RSS must stay under: the product's 100 MB, on a build
+// without -race. A -race build carries the race detector's shadow memory
+// and bookkeeping (its idle daemon alone is about 60 MB, against 25 MB
+// without, and its heap's growth shows two to three times over), which
+// would hide what the daemon itself holds; so a -race test run builds one
+// without (about 2 s once the build cache is warm). The daemon's races are
+// the other tests' concern.
 func rssBinary(t *testing.T) (bin string, boundKiB int) {
 	t.Helper()
 	if !raceEnabled {
 		return relayBin, 100 << 10
-	}
-	if !relayLong() {
-		return relayBin, 200 << 10
 	}
 	bin = filepath.Join(t.TempDir(), "relay-norace")
 	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
@@ -127,14 +123,17 @@ func peakRSS(t *testing.T, pid int) int {
 	return 0
 }
 
-// The daemon's memory with a large backlog of unread messages: seeding
+// The daemon's memory with a large backlog of unread messages: storing
 // them, counting them, reading inbox pages and paging through all of them
-// as an operator must not hold the backlog in memory. CI seeds 20,000
-// messages (about a minute under -race on two cores); RELAY_LONG=1 seeds the
-// issue's 100,000 into a build without -race.
+// as an operator must not hold the backlog in memory. CI stores 3,000
+// messages of 32 KiB (94 MiB of bodies, about 5 s): the daemon's peak RSS
+// stays under 100 MB, and grows by at most half the backlog, which a
+// daemon that held the backlog could not stay under (measured: about 25
+// MB idle, 60 MB at the peak). RELAY_LONG=1 stores the issue's 100,000
+// short messages, held to the 100 MB.
 func TestReliabilityBacklogRSS(t *testing.T) {
 	t.Parallel()
-	n := sized(20_000, 100_000)
+	n, body := sized(3000, 100_000), strings.Repeat("backlog ", sized(4096, 16))
 	bin, bound := rssBinary(t)
 	home := newHome(t, "")
 	d := launchDaemonBin(t, bin, home)
@@ -142,14 +141,15 @@ func TestReliabilityBacklogRSS(t *testing.T) {
 	idle, _ := procStatus(t, pid)
 
 	t0 := time.Now()
-	seedMessages(t, home, n, 8, strings.Repeat("backlog ", 16))
+	seedMessages(t, home, n, 8, body)
 	seeded := time.Since(t0)
 
 	c := apiClient(home)
 	// The unread count covers the whole backlog.
 	r := apiDo(t, c, "POST", "/v1/inbox?limit=1000", "codex", nil)
-	if r.status != 200 || r.data["unread"] != float64(n-1000) {
-		t.Fatalf("inbox over a backlog of %d: %d unread=%v", n, r.status, r.data["unread"])
+	read, _ := r.data["messages"].([]any)
+	if r.status != 200 || len(read) == 0 || r.data["unread"] != float64(n-len(read)) {
+		t.Fatalf("inbox over a backlog of %d: %d, %d read, unread=%v", n, r.status, len(read), r.data["unread"])
 	}
 	// An operator pages through all of it.
 	total := countRows(t, c).msgs
@@ -158,10 +158,14 @@ func TestReliabilityBacklogRSS(t *testing.T) {
 	}
 	rss, threads := procStatus(t, pid)
 	peak := peakRSS(t, pid)
-	t.Logf("%d messages seeded in %v (%.0f/s); daemon RSS idle %d KiB, now %d KiB, peak %d KiB (bound %d KiB); %d threads",
-		n, seeded.Round(time.Millisecond), float64(n)/seeded.Seconds(), idle, rss, peak, bound, threads)
+	backlog := n * len(body) >> 10
+	t.Logf("%d messages (%d KiB of bodies) stored in %v (%.0f/s); daemon RSS idle %d KiB, now %d KiB, peak %d KiB (bound %d KiB); %d threads",
+		n, backlog, seeded.Round(time.Millisecond), float64(n)/seeded.Seconds(), idle, rss, peak, bound, threads)
 	if peak > bound {
 		t.Errorf("daemon peak RSS %d KiB with a backlog of %d messages, bound %d KiB", peak, n, bound)
+	}
+	if !relayLong() && peak-idle > backlog/2 {
+		t.Errorf("daemon peak RSS grew by %d KiB over a backlog of %d KiB: it holds the backlog", peak-idle, backlog)
 	}
 	auditVerify(t, home)
 }
@@ -223,11 +227,12 @@ func childPIDs(t *testing.T, pid int) []int {
 // dispatches: after a warm-up at the same concurrency, the daemon holds
 // no more descriptors (beyond its bounded database pool), at most a few more threads (the Go runtime keeps the
 // threads it needed once), and no agent process, zombie or not. CI runs
-// 400 dispatches (about 25 s under -race on two cores); RELAY_LONG=1 runs
-// the issue's 1,000.
+// 160 dispatches, ten times the warm-up (about 12 s under -race on two
+// cores: a descriptor or thread kept per dispatch, or per batch, shows
+// as it would over more); RELAY_LONG=1 runs the issue's 1,000.
 func TestReliabilityDispatchResources(t *testing.T) {
 	t.Parallel()
-	total := sized(400, 1000)
+	total := sized(160, 1000)
 	const warm, batch = 16, 8
 	home := newHome(t, fullConfig(t, "allow-guarded", ""))
 	d := launchDaemonEnv(t, home, fastExit)

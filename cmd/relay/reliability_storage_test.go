@@ -336,13 +336,13 @@ func dbIDs(t *testing.T, home, table string) []string {
 	return out
 }
 
-// Paging over a few thousand rows: every row exactly once, newest first,
-// for page sizes that do and do not divide the total. CI stores 2,500
-// messages and 400 tasks (each task also leaves its submitter a message);
-// RELAY_LONG=1 stores 20,000 and 3,000.
+// Paging over more rows than one page holds: every row exactly once,
+// newest first, for page sizes that do and do not divide the total. CI
+// stores 1,200 messages and 250 tasks (each task also leaves its submitter
+// a message: 1,450 messages); RELAY_LONG=1 stores 20,000 and 3,000.
 func TestReliabilityPaging(t *testing.T) {
 	t.Parallel()
-	nMsgs, nTasks := sized(2500, 20_000), sized(400, 3000)
+	nMsgs, nTasks := sized(1200, 20_000), sized(250, 3000)
 	home := newHome(t, "")
 	launchDaemonEnv(t, home, fastExit)
 	t0 := time.Now()
