@@ -596,6 +596,13 @@ func writeSteadily(t *testing.T, db *DB, n int) (perSecond float64) {
 	return float64(8*n) / time.Since(start).Seconds()
 }
 
+// steadyWrites is how many messages each of writeSteadily's 8 goroutines
+// writes in the WAL tests: 3,200 in all, which take the writer through
+// its catch-up checkpoint three times (once every ~1,000 writes, about 2
+// WAL frames each), and would grow a WAL that only the stalled
+// checkpointer could reset to about 27 MB, against walBound's 17.
+const steadyWrites = 400
+
 // TestWALStaysBounded writes without a pause from many goroutines: the
 // checkpointer copies the WAL beside the writer, and the writer copies the
 // rest itself once it appended walCatchUpFrames, so the WAL starts over
@@ -605,7 +612,7 @@ func TestWALStaysBounded(t *testing.T) {
 	t.Parallel()
 	db := MustOpen(t, filepath.Join(t.TempDir(), "relay.db"), Options{Synchronous: SyncNormal})
 	highWater := watchWAL(t, db)
-	rate := writeSteadily(t, db, 600)
+	rate := writeSteadily(t, db, steadyWrites)
 	st := db.WriterStats()
 	t.Logf("WAL high-water %d KiB, %.0f msgs/s (stats %+v)", highWater()>>10, rate, st)
 	if highWater() > walBound {
@@ -614,7 +621,7 @@ func TestWALStaysBounded(t *testing.T) {
 	if st.Checkpoints == 0 || st.CatchUps == 0 {
 		t.Errorf("the checkpointer or the writer never checkpointed (stats %+v)", st)
 	}
-	verifyOK(t, db, 8*600)
+	verifyOK(t, db, 8*steadyWrites)
 }
 
 // TestWALStaysBoundedWhileTheCheckpointerStalls holds the checkpointer
@@ -629,7 +636,7 @@ func TestWALStaysBoundedWhileTheCheckpointerStalls(t *testing.T) {
 	release := func() { once.Do(func() { close(stalled) }) }
 	t.Cleanup(release) // before Close, which waits for the checkpointer
 	db.testHookCheckpoint = func() { <-stalled }
-	writeSteadily(t, db, 600)
+	writeSteadily(t, db, steadyWrites)
 	release()
 	st := db.WriterStats()
 	t.Logf("WAL high-water %d KiB (stats %+v)", highWater()>>10, st)
@@ -637,5 +644,5 @@ func TestWALStaysBoundedWhileTheCheckpointerStalls(t *testing.T) {
 		t.Errorf("WAL reached %d KiB after %d commits with the checkpointer stalled, bound %d KiB (stats %+v)",
 			highWater()>>10, st.Batches, walBound>>10, st)
 	}
-	verifyOK(t, db, 8*600)
+	verifyOK(t, db, 8*steadyWrites)
 }

@@ -173,13 +173,9 @@ func TestReliabilityBacklogRSS(t *testing.T) {
 // launchDaemonBin is launchDaemonEnv with another relay binary.
 func launchDaemonBin(t *testing.T, bin, home string, env ...string) *daemonProc {
 	t.Helper()
-	if bin == relayBin {
-		return launchDaemonEnv(t, home, append(env, fastExit...))
-	}
-	saved := relayBin
-	relayBin = bin
-	defer func() { relayBin = saved }()
-	return launchDaemonEnv(t, home, append(env, fastExit...))
+	cmd := exec.Command(bin, "daemon", "--home", home)
+	cmd.Env = append(append(os.Environ(), fastExit...), env...)
+	return runDaemonCmd(t, home, cmd)
 }
 
 // fdTargets lists what pid's descriptors point at.
