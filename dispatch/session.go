@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"maps"
 	"slices"
@@ -187,8 +188,14 @@ func (s *session) start() error {
 	s.gate = newLineGate(p.stdout, s.onGarbage)
 	s.client.onUpdate = s.gate.processed
 	s.client.awaitUpdates = func() { s.gate.awaitProcessed(time.Second) }
-	s.conn = acp.NewClientSideConnection(s.client, p.stdin, s.gate)
+	// The connection's receive loop starts at once and reads the logger
+	// when it ends, which an agent that dies at start makes it do before
+	// SetLogger returns (a data race, seen under -race): it reads nothing
+	// of the agent until the logger is set.
+	ready := make(chan struct{})
+	s.conn = acp.NewClientSideConnection(s.client, p.stdin, heldReader{s.gate, ready})
 	s.conn.SetLogger(slog.New(slog.NewTextHandler(s.log, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	close(ready)
 	s.timer = time.AfterFunc(s.timeout, func() { s.stop(causeTimeout) })
 	s.bg.Add(1)
 	go s.watchdog()
@@ -744,4 +751,15 @@ func promptBlocks(text string, arts []model.Artifact) []acp.ContentBlock {
 		blocks = append(blocks, b)
 	}
 	return blocks
+}
+
+// heldReader reads r once ready is closed.
+type heldReader struct {
+	r     io.Reader
+	ready <-chan struct{}
+}
+
+func (h heldReader) Read(b []byte) (int, error) {
+	<-h.ready
+	return h.r.Read(b)
 }
