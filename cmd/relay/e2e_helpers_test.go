@@ -315,11 +315,16 @@ func cliJSON(t *testing.T, home string, v any, args ...string) {
 func eventually(t *testing.T, what string, d time.Duration, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(d)
+	// Every 10 ms at first, then half as often again each time, up to
+	// every 250 ms: a long wait (a dispatch, a backlog being stored) does
+	// not spend the CPU it waits for on asking.
+	wait := 10 * time.Millisecond
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out after %s waiting for %s", d, what)
 		}
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(wait)
+		wait = min(wait*3/2, 250*time.Millisecond)
 	}
 }
 
