@@ -37,13 +37,13 @@ var realAgentPackages = map[string]string{
 // install fails; locally it skips with what to run.
 func requireRealAgents(t *testing.T) string {
 	t.Helper()
-	// -short skips the real agents (about 4.5 minutes of the suite) for a
+	// -short skips the real agents (about 3 minutes of the suite) for a
 	// quick local run; CI never skips them.
 	if testing.Short() {
 		if inCI() {
 			t.Fatal("CI=true with -short: CI runs the real agents, always")
 		}
-		t.Skip("-short: the real-agent tests are skipped (about 4.5 minutes); ./scripts/test without -short, and CI, run them")
+		t.Skip("-short: the real-agent tests are skipped (about 3 minutes); ./scripts/test without -short, and CI, run them")
 	}
 	dir, err := filepath.Abs(filepath.Join("..", "..", "interop", "node_modules"))
 	if err != nil {
