@@ -7,8 +7,9 @@ package socketapi_test
 // as the daemon wires it. machine/service's own tests run the same suite
 // in process, so the two transports are held to the same rules.
 //
-// This file is self-contained: it uses only the package's exported API
-// and no helper of its other tests.
+// This file uses only the package's exported API and no helper of its
+// other tests; the service is servicerig's, the one machine/service's
+// tests use.
 
 import (
 	"context"
@@ -18,68 +19,20 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hai-relay/relay/cmd/testfakes/servicerig"
 	"github.com/hai-relay/relay/facade/socketapi"
-	"github.com/hai-relay/relay/gates"
 	"github.com/hai-relay/relay/gates/gatestest"
-	"github.com/hai-relay/relay/machine"
-	"github.com/hai-relay/relay/machine/service"
 	"github.com/hai-relay/relay/model"
 	"github.com/hai-relay/relay/model/servicetest"
-	"github.com/hai-relay/relay/persistence/persistencetest"
 )
 
-// conformanceMessageBytes is the service's limits.message_bytes: small,
-// so the suite's oversized payloads stay small too.
-const conformanceMessageBytes = 4096
-
-// conformanceRegistry knows the core agents, all enabled and configured.
-type conformanceRegistry map[string]model.AgentInfo
-
-func (r conformanceRegistry) Known(name string) bool { _, ok := r[name]; return ok }
-
-func (r conformanceRegistry) Agent(_ context.Context, name string) (model.AgentInfo, bool) {
-	a, ok := r[name]
-	return a, ok
-}
-
-func (r conformanceRegistry) Agents(context.Context) []model.AgentInfo {
-	var out []model.AgentInfo
-	for _, n := range model.CoreAgents() {
-		out = append(out, r[n])
-	}
-	return out
-}
-
-// conformanceDispatcher keeps the deny-all promise and starts nothing: an
-// authorized task stays authorized until it is canceled.
-type conformanceDispatcher struct{}
-
-func (conformanceDispatcher) Policy() model.DispatchPolicy {
-	return model.DispatchPolicy{DeniesAllPermissions: true}
-}
-
-func (conformanceDispatcher) Dispatch(context.Context, model.Task, model.RunReporter) error {
-	return nil
-}
-
-func (conformanceDispatcher) Cancel(string) {}
-
-// conformanceOverSocket starts the in-process service (real SQLite on a
-// temporary file, the real engine, the fake authority adapter program)
+// conformanceOverSocket starts the in-process service (servicerig)
 // behind the socket API on a temporary socket, and returns a fixture whose
 // agents each call through their own client.
-func conformanceOverSocket(t *testing.T, bin string) servicetest.Fixture {
+func conformanceOverSocket(t *testing.T) servicetest.Fixture {
 	t.Helper()
-	reg := conformanceRegistry{}
-	for _, n := range model.CoreAgents() {
-		reg[n] = model.AgentInfo{Name: n, Enabled: true, Configured: true}
-	}
-	db := persistencetest.MustOpenTemp(t)
-	eng := machine.New(machine.Options{Store: db, Dispatcher: conformanceDispatcher{}, Registry: reg,
-		Authority:   gates.NewAuthority([]string{bin, "allow-guarded"}, 10*time.Second),
-		MaxDispatch: 64, MaxPromptBytes: conformanceMessageBytes, NotifySubmitter: true})
-	svc := service.New(service.Options{Engine: eng, Store: db, Messages: db, Registry: reg,
-		MessageBytes: conformanceMessageBytes})
+	rig := servicerig.New(t)
+	svc, reg := rig.Service, rig.Registry
 
 	dir, err := os.MkdirTemp("", "rl") // a socket path must stay short
 	if err != nil {
@@ -110,9 +63,6 @@ func conformanceOverSocket(t *testing.T, bin string) servicetest.Fixture {
 		if err := <-served; err != nil {
 			t.Errorf("serve: %v", err)
 		}
-		if err := eng.Stop(ctx); err != nil {
-			t.Errorf("stop: %v", err)
-		}
 		_ = os.RemoveAll(dir)
 	})
 	return servicetest.Fixture{
@@ -127,8 +77,8 @@ func conformanceOverSocket(t *testing.T, bin string) servicetest.Fixture {
 			return c
 		},
 		Agents:       []string{"codex", "claude", "gemini"},
-		Cwd:          t.TempDir(),
-		MessageBytes: conformanceMessageBytes,
+		Cwd:          rig.Cwd,
+		MessageBytes: servicerig.MessageBytes,
 	}
 }
 
@@ -136,6 +86,5 @@ func TestServiceConformanceOverSocket(t *testing.T) {
 	// No other test of this package builds the fake authority; the built
 	// program is removed once the suite is done.
 	t.Cleanup(gatestest.RemoveFakeAuthority)
-	bin := gatestest.BuildFakeAuthority(t)
-	servicetest.Run(t, func(t *testing.T) servicetest.Fixture { return conformanceOverSocket(t, bin) })
+	servicetest.Run(t, conformanceOverSocket)
 }

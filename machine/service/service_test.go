@@ -7,16 +7,12 @@ import (
 	"fmt"
 	"os"
 	"testing"
-	"time"
 
-	"github.com/hai-relay/relay/gates"
+	"github.com/hai-relay/relay/cmd/testfakes/servicerig"
 	"github.com/hai-relay/relay/gates/gatestest"
 	"github.com/hai-relay/relay/machine"
-	"github.com/hai-relay/relay/machine/service"
 	"github.com/hai-relay/relay/model"
 	"github.com/hai-relay/relay/model/servicetest"
-	"github.com/hai-relay/relay/persistence"
-	"github.com/hai-relay/relay/persistence/persistencetest"
 	"go.uber.org/goleak"
 )
 
@@ -32,78 +28,13 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// messageBytes is the rig's limits.message_bytes: small, so the suite's
-// oversized payloads stay small too.
-const messageBytes = 4096
-
-// registry knows the core agents, all enabled and configured.
-type registry map[string]model.AgentInfo
-
-func newRegistry() registry {
-	r := registry{}
-	for _, n := range model.CoreAgents() {
-		r[n] = model.AgentInfo{Name: n, Enabled: true, Configured: true}
-	}
-	return r
-}
-
-func (r registry) Known(name string) bool { _, ok := r[name]; return ok }
-func (r registry) Agent(_ context.Context, name string) (model.AgentInfo, bool) {
-	a, ok := r[name]
-	return a, ok
-}
-func (r registry) Agents(context.Context) []model.AgentInfo {
-	var out []model.AgentInfo
-	for _, n := range model.CoreAgents() {
-		out = append(out, r[n])
-	}
-	return out
-}
-
-// dispatcher keeps the deny-all promise and starts nothing: an authorized
-// task stays authorized until it is canceled.
-type dispatcher struct{}
-
-func (dispatcher) Policy() model.DispatchPolicy {
-	return model.DispatchPolicy{DeniesAllPermissions: true}
-}
-func (dispatcher) Dispatch(context.Context, model.Task, model.RunReporter) error { return nil }
-func (dispatcher) Cancel(string)                                                 {}
-
-type rig struct {
-	db  *persistence.DB
-	svc *service.Service
-	cwd string
-}
-
-// newRig is the in-process service as the daemon wires it: real SQLite on
-// a temporary file, the real engine, and the fake authority adapter, a real
-// program (allow, guarded), as the authority.
-func newRig(t *testing.T) *rig {
-	t.Helper()
-	db := persistencetest.MustOpenTemp(t)
-	reg := newRegistry()
-	auth := gates.NewAuthority([]string{gatestest.BuildFakeAuthority(t), "allow-guarded"}, 10*time.Second)
-	eng := machine.New(machine.Options{Store: db, Dispatcher: dispatcher{}, Registry: reg, Authority: auth,
-		MaxDispatch: 64, MaxPromptBytes: messageBytes, NotifySubmitter: true})
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := eng.Stop(ctx); err != nil {
-			t.Errorf("stop: %v", err)
-		}
-	})
-	svc := service.New(service.Options{Engine: eng, Store: db, Messages: db, Registry: reg, MessageBytes: messageBytes})
-	return &rig{db: db, svc: svc, cwd: t.TempDir()}
-}
-
 // The conformance suite of model.Service, against the in-process service.
 func TestConformance(t *testing.T) {
 	t.Parallel()
 	servicetest.Run(t, func(t *testing.T) servicetest.Fixture {
-		r := newRig(t)
-		return servicetest.Fixture{As: func(string) model.Service { return r.svc },
-			Agents: []string{"codex", "claude", "gemini"}, Cwd: r.cwd, MessageBytes: messageBytes}
+		r := servicerig.New(t)
+		return servicetest.Fixture{As: func(string) model.Service { return r.Service },
+			Agents: []string{"codex", "claude", "gemini"}, Cwd: r.Cwd, MessageBytes: servicerig.MessageBytes}
 	})
 }
 
@@ -112,8 +43,8 @@ func TestConformance(t *testing.T) {
 // (broadcast_not_supported), and nothing is stored.
 func TestSendMessageRecipientShape(t *testing.T) {
 	t.Parallel()
-	r := newRig(t)
-	svc := r.svc
+	r := servicerig.New(t)
+	svc := r.Service
 	ctx := context.Background()
 	for _, tc := range []struct {
 		to   string
@@ -132,7 +63,7 @@ func TestSendMessageRecipientShape(t *testing.T) {
 			t.Errorf("to %q: %q (%v), want %q", tc.to, got, err, tc.code)
 		}
 	}
-	if ms, err := r.db.ListMessages(ctx, model.MessageFilter{}); err != nil || len(ms) != 0 {
+	if ms, err := r.DB.ListMessages(ctx, model.MessageFilter{}); err != nil || len(ms) != 0 {
 		t.Fatalf("%d messages stored by refused sends (%v)", len(ms), err)
 	}
 	if _, err := svc.SendMessage(ctx, "gemini", model.SendRequest{To: "codex", Body: "hi"}); err != nil {
@@ -170,8 +101,8 @@ func TestRelayIDShape(t *testing.T) {
 // are stored under them.
 func TestNotYoursIsNotFound(t *testing.T) {
 	t.Parallel()
-	r := newRig(t)
-	svc := r.svc
+	r := servicerig.New(t)
+	svc := r.Service
 	ctx := context.Background()
 	taskID, msgID := machine.NewID(model.TaskIDPrefix), machine.NewID(model.MessageIDPrefix)
 	const bystander = "gemini" // neither sent nor received either of them
@@ -189,7 +120,7 @@ func TestNotYoursIsNotFound(t *testing.T) {
 	}
 	auditRows := func() int64 {
 		t.Helper()
-		rep, err := r.db.VerifyAudit(ctx)
+		rep, err := r.DB.VerifyAudit(ctx)
 		if err != nil || !rep.OK {
 			t.Fatalf("audit: %+v %v", rep, err)
 		}
@@ -216,10 +147,10 @@ func TestNotYoursIsNotFound(t *testing.T) {
 	}
 
 	// Another agent's task and message now exist under those ids.
-	if _, _, err := r.db.CreateTask(ctx, model.Task{ID: taskID, Caller: "codex", Target: "claude", Prompt: "p", Cwd: r.cwd}); err != nil {
+	if _, _, err := r.DB.CreateTask(ctx, model.Task{ID: taskID, Caller: "codex", Target: "claude", Prompt: "p", Cwd: r.Cwd}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := r.db.CreateMessage(ctx, model.Message{ID: msgID, From: "codex", To: "claude", Body: "b", ContextID: "C-1"}); err != nil {
+	if _, err := r.DB.CreateMessage(ctx, model.Message{ID: msgID, From: "codex", To: "claude", Body: "b", ContextID: "C-1"}); err != nil {
 		t.Fatal(err)
 	}
 	for i, c := range calls {
@@ -232,7 +163,7 @@ func TestNotYoursIsNotFound(t *testing.T) {
 	// like one that does not exist, and the submitter learns nothing.
 	var refs [][]string
 	for range 2 {
-		task, err := svc.SubmitTask(ctx, bystander, model.SubmitRequest{Target: "codex", Prompt: "p", Cwd: r.cwd,
+		task, err := svc.SubmitTask(ctx, bystander, model.SubmitRequest{Target: "codex", Prompt: "p", Cwd: r.Cwd,
 			MissionID: "M-1", LeaseID: "S-1", ReferenceTaskIDs: []string{taskID, machine.NewID(model.TaskIDPrefix)}})
 		if err != nil {
 			t.Fatalf("submit with references: %v", err)

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hai-relay/relay/cmd/testfakes/servicerig"
 	"github.com/hai-relay/relay/model"
 )
 
@@ -13,9 +14,9 @@ import (
 // the next polls bring the verdicts and the transition in commit order.
 func TestWatchEventsWakesOnCommit(t *testing.T) {
 	t.Parallel()
-	r := newRig(t)
+	r := servicerig.New(t)
 	ctx := context.Background()
-	start, err := r.svc.WatchEvents(ctx, model.EventFilter{After: model.AfterNow})
+	start, err := r.Service.WatchEvents(ctx, model.EventFilter{After: model.AfterNow})
 	if err != nil || len(start.Events) != 0 {
 		t.Fatalf("from now: %+v, %v; want no event", start, err)
 	}
@@ -26,11 +27,11 @@ func TestWatchEventsWakesOnCommit(t *testing.T) {
 	}
 	got := make(chan answer, 1)
 	go func() {
-		b, err := r.svc.WatchEvents(ctx, model.EventFilter{After: start.Cursor, Wait: 20 * time.Second})
+		b, err := r.Service.WatchEvents(ctx, model.EventFilter{After: start.Cursor, Wait: 20 * time.Second})
 		got <- answer{b, err, time.Now()}
 	}()
 	time.Sleep(300 * time.Millisecond) // the poll is waiting
-	task, err := r.svc.SubmitTask(ctx, "codex", model.SubmitRequest{Target: "claude", Prompt: "p", Cwd: r.cwd, MissionID: "M-w", LeaseID: "S-w"})
+	task, err := r.Service.SubmitTask(ctx, "codex", model.SubmitRequest{Target: "claude", Prompt: "p", Cwd: r.Cwd, MissionID: "M-w", LeaseID: "S-w"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,7 +54,7 @@ func TestWatchEventsWakesOnCommit(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("no authorized event; seen %+v", seen)
 		}
-		b, err := r.svc.WatchEvents(ctx, model.EventFilter{TaskID: task.ID, After: cursor, Wait: 5 * time.Second})
+		b, err := r.Service.WatchEvents(ctx, model.EventFilter{TaskID: task.ID, After: cursor, Wait: 5 * time.Second})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -78,7 +79,7 @@ func TestWatchEventsWakesOnCommit(t *testing.T) {
 
 	// The history, read from now, is the same sequence without cursors,
 	// and ends where the log is.
-	h, err := r.svc.WatchEvents(ctx, model.EventFilter{TaskID: task.ID, After: model.AfterNow})
+	h, err := r.Service.WatchEvents(ctx, model.EventFilter{TaskID: task.ID, After: model.AfterNow})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,7 +92,7 @@ func TestWatchEventsWakesOnCommit(t *testing.T) {
 		}
 	}
 	// Nothing after the cursor: a poll without wait answers empty at once.
-	if b, err := r.svc.WatchEvents(ctx, model.EventFilter{TaskID: task.ID, After: cursor}); err != nil || len(b.Events) != 0 || b.Cursor != cursor {
+	if b, err := r.Service.WatchEvents(ctx, model.EventFilter{TaskID: task.ID, After: cursor}); err != nil || len(b.Events) != 0 || b.Cursor != cursor {
 		t.Fatalf("after the last event: %+v, %v", b, err)
 	}
 }
@@ -99,7 +100,7 @@ func TestWatchEventsWakesOnCommit(t *testing.T) {
 // What a watch refuses, and a wait that ends with its context.
 func TestWatchEventsArguments(t *testing.T) {
 	t.Parallel()
-	r := newRig(t)
+	r := servicerig.New(t)
 	ctx := context.Background()
 	for _, c := range []struct {
 		f    model.EventFilter
@@ -110,14 +111,14 @@ func TestWatchEventsArguments(t *testing.T) {
 		{model.EventFilter{After: -2}, model.CodeInvalidArgs},
 		{model.EventFilter{After: 0, Wait: model.MaxWatchWait + time.Second}, model.CodeInvalidArgs},
 	} {
-		if _, err := r.svc.WatchEvents(ctx, c.f); model.ErrorCode(err) != c.code {
+		if _, err := r.Service.WatchEvents(ctx, c.f); model.ErrorCode(err) != c.code {
 			t.Errorf("%+v: %v, want %s", c.f, err, c.code)
 		}
 	}
 	cctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
 	defer cancel()
 	t0 := time.Now()
-	b, err := r.svc.WatchEvents(cctx, model.EventFilter{After: 0, Wait: 20 * time.Second})
+	b, err := r.Service.WatchEvents(cctx, model.EventFilter{After: 0, Wait: 20 * time.Second})
 	if err != nil || len(b.Events) != 0 || time.Since(t0) > 5*time.Second {
 		t.Fatalf("a wait whose context ends: %+v, %v after %v; want an empty answer at once", b, err, time.Since(t0))
 	}
