@@ -37,11 +37,10 @@ func runDaemonStatus(ctx context.Context, e *env, args []string) error {
 	if err := f.parse(args, 0); err != nil {
 		return err
 	}
-	home, err := resolveHome(f.home, e.getenv)
+	c, home, err := operatorAt(e, f)
 	if err != nil {
 		return err
 	}
-	c := dial(home, "", false, e.stderr)
 	defer c.Close()
 	st, err := c.DaemonStatus(ctx)
 	if noDaemon(err) {
@@ -101,15 +100,13 @@ func runDaemonStop(ctx context.Context, e *env, args []string) error {
 	if *timeout <= 0 {
 		return f.usageError("--timeout %s is not a positive duration", *timeout)
 	}
-	home, err := resolveHome(f.home, e.getenv)
+	c, home, err := operatorAt(e, f)
 	if err != nil {
 		return err
 	}
-	c := dial(home, "", false, e.stderr)
-	defer c.Close()
 	t0 := time.Now()
 	a, err := c.StopDaemon(ctx)
-	c.Close()
+	c.Close() // its only call: the daemon's drain need not wait for this connection
 	if noDaemon(err) {
 		if f.json {
 			return printJSON(e.stdout, stopResult{Home: home})

@@ -59,11 +59,10 @@ func runTasksShow(ctx context.Context, e *env, args []string) error {
 	if err := f.parseN(args, 1); err != nil {
 		return err
 	}
-	home, err := resolveHome(f.home, e.getenv)
+	c, home, err := operatorAt(e, f)
 	if err != nil {
 		return err
 	}
-	c := dial(home, "", false, e.stderr)
 	defer c.Close()
 	d, err := c.ShowTask(ctx, f.pos[0])
 	if err != nil {
