@@ -24,20 +24,9 @@ func TestDaemonStatusAndStop(t *testing.T) {
 	d := launchDaemon(t, home)
 	c := apiClient(home)
 	cwd := t.TempDir()
-	submit := func(prompt string) string {
-		t.Helper()
-		r := apiDo(t, c, "POST", "/v1/tasks", "codex", mustJSON(t, map[string]any{
-			"target": "claude", "prompt": prompt, "mission_id": "M-1", "lease_id": "S-1", "cwd": cwd}))
-		if r.status != 200 || r.str("task_id") == "" {
-			t.Fatalf("submit %q: %d %s", prompt, r.status, r.body)
-		}
-		return r.str("task_id")
-	}
-	running := submit("hang")
-	eventually(t, "the task working", 60*time.Second, func() bool {
-		return apiDo(t, c, "GET", "/v1/tasks/"+running, "codex", nil).str("state") == "working"
-	})
-	queued := submit("echo queued")
+	running := submitGated(t, c, "hang", cwd)
+	awaitWorking(t, c, running)
+	queued := submitGated(t, c, "echo queued", cwd)
 	c.CloseIdleConnections()
 
 	var st socketapi.DaemonStatus
@@ -217,15 +206,8 @@ func TestDaemonIdleExitWaitsForFacadesAndTasks(t *testing.T) {
 
 	// A task runs; the facade goes away.
 	c := apiClient(home)
-	r := apiDo(t, c, "POST", "/v1/tasks", "codex", mustJSON(t, map[string]any{
-		"target": "claude", "prompt": "hang", "mission_id": "M-1", "lease_id": "S-1", "cwd": t.TempDir()}))
-	id := r.str("task_id")
-	if r.status != 200 || id == "" {
-		t.Fatalf("submit: %d %s", r.status, r.body)
-	}
-	eventually(t, "the task working", 60*time.Second, func() bool {
-		return apiDo(t, c, "GET", "/v1/tasks/"+id, "codex", nil).str("state") == "working"
-	})
+	id := submitGated(t, c, "hang", t.TempDir())
+	awaitWorking(t, c, id)
 	c.CloseIdleConnections()
 	f.Close()
 	eventually(t, "the facade gone from the status", 30*time.Second, func() bool { return len(status().Facades) == 0 })
@@ -248,15 +230,8 @@ func TestDaemonStopTimeout(t *testing.T) {
 	home := newHome(t, fullConfig(t, "allow-guarded", ""))
 	d := launchDaemon(t, home)
 	c := apiClient(home)
-	r := apiDo(t, c, "POST", "/v1/tasks", "codex", mustJSON(t, map[string]any{
-		"target": "claude", "prompt": "hang-ignore-cancel", "mission_id": "M-1", "lease_id": "S-1", "cwd": t.TempDir()}))
-	id := r.str("task_id")
-	if r.status != 200 || id == "" {
-		t.Fatalf("submit: %d %s", r.status, r.body)
-	}
-	eventually(t, "the task working", 60*time.Second, func() bool {
-		return apiDo(t, c, "GET", "/v1/tasks/"+id, "codex", nil).str("state") == "working"
-	})
+	id := submitGated(t, c, "hang-ignore-cancel", t.TempDir())
+	awaitWorking(t, c, id)
 	c.CloseIdleConnections()
 	// The agent ignores session/cancel: the stop takes the cancel grace
 	// (3 s) before the agent is killed.

@@ -272,6 +272,31 @@ func fileBytes(t testing.TB, dir string) map[string][]byte {
 	return out
 }
 
+// submitGated submits a task from codex to claude with a mission and a
+// lease (so that its gates pass with an allowing authority) over the
+// socket API, and returns its id.
+func submitGated(t *testing.T, c *http.Client, prompt, cwd string) string {
+	t.Helper()
+	r := apiDo(t, c, "POST", "/v1/tasks", "codex", mustJSON(t, map[string]any{
+		"target": "claude", "prompt": prompt, "mission_id": "M-1", "lease_id": "S-1", "cwd": cwd}))
+	if r.status != 200 || r.str("task_id") == "" {
+		t.Fatalf("submit %q: %d %s", prompt, r.status, r.body)
+	}
+	return r.str("task_id")
+}
+
+// stateOf is a task's state, as its submitter codex sees it.
+func stateOf(t *testing.T, c *http.Client, id string) string {
+	t.Helper()
+	return apiDo(t, c, "GET", "/v1/tasks/"+id, "codex", nil).str("state")
+}
+
+// awaitWorking waits for a task of codex's to be working.
+func awaitWorking(t *testing.T, c *http.Client, id string) {
+	t.Helper()
+	eventually(t, "task "+id+" working", 60*time.Second, func() bool { return stateOf(t, c, id) == "working" })
+}
+
 // taskEnded reads task id through the operator route until it is in a
 // terminal state (a submit answers before the gates run) and returns that
 // answer.

@@ -22,23 +22,11 @@ func TestReliabilityGracefulStopKeepsQueuedTasks(t *testing.T) {
 	d := launchDaemonEnv(t, home, env)
 	c := apiClient(home)
 	cwd := t.TempDir()
-	submit := func(prompt string) string {
-		t.Helper()
-		r := apiDo(t, c, "POST", "/v1/tasks", "codex", mustJSON(t, map[string]any{
-			"target": "claude", "prompt": prompt, "mission_id": "M-1", "lease_id": "S-1", "cwd": cwd}))
-		if r.status != 200 || r.str("task_id") == "" {
-			t.Fatalf("submit %q: %d %s", prompt, r.status, r.body)
-		}
-		return r.str("task_id")
-	}
-	state := func(id string) string {
-		return apiDo(t, c, "GET", "/v1/tasks/"+id, "codex", nil).str("state")
-	}
-	running := submit("hang until stopped")
-	eventually(t, "the first task working", 60*time.Second, func() bool { return state(running) == "working" })
-	queued := []string{submit("echo first queued"), submit("echo second queued")}
+	running := submitGated(t, c, "hang until stopped", cwd)
+	awaitWorking(t, c, running)
+	queued := []string{submitGated(t, c, "echo first queued", cwd), submitGated(t, c, "echo second queued", cwd)}
 	for _, id := range queued {
-		if s := state(id); s != "submitted" {
+		if s := stateOf(t, c, id); s != "submitted" {
 			t.Fatalf("task %s is %s with the only slot busy, want submitted", id, s)
 		}
 	}
@@ -78,14 +66,14 @@ func TestReliabilityGracefulStopKeepsQueuedTasks(t *testing.T) {
 	c = apiClient(home)
 	for _, id := range queued {
 		eventually(t, "queued task "+id+" completed after the restart", 60*time.Second, func() bool {
-			s := state(id)
+			s := stateOf(t, c, id)
 			if model.State(s).Terminal() && s != "completed" {
 				t.Fatalf("queued task %s ended %s after the restart, want completed", id, s)
 			}
 			return s == "completed"
 		})
 	}
-	if s := state(running); s != "failed" {
+	if s := stateOf(t, c, running); s != "failed" {
 		t.Errorf("the interrupted task is %s after the restart, want it left failed", s)
 	}
 	auditVerify(t, home)
