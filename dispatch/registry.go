@@ -8,7 +8,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
-	"strings"
 	"sync"
 	"time"
 
@@ -210,7 +209,7 @@ func (r *Registry) Agents(ctx context.Context) []model.AgentInfo {
 // version installed now.
 func hardening(s AgentSpec, v model.Verification, verified bool, installed installed, now time.Time) model.AgentHardening {
 	h := model.AgentHardening{Status: model.HardeningUnverified, InstalledVersion: installed.version,
-		RequireVerified: s.RequireVerified, VerifiedWithin: shortDuration(s.VerifiedWithin)}
+		RequireVerified: s.RequireVerified, VerifiedWithin: model.ShortDuration(s.VerifiedWithin)}
 	switch {
 	case s.Profile == nil && !verified:
 		h.Reason = "no hardening profile"
@@ -225,7 +224,7 @@ func hardening(s AgentSpec, v model.Verification, verified bool, installed insta
 		h.CurrentReason = "the last verification did not pass (" + string(h.Status) + ": " + h.Reason + ")"
 	case now.Sub(v.At) > s.VerifiedWithin:
 		h.CurrentReason = fmt.Sprintf("the last passed verification (%s) is older than verified_within (%s)",
-			v.At.UTC().Format(time.RFC3339), shortDuration(s.VerifiedWithin))
+			v.At.UTC().Format(time.RFC3339), model.ShortDuration(s.VerifiedWithin))
 	case installed.version == "":
 		h.CurrentReason = "the installed adapter version is unknown (" + installed.how + ")"
 	case v.AdapterVersion != installed.version:
@@ -287,16 +286,4 @@ func packageVersion(file string) (string, string) {
 			return pkg.Version, p
 		}
 	}
-}
-
-// shortDuration writes d without trailing zero units ("720h", "90s").
-func shortDuration(d time.Duration) string {
-	s := d.String()
-	if strings.HasSuffix(s, "m0s") {
-		s = s[:len(s)-2]
-	}
-	if strings.HasSuffix(s, "h0m") {
-		s = s[:len(s)-2]
-	}
-	return s
 }

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	"github.com/hai-relay/relay/model"
@@ -361,5 +362,16 @@ func TestErrorsClipEchoedValues(t *testing.T) {
 	p := model.Public(&model.Error{Code: model.CodeInvalidArgs, Message: big, Hint: big})
 	if len(p.Message) > model.MaxErrorText+32 || len(p.Hint) > model.MaxErrorText+32 || !utf8.ValidString(p.Message) {
 		t.Errorf("Public: message %d bytes, hint %d bytes", len(p.Message), len(p.Hint))
+	}
+}
+
+func TestShortDuration(t *testing.T) {
+	for d, want := range map[time.Duration]string{
+		720 * time.Hour: "720h", 30 * time.Minute: "30m", 90 * time.Second: "1m30s",
+		10 * time.Second: "10s", 90 * time.Minute: "1h30m", 1500 * time.Millisecond: "1.5s",
+	} {
+		if got := model.ShortDuration(d); got != want {
+			t.Errorf("ShortDuration(%v) = %q, want %q", d, got, want)
+		}
 	}
 }

@@ -1,6 +1,9 @@
 package model
 
-import "time"
+import (
+	"strings"
+	"time"
+)
 
 // HardeningStatus is the outcome of an agent's last hardening
 // verification (relay agents verify NAME), shown as the agent's hardening
@@ -141,11 +144,24 @@ type AgentHardening struct {
 	// blocked (agent_not_verified) unless Current.
 	RequireVerified bool `json:"require_verified"`
 	// VerifiedWithin is how old a passed verification may be for
-	// require_verified (a Go duration).
+	// require_verified (a Go duration, as ShortDuration writes it).
 	VerifiedWithin string `json:"verified_within"`
 	// Current reports whether the last verification passed, within
 	// VerifiedWithin, on the adapter version installed now.
 	Current bool `json:"current"`
 	// CurrentReason says why Current is what it is.
 	CurrentReason string `json:"current_reason"`
+}
+
+// ShortDuration writes d as a Go duration without trailing zero units
+// ("720h", "30m", "90s"), as the relay shows durations to users.
+func ShortDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = s[:len(s)-2]
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = s[:len(s)-2]
+	}
+	return s
 }

@@ -375,7 +375,7 @@ var hints = map[string]hint{
 		example: `env = ["HAI_AUTHORITY_TOKEN", "HAI_AUTHORITY_URL=http://127.0.0.1:8700"]`,
 	},
 	"authority.timeout": {
-		want:    "a positive Go duration (default " + shortDuration(DefaultAuthorityTimeout) + ")",
+		want:    "a positive Go duration (default " + model.ShortDuration(DefaultAuthorityTimeout) + ")",
 		example: `timeout = "5s"`,
 	},
 	"agents.*.command": {
@@ -391,7 +391,7 @@ var hints = map[string]hint{
 		example: `require_verified = true`,
 	},
 	"agents.*.verified_within": {
-		want:    "a positive Go duration (default " + shortDuration(DefaultVerifiedWithin) + "): how old a passed verification may be for require_verified",
+		want:    "a positive Go duration (default " + model.ShortDuration(DefaultVerifiedWithin) + "): how old a passed verification may be for require_verified",
 		example: `verified_within = "720h"`,
 	},
 	"agents.*.mcp_servers": {
@@ -403,11 +403,11 @@ var hints = map[string]hint{
 		example: fmt.Sprintf("message_bytes = %d", DefaultMessageBytes),
 	},
 	"limits.task_timeout": {
-		want:    "a positive Go duration (default " + shortDuration(DefaultTaskTimeout) + ")",
+		want:    "a positive Go duration (default " + model.ShortDuration(DefaultTaskTimeout) + ")",
 		example: `task_timeout = "30m"`,
 	},
 	"limits.probe_timeout": {
-		want:    "a positive Go duration (default " + shortDuration(DefaultProbeTimeout) + ")",
+		want:    "a positive Go duration (default " + model.ShortDuration(DefaultProbeTimeout) + ")",
 		example: `probe_timeout = "60s"`,
 	},
 	"limits.max_dispatch": {
@@ -415,7 +415,7 @@ var hints = map[string]hint{
 		example: fmt.Sprintf("max_dispatch = %d", DefaultMaxDispatch),
 	},
 	"daemon.idle_timeout": {
-		want:    "a Go duration, 0 for never (default " + shortDuration(DefaultIdleTimeout) + "): how long a daemon a facade started stays up with no facade connected and no task running or queued",
+		want:    "a Go duration, 0 for never (default " + model.ShortDuration(DefaultIdleTimeout) + "): how long a daemon a facade started stays up with no facade connected and no task running or queued",
 		example: `idle_timeout = "10m"`,
 	},
 	"storage.synchronous": {

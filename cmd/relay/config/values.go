@@ -162,18 +162,6 @@ func checkArgv(argv []string) error {
 	return nil
 }
 
-// shortDuration formats d without trailing zero units: 30m, not 30m0s.
-func shortDuration(d time.Duration) string {
-	s := d.String()
-	if strings.HasSuffix(s, "m0s") {
-		s = s[:len(s)-2]
-	}
-	if strings.HasSuffix(s, "h0m") {
-		s = s[:len(s)-2]
-	}
-	return s
-}
-
 // tomlArray writes argv as a TOML array of strings, for messages.
 func tomlArray(argv []string) string {
 	q := make([]string, len(argv))
