@@ -399,6 +399,13 @@ func (rd *realDaemon) submit(t *testing.T, target string, mode model.Mode, promp
 	return id
 }
 
+// scriptedPrompt is a task's prompt for the scripted model: tag, which
+// tells its model requests apart, the script's steps, and a last reply
+// "TAG finished".
+func scriptedPrompt(tag, script string) string {
+	return "Scripted " + tag + ".\n" + script + "\n[[say " + tag + " finished]]"
+}
+
 // wait waits for a task to end and returns its detail.
 func (rd *realDaemon) wait(t *testing.T, id string, within time.Duration) model.TaskDetail {
 	t.Helper()
@@ -577,7 +584,7 @@ func TestRealAgentsHoldDenyAll(t *testing.T) {
 						r.want, r.wantCode = model.StateFailed, model.CodeAgentRefused
 					}
 					r.script = strings.Join(script, "\n")
-					r.id = rd.submit(t, a.name, m, "Scripted "+r.tag+".\n"+r.script+"\n[[say "+r.tag+" finished]]", r.paths.Cwd)
+					r.id = rd.submit(t, a.name, m, scriptedPrompt(r.tag, r.script), r.paths.Cwd)
 					runs = append(runs, r)
 				}
 			}
@@ -589,7 +596,7 @@ func TestRealAgentsHoldDenyAll(t *testing.T) {
 					// closed, but no attempt was made, so make them again.
 					t.Logf("%s %s %s: %s before its first model request; retrying once", c.sc, r.agent.name, r.mode, show.Message)
 					r.tag = nonce(r.agent.name)
-					r.id = rd.submit(t, r.agent.name, r.mode, "Scripted "+r.tag+".\n"+r.script+"\n[[say "+r.tag+" finished]]", r.paths.Cwd)
+					r.id = rd.submit(t, r.agent.name, r.mode, scriptedPrompt(r.tag, r.script), r.paths.Cwd)
 					show = rd.wait(t, r.id, 4*time.Minute)
 				}
 				what := fmt.Sprintf("%s %s %s (task %s)", c.sc, r.agent.name, r.mode, r.id)

@@ -163,7 +163,7 @@ func TestRealAgentsVerify(t *testing.T) {
 			st, tool := dispatch.ProfileFor("opencode").Verify.Vocab.Script(at, op)
 			steps, tools = append(steps, st), append(tools, tool)
 		}
-		oid := rd.submit(t, "opencode", model.ModeReadOnly, "Scripted "+tag+".\n"+strings.Join(steps, "\n")+"\n[[say "+tag+" finished]]", op.Cwd)
+		oid := rd.submit(t, "opencode", model.ModeReadOnly, scriptedPrompt(tag, strings.Join(steps, "\n")), op.Cwd)
 		oshow := rd.wait(t, oid, 4*time.Minute)
 		t.Logf("opencode without its profile: %s/%s (%s); on disk: %v", oshow.State, oshow.Code, oshow.Message, op.Violations())
 		for _, at := range []dispatch.Attempt{dispatch.AttemptWriteOutside, dispatch.AttemptWriteInside} {
