@@ -57,9 +57,24 @@ type client struct {
 	denialSignal chan struct{}
 	modes        modeState
 	modeGuard    func(modeState) // called with every mode or option change once armed
+	// sid is the session the relay opened ("" until session/new
+	// answered); foreign records the other session ids the agent used,
+	// and onForeign, when set, is called (once per id, not under mu)
+	// when one appears.
+	sid       acp.SessionId
+	foreign   map[acp.SessionId]bool
+	onForeign func(acp.SessionId)
 }
 
 var _ acp.Client = (*client)(nil)
+
+// The unstable elicitation methods are answered too (acp.ClientExperimental
+// would make the SDK route them here; without them it answers method not
+// found): every elicitation is declined.
+var _ interface {
+	UnstableCreateElicitation(context.Context, acp.UnstableCreateElicitationRequest) (acp.UnstableCreateElicitationResponse, error)
+	UnstableCompleteElicitation(context.Context, acp.UnstableCompleteElicitationNotification) error
+} = (*client)(nil)
 
 func newClient(note func(string, ...any)) *client {
 	return &client{note: note, toolIdx: map[string]int{}, denialSignal: make(chan struct{}, 1)}
@@ -89,6 +104,7 @@ func (c *client) RequestPermission(_ context.Context, p acp.RequestPermissionReq
 	if (d.ToolCallTitle == "" || d.ToolCallKind == "") && c.awaitUpdates != nil && !c.knowsTool(callID) {
 		c.awaitUpdates() // the tool_call update may still be queued
 	}
+	foreign := c.noteSession(p.SessionId)
 	c.mu.Lock()
 	if i, ok := c.toolIdx[callID]; ok {
 		if d.ToolCallTitle == "" {
@@ -97,7 +113,25 @@ func (c *client) RequestPermission(_ context.Context, p acp.RequestPermissionReq
 		if d.ToolCallKind == "" {
 			d.ToolCallKind = c.tools[i].Kind
 		}
+		c.tools[i].Denied = true
+	} else if callID != "" && !foreign {
+		c.upsertTool(callID, &d.ToolCallTitle, &d.ToolCallKind, nil)
+		if i, ok := c.toolIdx[callID]; ok {
+			c.tools[i].Denied = true
+		}
 	}
+	if foreign {
+		d.ToolCallTitle = model.Clip("[session "+string(p.SessionId)+" not opened by the relay] "+d.ToolCallTitle, maxToolField)
+	}
+	c.mu.Unlock()
+	c.queueDenial(d)
+	c.logf("permission denied: tool call %q (%s), answer %s %s", d.ToolCallTitle, d.ToolCallKind, d.Outcome, d.OptionID)
+	return acp.RequestPermissionResponse{Outcome: outcome}, nil
+}
+
+// queueDenial counts a denial and queues it for reporting.
+func (c *client) queueDenial(d model.Denial) {
+	c.mu.Lock()
 	c.denialCount++
 	queued := len(c.denials) < maxQueuedDenials
 	if queued {
@@ -112,8 +146,72 @@ func (c *client) RequestPermission(_ context.Context, p acp.RequestPermissionReq
 		default:
 		}
 	}
-	c.logf("permission denied: tool call %q (%s), answer %s %s", d.ToolCallTitle, d.ToolCallKind, d.Outcome, d.OptionID)
-	return acp.RequestPermissionResponse{Outcome: outcome}, nil
+}
+
+// Outcomes of what the relay refuses that is not a permission request.
+const (
+	outcomeDeclined = "declined" // an elicitation
+	outcomeRefused  = "refused"  // a session the relay did not open
+)
+
+// UnstableCreateElicitation declines: the relay puts no question to any
+// user, and answers none for one. The request is recorded as denied.
+func (c *client) UnstableCreateElicitation(_ context.Context, p acp.UnstableCreateElicitationRequest) (acp.UnstableCreateElicitationResponse, error) {
+	what := "form"
+	msg := ""
+	switch {
+	case p.Form != nil:
+		msg = p.Form.Message
+	case p.Url != nil:
+		what, msg = "url", p.Url.Message+" ("+p.Url.Url+")"
+	}
+	d := model.Denial{ToolCallTitle: model.Clip("elicitation ("+what+"): "+sanitizeLine(msg), maxToolField),
+		ToolCallKind: "elicitation", Outcome: outcomeDeclined}
+	c.queueDenial(d)
+	c.logf("elicitation declined: %q", d.ToolCallTitle)
+	return acp.UnstableCreateElicitationResponse{Decline: &acp.UnstableCreateElicitationDecline{}}, nil
+}
+
+// UnstableCompleteElicitation only logs: no elicitation was ever accepted.
+func (c *client) UnstableCompleteElicitation(_ context.Context, p acp.UnstableCompleteElicitationNotification) error {
+	c.logf("elicitation %q reported complete; the relay declined every elicitation", p.ElicitationId)
+	return nil
+}
+
+// setSession records the session the relay opened: updates and requests
+// for any other are the agent's own sessions (subagents), refused.
+func (c *client) setSession(sid acp.SessionId) {
+	c.mu.Lock()
+	c.sid = sid
+	c.mu.Unlock()
+}
+
+// noteSession reports whether id is a session the relay did not open; the
+// first time it sees one it records a refusal and calls onForeign.
+func (c *client) noteSession(id acp.SessionId) bool {
+	c.mu.Lock()
+	if c.sid == "" || id == c.sid || id == "" {
+		c.mu.Unlock()
+		return false
+	}
+	first := !c.foreign[id]
+	if first {
+		if c.foreign == nil {
+			c.foreign = map[acp.SessionId]bool{}
+		}
+		c.foreign[id] = true
+	}
+	on := c.onForeign
+	c.mu.Unlock()
+	if first {
+		c.queueDenial(model.Denial{ToolCallTitle: model.Clip("session "+string(id)+" (not opened by the relay)", maxToolField),
+			ToolCallKind: "session", Outcome: outcomeRefused})
+		c.logf("refused session %q: the relay opened only %q; its updates are not kept, its requests are denied", id, c.sid)
+		if on != nil {
+			on(id)
+		}
+	}
+	return true
 }
 
 func (c *client) knowsTool(id string) bool {
@@ -147,6 +245,21 @@ func (c *client) SessionUpdate(_ context.Context, n acp.SessionNotification) err
 		defer c.onUpdate()
 	}
 	u := n.Update
+	if c.noteSession(n.SessionId) {
+		// A session the relay did not open: nothing of it is kept, but a
+		// mode change in it is as unsafe as one in the relay's own.
+		if u.CurrentModeUpdate != nil || u.ConfigOptionUpdate != nil {
+			c.mu.Lock()
+			g := c.modeGuard
+			st := c.modes.clone()
+			c.mu.Unlock()
+			if g != nil {
+				st.foreignMode = string(n.SessionId)
+				g(st)
+			}
+		}
+		return nil
+	}
 	switch {
 	case u.AgentMessageChunk != nil:
 		if t := u.AgentMessageChunk.Content.Text; t != nil {

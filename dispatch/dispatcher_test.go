@@ -123,7 +123,7 @@ func TestPermissionsAreDenied(t *testing.T) {
 				t.Fatalf("agent saw option %v", perms[0]["option_id"])
 			}
 			tc := out.Result.ToolCalls
-			if len(tc) != 1 || tc[0] != (model.ToolCall{ID: "call-1", Title: "Write config.json", Kind: "edit", Status: "failed"}) {
+			if len(tc) != 1 || tc[0] != (model.ToolCall{ID: "call-1", Title: "Write config.json", Kind: "edit", Status: "failed", Denied: true}) {
 				t.Fatalf("tool calls = %+v", tc)
 			}
 			calls, _, _ := r.snapshot()

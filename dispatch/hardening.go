@@ -1,10 +1,12 @@
 package dispatch
 
 import (
+	"encoding/json"
 	"fmt"
 	"maps"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 
@@ -29,19 +31,52 @@ import (
 // during the run stops it at once with the same code. A task mode the
 // profile has no rule for is refused the same way.
 
-// Profile is one adapter's hardening profile.
+// Profile is the hardening profile of one adapter generation: a package
+// (and the names the adapter reports at initialize) and a version range.
+// An agent has one profile per generation it supports (ProfilesFor); the
+// relay picks the one for the adapter actually installed and running, and
+// refuses an adapter no profile covers rather than apply another
+// generation's rule (see choose).
 type Profile struct {
-	// Name names the profile (the adapter it was written for).
+	// Name names the profile: the adapter and its generation
+	// ("claude-agent-acp 0.101.x").
 	Name string
-	// VerifiedOn lists the adapter versions (agentInfo.version at
-	// initialize) the profile was verified on. Another version still runs
-	// under the profile; the run's note says "verified on X, running Y".
+	// Packages are the npm package names (package.json "name") and the
+	// agentInfo names (at initialize) of the adapters the profile covers.
+	// Empty: any adapter (test fakes).
+	Packages []string
+	// Versions is the range of adapter versions the profile covers.
+	Versions VersionRange
+	// VerifiedOn lists the adapter versions the profile was verified on in
+	// CI (the pinned versions of interop/). Another version of the range
+	// still runs under the profile; the run's note says "verified on X,
+	// running Y: not a verified version".
 	VerifiedOn []string
+	// Install is how a user installs a version the profile covers, for
+	// the message that refuses an uncovered one.
+	Install string
 	// Rules holds what the profile does per task mode.
 	Rules map[model.Mode]Rule
 	// Verify, when set, is how the agent is verified offline under the
 	// profile (relay agents verify NAME; see verify.go).
 	Verify *VerifySpec
+}
+
+// covers reports whether the profile is for the adapter that calls itself
+// name (a package name or an agentInfo name) at version.
+func (p *Profile) covers(name, version string) bool {
+	if len(p.Packages) == 0 {
+		return true
+	}
+	return slices.Contains(p.Packages, name) && p.Versions.Contains(version)
+}
+
+// generation names the adapter generation the profile covers.
+func (p *Profile) generation() string {
+	if len(p.Packages) == 0 {
+		return p.Name
+	}
+	return p.Packages[0] + " " + p.Versions.String()
 }
 
 // Rule is what a profile does for one task mode.
@@ -51,6 +86,11 @@ type Rule struct {
 	// Env is added to the agent's environment (after the daemon's own,
 	// so it wins).
 	Env []string
+	// EnvJSON names variables that hold a JSON object, with keys the
+	// relay sets in it: the object the daemon's environment holds (if
+	// any) with these keys merged over it, recursively, so that what the
+	// user configured there stays and what the profile pins wins.
+	EnvJSON map[string]map[string]any
 	// SetMode is the session mode selected with session/set_mode after
 	// session/new ("" selects none).
 	SetMode acp.SessionModeId
@@ -212,16 +252,92 @@ type OptionPin struct {
 // agent without a profile.
 const noProfileSummary = "no verified hardening profile: every permission request is still denied, but agent-side allow rules (the agent's own settings) are not controlled and no session mode is chosen"
 
-// profiles are the verified profiles, by agent name.
-var profiles = map[string]*Profile{
-	"claude":   claudeProfile,
-	"codex":    codexProfile,
-	"gemini":   geminiProfile,
-	"opencode": opencodeProfile,
+// profiles are the verified profiles, by agent name: one per adapter
+// generation, the current generation first.
+var profiles = map[string][]*Profile{
+	"claude":   {claudeACP, claudeZed},
+	"codex":    {codexACP, codexZed},
+	"gemini":   {geminiProfile},
+	"opencode": {opencodeProfile},
 }
 
-// ProfileFor returns the hardening profile of an agent, or nil.
-func ProfileFor(agent string) *Profile { return profiles[agent] }
+// ProfilesFor returns the hardening profiles of an agent (none for an
+// agent without a verified profile).
+func ProfilesFor(agent string) []*Profile { return slices.Clone(profiles[agent]) }
+
+// ProfileFor returns the agent's profile that covers the adapter calling
+// itself pkg at version, or nil.
+func ProfileFor(agent, pkg, version string) *Profile {
+	return choose(agent, profiles[agent], pkg, version).profile
+}
+
+// choice is which of an agent's profiles applies to an adapter.
+type choice struct {
+	profile *Profile // nil: none applies
+	// refused says why none applies although the agent has profiles: it
+	// names the adapter, its version and the fix. "" otherwise.
+	refused string
+}
+
+// choose picks the profile of ps that covers the adapter calling itself
+// name (a package name or an agentInfo name) at version. An agent with
+// profiles whose adapter none covers is refused, never run under another
+// generation's rule.
+func choose(agent string, ps []*Profile, name, version string) choice {
+	if len(ps) == 0 {
+		return choice{}
+	}
+	for _, p := range ps {
+		if p.covers(name, version) {
+			return choice{profile: p}
+		}
+	}
+	what := strings.TrimSpace(name + " " + version)
+	if name == "" {
+		what = "an adapter that names no package"
+	}
+	var gens, fixes []string
+	for _, p := range ps {
+		gens = append(gens, fmt.Sprintf("%s (verified on %s)", p.generation(), strings.Join(p.VerifiedOn, ", ")))
+		if p.Install != "" {
+			fixes = append(fixes, p.Install)
+		}
+	}
+	msg := fmt.Sprintf("the adapter is %s, and no hardening profile of %s covers it (the profiles cover %s)",
+		what, agent, strings.Join(gens, "; "))
+	if r, ok := supersededPackages[name]; ok {
+		msg += "; " + name + " is superseded by " + r
+	}
+	if len(fixes) > 0 {
+		msg += "; install a covered adapter: " + strings.Join(fixes, ", or ")
+	}
+	return choice{refused: msg}
+}
+
+// generations lists the adapter generations ps cover.
+func generations(ps []*Profile) []string {
+	out := make([]string, 0, len(ps))
+	for _, p := range ps {
+		out = append(out, p.generation())
+	}
+	return out
+}
+
+// describeChoice is the profile that applies to the installed adapter as
+// relay agents and list_agents show it.
+func describeChoice(ps []*Profile, c choice, installed string) model.AgentProfile {
+	out := c.profile.describe()
+	if len(ps) > 0 {
+		out.Generations = generations(ps)
+	}
+	switch {
+	case c.profile != nil:
+		out.VerifiedInCI = slices.Contains(c.profile.VerifiedOn, installed)
+	case c.refused != "":
+		out.Summary = "refused (agent_unsafe_mode): " + c.refused
+	}
+	return out
+}
 
 // describe is the profile as relay agents and list_agents show it; p may
 // be nil.
@@ -230,6 +346,9 @@ func (p *Profile) describe() model.AgentProfile {
 		return model.AgentProfile{Summary: noProfileSummary}
 	}
 	out := model.AgentProfile{Name: p.Name, VerifiedOn: slices.Clone(p.VerifiedOn), Modes: map[model.Mode]string{}}
+	if len(p.Packages) > 0 {
+		out.Covers = p.generation()
+	}
 	var parts []string
 	for _, m := range model.AllModes() {
 		r, ok := p.Rules[m]
@@ -265,10 +384,13 @@ const modeOptionID acp.SessionConfigId = "mode"
 // modeState is what the relay knows of a session's mode and config
 // options, from session/new, its own set calls and the agent's updates.
 type modeState struct {
-	mode      acp.SessionModeId
-	hasMode   bool
-	available []acp.SessionModeId // offered at session/new
-	options   map[acp.SessionConfigId]acp.SessionConfigValueId
+	// foreignMode, when set, is a session the relay did not open that
+	// reported a mode change: never accepted.
+	foreignMode string
+	mode        acp.SessionModeId
+	hasMode     bool
+	available   []acp.SessionModeId // offered at session/new
+	options     map[acp.SessionConfigId]acp.SessionConfigValueId
 }
 
 func (m modeState) clone() modeState {
@@ -291,6 +413,9 @@ func (m *modeState) setOptions(opts []acp.SessionConfigOption) {
 // unsafe returns why the session's state is not one the rule accepts, or
 // "" when it is.
 func (r *Rule) unsafe(m modeState) string {
+	if m.foreignMode != "" {
+		return fmt.Sprintf("session %q, which the relay did not open, changed its mode", m.foreignMode)
+	}
 	if len(r.AcceptModes) > 0 {
 		if !m.hasMode {
 			return fmt.Sprintf("the agent reports no session mode (accepted: %s)", quoteModes(r.AcceptModes))
@@ -322,4 +447,55 @@ func quoteModes(ms []acp.SessionModeId) string {
 		q[i] = fmt.Sprintf("%q", m)
 	}
 	return strings.Join(q, ", ")
+}
+
+// sameLaunch reports whether rules a and b launch an agent the same way
+// (environment, arguments, files, removed variables), so that a session
+// launched under one may run under the other.
+func sameLaunch(a, b *Rule) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	fn := func(f func() ([]string, string)) uintptr {
+		if f == nil {
+			return 0
+		}
+		return reflect.ValueOf(f).Pointer()
+	}
+	return slices.Equal(a.Env, b.Env) && slices.Equal(a.Args, b.Args) && maps.Equal(a.Files, b.Files) &&
+		reflect.DeepEqual(a.EnvJSON, b.EnvJSON) && fn(a.Unset) == fn(b.Unset)
+}
+
+// mergeJSONEnv returns the JSON object base ("" is {}) with every layer's
+// keys merged over it in order, recursively (an object merges into an
+// object; anything else replaces). A base that is not a JSON object is an
+// error.
+func mergeJSONEnv(base string, layers ...map[string]any) (string, error) {
+	obj := map[string]any{}
+	if strings.TrimSpace(base) != "" {
+		if err := json.Unmarshal([]byte(base), &obj); err != nil || obj == nil {
+			return "", fmt.Errorf("not a JSON object: %v", err)
+		}
+	}
+	for _, l := range layers {
+		mergeInto(obj, l)
+	}
+	b, err := json.Marshal(obj)
+	return string(b), err
+}
+
+func mergeInto(dst, src map[string]any) {
+	for k, v := range src {
+		if sv, ok := v.(map[string]any); ok {
+			if dv, ok := dst[k].(map[string]any); ok {
+				mergeInto(dv, sv)
+				continue
+			}
+			cp := map[string]any{}
+			mergeInto(cp, sv)
+			dst[k] = cp
+			continue
+		}
+		dst[k] = v
+	}
 }

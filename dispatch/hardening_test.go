@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -175,8 +176,12 @@ func TestNoProfileChoosesNoMode(t *testing.T) {
 	if info.Profile.Name != "" || !strings.Contains(info.Profile.Summary, "not controlled") {
 		t.Fatalf("registry profile = %+v", info.Profile)
 	}
-	info, _ = e.reg.Agent(t.Context(), "claude")
-	if info.Profile.Name != "claude-agent-acp" || len(info.Profile.VerifiedOn) == 0 {
+	// claude's own profiles: one per adapter generation, the current one
+	// applying to an adapter not identified on disk until it reports.
+	reg := dispatch.NewRegistry([]dispatch.AgentSpec{{Name: "claude", Command: []string{e.bin}, Enabled: true}}, nil, nil)
+	info, _ = reg.Agent(t.Context(), "claude")
+	if info.Profile.Name != "claude-agent-acp 0.101.x" || len(info.Profile.VerifiedOn) == 0 ||
+		!slices.Equal(info.Profile.Generations, []string{"@agentclientprotocol/claude-agent-acp 0.101.x", "@zed-industries/claude-agent-acp 0.23.x"}) {
 		t.Fatalf("claude's profile = %+v", info.Profile)
 	}
 }
@@ -230,8 +235,8 @@ func TestProfileFilesArgsAndRefusal(t *testing.T) {
 	bin := dispatchtest.BuildFakeAgent(t)
 	e := newEnv(t, func(o *dispatch.Options) {
 		o.Registry = dispatch.NewRegistry([]dispatch.AgentSpec{
-			{Name: "files", Command: []string{bin, "modes"}, Enabled: true, Profile: withFiles},
-			{Name: "overridden", Command: []string{bin, "modes"}, Enabled: true, Profile: overridden},
+			{Name: "files", Command: []string{bin, "modes"}, Enabled: true, Profiles: []*dispatch.Profile{withFiles}},
+			{Name: "overridden", Command: []string{bin, "modes"}, Enabled: true, Profiles: []*dispatch.Profile{overridden}},
 		}, nil, nil)
 	})
 	out, _ := e.run(t, e.task("files", "mode", model.ModeReadOnly))
@@ -276,22 +281,24 @@ func TestCancelledAfterADenialIsARefusal(t *testing.T) {
 func TestProfilesInlineConfigIsValid(t *testing.T) {
 	t.Parallel()
 	for _, name := range []string{"claude", "codex", "gemini", "opencode"} {
-		p := dispatch.ProfileFor(name)
-		if p == nil {
+		ps := dispatch.ProfilesFor(name)
+		if len(ps) == 0 {
 			t.Fatalf("no profile for %s", name)
 		}
-		for mode, r := range p.Rules {
-			for _, kv := range r.Env {
-				k, v, _ := strings.Cut(kv, "=")
-				if strings.HasPrefix(v, "{") && !json.Valid([]byte(v)) {
-					t.Errorf("%s %s: %s is not valid JSON", name, mode, k)
+		for _, p := range ps {
+			for mode, r := range p.Rules {
+				for _, kv := range r.Env {
+					k, v, _ := strings.Cut(kv, "=")
+					if strings.HasPrefix(v, "{") && !json.Valid([]byte(v)) {
+						t.Errorf("%s %s: %s is not valid JSON", name, mode, k)
+					}
+					if k == "OPENCODE_CONFIG_CONTENT" && !strings.HasPrefix(v, `{"permission":{"*":"deny"`) {
+						t.Errorf("opencode's permissions must start with \"*\": %.60s", v)
+					}
 				}
-				if k == "OPENCODE_CONFIG_CONTENT" && !strings.HasPrefix(v, `{"permission":{"*":"deny"`) {
-					t.Errorf("opencode's permissions must start with \"*\": %.60s", v)
+				if r.Summary == "" || len(r.AcceptModes)+len(r.Options) == 0 {
+					t.Errorf("%s %s: a verified rule must name the modes it accepts and say what it does", name, mode)
 				}
-			}
-			if r.Summary == "" || len(r.AcceptModes)+len(r.Options) == 0 {
-				t.Errorf("%s %s: a verified rule must name the modes it accepts and say what it does", name, mode)
 			}
 		}
 	}

@@ -129,8 +129,10 @@ func newEnv(tb testing.TB, tweak ...func(*dispatch.Options)) *env {
 	specs := []dispatch.AgentSpec{
 		{Name: "fake", Command: []string{bin}, Enabled: true},
 		{Name: "auth", Command: []string{bin, "auth"}, Enabled: true},
-		{Name: "claude", Command: []string{bin, "auth"}, Enabled: true},
-		{Name: "codex", Command: []string{bin, "auth-init"}, Enabled: true},
+		// Named for their login hints, without the real agents' profiles,
+		// which would refuse them: they are not the adapters they name.
+		{Name: "claude", Command: []string{bin, "auth"}, Enabled: true, Profiles: []*dispatch.Profile{}},
+		{Name: "codex", Command: []string{bin, "auth-init"}, Enabled: true, Profiles: []*dispatch.Profile{}},
 		{Name: "modes", Command: []string{bin, "modes"}, Enabled: true},
 		{Name: "hang", Command: []string{bin, "hang"}, Enabled: true},
 		{Name: "hanginit", Command: []string{bin, "hang-init"}, Enabled: true},
@@ -140,17 +142,17 @@ func newEnv(tb testing.TB, tweak ...func(*dispatch.Options)) *env {
 		{Name: "served", Command: []string{bin}, Enabled: true, MCPServers: []dispatch.MCPServer{
 			{Name: "hai", Command: []string{"hai-mcp", "serve"}, Env: map[string]string{"K": "v"}}}},
 		// Agents under test profiles (hardening_test.go).
-		{Name: "guarded", Command: []string{bin, "modes"}, Enabled: true, Profile: planProfile(true)},
-		{Name: "lazy", Command: []string{bin, "modes"}, Enabled: true, Profile: planProfile(false)},
-		{Name: "stubborn", Command: []string{bin, "modes-refuse"}, Enabled: true, Profile: planProfile(true)},
-		{Name: "fragile", Command: []string{bin, "modes-die"}, Enabled: true, Profile: planProfile(true)},
-		{Name: "modeless", Command: []string{bin, "nomodes"}, Enabled: true, Profile: planProfile(true)},
-		{Name: "optioned", Command: []string{bin, "options"}, Enabled: true, Profile: &dispatch.Profile{
+		{Name: "guarded", Command: []string{bin, "modes"}, Enabled: true, Profiles: []*dispatch.Profile{planProfile(true)}},
+		{Name: "lazy", Command: []string{bin, "modes"}, Enabled: true, Profiles: []*dispatch.Profile{planProfile(false)}},
+		{Name: "stubborn", Command: []string{bin, "modes-refuse"}, Enabled: true, Profiles: []*dispatch.Profile{planProfile(true)}},
+		{Name: "fragile", Command: []string{bin, "modes-die"}, Enabled: true, Profiles: []*dispatch.Profile{planProfile(true)}},
+		{Name: "modeless", Command: []string{bin, "nomodes"}, Enabled: true, Profiles: []*dispatch.Profile{planProfile(true)}},
+		{Name: "optioned", Command: []string{bin, "options"}, Enabled: true, Profiles: []*dispatch.Profile{{
 			Name: "test-options", VerifiedOn: []string{"9.9"},
 			Rules: map[model.Mode]dispatch.Rule{model.ModeReadOnly: {
 				Options: []dispatch.OptionPin{{ID: "mode", Value: "plan"}}, Env: []string{"FAKEAGENT_PROFILE_ENV=on"},
 				Summary: "option mode plan"}},
-		}},
+		}}},
 	}
 	e.reg = dispatch.NewRegistry(specs, nil, nil)
 	o := dispatch.Options{

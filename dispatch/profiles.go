@@ -29,17 +29,27 @@ var claudeReadOnlyTools = []string{"Read", "Glob", "Grep"}
 // session has. Every one that writes, runs or fetches asks in mode default,
 // and the relay denies every ask. An allowlist, not only disallowedTools:
 // settings can switch on more tools through their env.
+//
+// Not Skill: a skill runs without asking, and a skill's allowed-tools
+// pre-approve the tools it names (Claude Code bundles skills of its own).
 var claudeStateChangingTools = []string{"Read", "Glob", "Grep", "Write", "Edit", "Bash", "NotebookEdit",
-	"TodoWrite", "WebFetch", "WebSearch", "Skill", "TaskOutput", "TaskStop"}
+	"TodoWrite", "WebFetch", "WebSearch", "TaskOutput", "TaskStop"}
 
 // claudeNeverTools act without asking in mode default (a git worktree and
 // a branch, scheduled prompts, a switch to plan mode, which bypasses every
 // check where bypass is available), start subagents or teams, or reach
 // beyond the session: never offered, whatever the task mode.
+//
+// The Claude Code of claude-agent-acp 0.101 (Agent SDK 0.3.318) adds
+// cross-session messaging (ListAgents, SendMessage: other Claude sessions
+// on the machine), ScheduleWakeup and Workflow (later and further turns),
+// Monitor (watches a command) and ReportFindings; most of its tools are
+// deferred, loaded through ToolSearch.
 var claudeNeverTools = []string{"Agent", "Task", "EnterPlanMode", "ExitPlanMode", "EnterWorktree", "ExitWorktree",
-	"CronCreate", "CronDelete", "CronList", "RemoteTrigger", "TeamCreate", "TeamDelete", "SendMessage",
+	"CronCreate", "CronDelete", "CronList", "RemoteTrigger", "TeamCreate", "TeamDelete", "SendMessage", "ListAgents",
 	"TaskCreate", "TaskGet", "TaskUpdate", "TaskList", "LSP", "ToolSearch", "AskUserQuestion", "Config",
-	"Brief", "Sleep", "PowerShell", "StructuredOutput", "ListMcpResourcesTool", "ReadMcpResourceTool"}
+	"Brief", "Sleep", "PowerShell", "StructuredOutput", "ListMcpResourcesTool", "ReadMcpResourceTool",
+	"ScheduleWakeup", "Workflow", "Monitor", "ReportFindings", "Skill"}
 
 // claudeWriteTools write, edit, execute or fetch: never offered to a
 // read_only session (on top of claudeNeverTools).
@@ -48,8 +58,9 @@ var claudeWriteTools = []string{"Bash", "Edit", "Write", "MultiEdit", "NotebookE
 
 // claudeOptions is session/new's _meta for claude-agent-acp: the adapter
 // spreads _meta.claudeCode.options into the Claude Agent SDK's options.
-func claudeOptions(tools, disallowed []string) map[string]any {
-	return map[string]any{"claudeCode": map[string]any{"options": map[string]any{
+// extra are more options.
+func claudeOptions(tools, disallowed []string, extra map[string]any) map[string]any {
+	opts := map[string]any{
 		// Neither the user's nor the project's settings files: their allow
 		// rules pre-approve tools, their hooks, apiKeyHelper and MCP
 		// servers run code, and the task's cwd is chosen by the submitter,
@@ -57,7 +68,9 @@ func claudeOptions(tools, disallowed []string) map[string]any {
 		"settingSources":  []string{},
 		"tools":           tools,
 		"disallowedTools": disallowed,
-	}}}
+	}
+	maps.Copy(opts, extra)
+	return map[string]any{"claudeCode": map[string]any{"options": opts}}
 }
 
 // claudePreapprove adds the relay's MCP servers to allowedTools
@@ -113,38 +126,94 @@ var claudeVerify = &VerifySpec{
 	},
 }
 
-var claudeProfile = &Profile{
-	Name:       "claude-agent-acp",
-	VerifiedOn: []string{"0.23.1"},
-	Verify:     claudeVerify,
-	Rules: map[model.Mode]Rule{
+// claudeRules are a claude-agent-acp generation's rules: readOnlyMode is
+// the mode a read_only session is held in, extra are more session/new
+// options of that generation.
+func claudeRules(readOnlyMode acp.SessionModeId, readOnlySummary string, extra map[string]any) map[model.Mode]Rule {
+	return map[model.Mode]Rule{
 		// The adapter reads the starting mode from the settings files
 		// itself (settingSources does not reach it), so a planted
 		// defaultMode starts the session in acceptEdits or
 		// bypassPermissions: the mode is always set, then checked.
 		model.ModeReadOnly: {
-			Meta:        claudeOptions(claudeReadOnlyTools, concat(claudeWriteTools, claudeNeverTools)),
+			Meta:        claudeOptions(claudeReadOnlyTools, concat(claudeWriteTools, claudeNeverTools), extra),
 			Unset:       claudeRootSandbox,
-			SetMode:     "dontAsk",
-			AcceptModes: []acp.SessionModeId{"dontAsk"},
-			Summary:     "no settings files; built-in tools Read, Glob, Grep only; mode dontAsk (refuses what is not pre-approved)",
+			SetMode:     readOnlyMode,
+			AcceptModes: []acp.SessionModeId{readOnlyMode},
+			Summary:     readOnlySummary,
 		},
 		model.ModeStateChanging: {
-			Meta:        claudeOptions(claudeStateChangingTools, claudeNeverTools),
+			Meta:        claudeOptions(claudeStateChangingTools, claudeNeverTools, extra),
 			Preapprove:  claudePreapprove,
 			Unset:       claudeRootSandbox,
 			SetMode:     "default",
 			AcceptModes: []acp.SessionModeId{"default"},
-			Summary:     "no settings files; no plan/worktree/cron/subagent tools; mode default (every write and command asks, and the relay denies it)",
+			Summary:     "no settings files; no plan/worktree/cron/subagent/messaging tools; mode default (every write and command asks, and the relay denies it)",
 		},
+	}
+}
+
+// claudeZed is @zed-industries/claude-agent-acp 0.23.x (frozen at 0.23.1;
+// runs on Node 20).
+var claudeZed = &Profile{
+	Name:       "claude-agent-acp 0.23.x",
+	Packages:   []string{"@zed-industries/claude-agent-acp"},
+	Versions:   VersionRange{From: "0.23.0", Below: "0.24.0"},
+	VerifiedOn: []string{"0.23.1"},
+	Install:    "`npm install -g @zed-industries/claude-agent-acp@0.23.1` (Node 20)",
+	Verify:     claudeVerify,
+	Rules: claudeRules("dontAsk",
+		"no settings files; built-in tools Read, Glob, Grep only; mode dontAsk (refuses what is not pre-approved)", nil),
+}
+
+// claudeACP is @agentclientprotocol/claude-agent-acp 0.101.x (Node 22).
+// It has no dontAsk mode, and adds auto (a classifier approves actions
+// without asking: never acceptable); it starts a session without a
+// defaultMode in auto. A read_only session is held in default, where its
+// only tools (Read, Glob, Grep) read, and a read the mode would ask for
+// is denied. allowDangerouslySkipPermissions false takes bypassPermissions
+// out of the session's modes.
+var claudeACP = &Profile{
+	Name:       "claude-agent-acp 0.101.x",
+	Packages:   []string{"@agentclientprotocol/claude-agent-acp"},
+	Versions:   VersionRange{From: "0.101.0", Below: "0.102.0"},
+	VerifiedOn: []string{"0.101.0"},
+	Install:    "`npm install -g @agentclientprotocol/claude-agent-acp@0.101` (Node 22)",
+	Verify:     claudeVerify,
+	Rules: claudeRules("default",
+		"no settings files; built-in tools Read, Glob, Grep only; no bypass mode; mode default (whatever else would ask is denied)",
+		map[string]any{"allowDangerouslySkipPermissions": false}),
+}
+
+// codexVocab: Codex writes and edits through its shell tool.
+var codexVocab = ToolVocab{Shell: "exec_command", ShellArg: "cmd", ShellOnly: true}
+
+// codexProvider is the loopback model provider a verification adds.
+func codexProvider(url string) map[string]any {
+	return map[string]any{"name": verifyProvider, "base_url": url + "/v1", "env_key": "RELAY_VERIFY_KEY", "wire_api": "responses"}
+}
+
+// codexACPVerify adds the loopback provider to CODEX_CONFIG, which
+// codex-acp 2.x passes to the App Server as its model provider.
+var codexACPVerify = &VerifySpec{
+	Vocab: codexVocab,
+	Redirect: func(url string, _ []string) (Launch, error) {
+		return Launch{
+			// A model Codex does not know: its classic function tools
+			// (exec_command), whatever model the user's config names; the
+			// sandbox that holds them is the one code mode's exec goes
+			// through as well.
+			EnvJSON: map[string]map[string]any{"CODEX_CONFIG": {"model_provider": verifyProvider, "model": verifyProvider + "-model",
+				"model_providers": map[string]any{verifyProvider: codexProvider(url)}}},
+			Env: []string{"RELAY_VERIFY_KEY=" + verifyKey},
+		}, nil
 	},
 }
 
-// codexVerify adds a loopback model provider with -c overrides (they
+// codexZedVerify adds a loopback model provider with -c overrides (they
 // outrank the user's config.toml, which stays in place) and selects it.
-// Codex writes and edits through its shell tool.
-var codexVerify = &VerifySpec{
-	Vocab: ToolVocab{Shell: "exec_command", ShellArg: "cmd", ShellOnly: true},
+var codexZedVerify = &VerifySpec{
+	Vocab: codexVocab,
 	Redirect: func(url string, _ []string) (Launch, error) {
 		return Launch{
 			Args: []string{"-c", `model_provider="` + verifyProvider + `"`,
@@ -155,10 +224,21 @@ var codexVerify = &VerifySpec{
 	},
 }
 
-var codexProfile = &Profile{
-	Name:       "codex-acp",
+// codexRulesFiles are Codex's exec-policy rules: they run the commands
+// they allow outside the sandbox, and no override turns them off.
+var codexRulesFiles = []string{"$CODEX_HOME/rules/*.rules", "~/.codex/rules/*.rules"}
+
+// codexZed is @zed-industries/codex-acp 0.16.x, a Rust adapter that
+// reports itself as codex-acp (its Node launcher runs the native binary
+// of a platform package).
+var codexZed = &Profile{
+	Name: "codex-acp 0.16.x",
+	Packages: []string{"@zed-industries/codex-acp", "codex-acp", "@zed-industries/codex-acp-linux-x64",
+		"@zed-industries/codex-acp-linux-arm64", "@zed-industries/codex-acp-darwin-x64", "@zed-industries/codex-acp-darwin-arm64"},
+	Versions:   VersionRange{From: "0.16.0", Below: "0.17.0"},
 	VerifiedOn: []string{"0.16.0"},
-	Verify:     codexVerify,
+	Install:    "`npm install -g @zed-industries/codex-acp@0.16.0`",
+	Verify:     codexZedVerify,
 	Rules: map[model.Mode]Rule{
 		model.ModeReadOnly: {
 			// -c overrides outrank the user's config.toml and a trusted
@@ -168,13 +248,54 @@ var codexProfile = &Profile{
 			// runs the user's .bashrc outside the sandbox).
 			Args: []string{"-c", `sandbox_mode="read-only"`, "-c", `approval_policy="on-request"`,
 				"-c", `approvals_reviewer="user"`, "-c", "features.shell_snapshot=false"},
-			Env: []string{"NO_COLOR=1"},
-			// Exec-policy rules run the commands they allow outside the
-			// sandbox, and no override turns them off.
-			RefuseIfExists: []string{"$CODEX_HOME/rules/*.rules", "~/.codex/rules/*.rules"},
+			Env:            []string{"NO_COLOR=1"},
+			RefuseIfExists: codexRulesFiles,
 			SetMode:        "read-only",
 			AcceptModes:    []acp.SessionModeId{"read-only"},
 			Summary:        "sandbox read-only with escalations asked of the relay (-c overrides), no shell snapshot, mode read-only; refused while exec-policy rules exist",
+		},
+	},
+}
+
+// codexReadOnlyConfig is what @agentclientprotocol/codex-acp 2.x merges
+// into every thread's config from CODEX_CONFIG (over the user's
+// config.toml and a trusted project's): the same pins as 0.16's -c
+// overrides. Its mode read-only sets the turn's sandbox and approval
+// policy as well.
+var codexReadOnlyConfig = map[string]any{
+	"sandbox_mode": "read-only", "approval_policy": "on-request", "approvals_reviewer": "user",
+	"features": map[string]any{"shell_snapshot": false},
+}
+
+// codexACPUnset: CODEX_PATH makes codex-acp 2.x run another Codex than
+// the one it depends on, which no verification of the adapter covers.
+func codexACPUnset() ([]string, string) {
+	if os.Getenv("CODEX_PATH") != "" {
+		return []string{"CODEX_PATH"}, "it picks another Codex binary than the adapter's own, which is what was verified"
+	}
+	return nil, ""
+}
+
+// codexACP is @agentclientprotocol/codex-acp 2.x, a TypeScript adapter
+// over the Codex App Server (@openai/codex). It ignores -c arguments; it
+// starts sessions in mode agent (auto review) unless INITIAL_AGENT_MODE
+// says otherwise.
+var codexACP = &Profile{
+	Name:       "codex-acp 2.x",
+	Packages:   []string{"@agentclientprotocol/codex-acp"},
+	Versions:   VersionRange{From: "2.0.0", Below: "3.0.0"},
+	VerifiedOn: []string{"2.6.0"},
+	Install:    "`npm install -g @agentclientprotocol/codex-acp@2.6`",
+	Verify:     codexACPVerify,
+	Rules: map[model.Mode]Rule{
+		model.ModeReadOnly: {
+			EnvJSON:        map[string]map[string]any{"CODEX_CONFIG": codexReadOnlyConfig},
+			Env:            []string{"INITIAL_AGENT_MODE=read-only", "NO_BROWSER=1", "NO_COLOR=1"},
+			Unset:          codexACPUnset,
+			RefuseIfExists: codexRulesFiles,
+			SetMode:        "read-only",
+			AcceptModes:    []acp.SessionModeId{"read-only"},
+			Summary:        "CODEX_CONFIG pins the sandbox read-only with escalations asked of the relay and no shell snapshot; starts and stays in mode read-only; refused while exec-policy rules exist",
 		},
 	},
 }
@@ -202,7 +323,7 @@ priority = 200
 // Gemini would use it and go to the network: the verification is refused
 // instead.
 var geminiVerify = &VerifySpec{
-	Vocab: ToolVocab{Write: "write_file", Edit: "replace", Shell: "run_shell_command",
+	Vocab: ToolVocab{Write: "write_file", Edit: "replace", Shell: "run_shell_command", Reader: "read_file",
 		Path: "file_path", Old: "old_string", New: "new_string", EditExtra: map[string]any{"instruction": "change it"}},
 	Redirect: func(url string, _ []string) (Launch, error) {
 		return Launch{
@@ -263,8 +384,11 @@ func geminiAuthRefusal() string {
 }
 
 var geminiProfile = &Profile{
-	Name:       "gemini-cli",
+	Name:       "gemini-cli 0.61+",
+	Packages:   []string{"@google/gemini-cli", "gemini-cli"},
+	Versions:   VersionRange{From: "0.61.0", Below: "1.0.0"},
 	VerifiedOn: []string{"0.61.0"},
+	Install:    "`npm install -g @google/gemini-cli@0.61.0`",
 	Verify:     geminiVerify,
 	Rules: map[model.Mode]Rule{
 		model.ModeReadOnly: {
@@ -340,8 +464,11 @@ var opencodeVerify = &VerifySpec{
 }
 
 var opencodeProfile = &Profile{
-	Name:       "opencode",
+	Name:       "opencode 1.x",
+	Packages:   []string{"opencode-ai", "OpenCode"},
+	Versions:   VersionRange{From: "1.18.0", Below: "2.0.0"},
 	VerifiedOn: []string{"1.18.33"},
+	Install:    "`npm install -g opencode-ai@1.18.33`",
 	Verify:     opencodeVerify,
 	Rules: map[model.Mode]Rule{
 		model.ModeReadOnly: {

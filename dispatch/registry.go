@@ -2,12 +2,10 @@ package dispatch
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -24,10 +22,10 @@ type AgentSpec struct {
 	// MCPServers are passed to the agent in session/new for
 	// state_changing tasks only (HAI-MCP's guarded tools for Claude).
 	MCPServers []MCPServer
-	// Profile is the hardening profile of the agent's sessions. Nil:
-	// NewRegistry takes the verified profile of that agent name, if any
-	// (ProfileFor).
-	Profile *Profile
+	// Profiles are the hardening profiles of the agent's sessions, one per
+	// adapter generation. Nil: NewRegistry takes the verified profiles of
+	// that agent name, if any (ProfilesFor).
+	Profiles []*Profile
 	// RequireVerified blocks the agent's tasks (agent_not_verified)
 	// unless its last hardening verification passed, within
 	// VerifiedWithin, on the adapter version installed now.
@@ -87,8 +85,8 @@ func NewRegistry(specs []AgentSpec, lookPath func(string) (string, error), now f
 	r := &Registry{specs: map[string]AgentSpec{}, lookPath: lookPath, now: now, probes: map[string]Probe{},
 		verifications: map[string]model.Verification{}, seen: map[string]string{}}
 	for _, s := range specs {
-		if s.Profile == nil {
-			s.Profile = ProfileFor(s.Name)
+		if s.Profiles == nil {
+			s.Profiles = ProfilesFor(s.Name)
 		}
 		if s.VerifiedWithin <= 0 {
 			s.VerifiedWithin = DefaultVerifiedWithin
@@ -131,6 +129,18 @@ func (r *Registry) Spec(name string) (AgentSpec, bool) {
 	return s, ok
 }
 
+// adapter identifies the adapter the agent's command resolves to now.
+func (r *Registry) adapter(s AgentSpec) Adapter {
+	if len(s.Command) == 0 || s.Command[0] == "" {
+		return Adapter{}
+	}
+	p, err := r.lookPath(s.Command[0])
+	if err != nil {
+		return Adapter{}
+	}
+	return IdentifyAdapter(p)
+}
+
 // Known implements model.Registry: a name lookup, no PATH search.
 func (r *Registry) Known(name string) bool {
 	_, ok := r.specs[name]
@@ -144,8 +154,7 @@ func (r *Registry) Agent(_ context.Context, name string) (model.AgentInfo, bool)
 		return model.AgentInfo{}, false
 	}
 	now := r.now().UTC()
-	info := model.AgentInfo{Name: s.Name, Command: append([]string(nil), s.Command...), Enabled: s.Enabled,
-		Profile: s.Profile.describe()}
+	info := model.AgentInfo{Name: s.Name, Command: append([]string(nil), s.Command...), Enabled: s.Enabled}
 	switch {
 	case s.Enabled && !s.EnabledSet:
 		info.EnabledReason = "default (no enabled key for [agents." + s.Name + "] in config)"
@@ -172,7 +181,25 @@ func (r *Registry) Agent(_ context.Context, name string) (model.AgentInfo, bool)
 	v, verified := r.verifications[name]
 	seen := r.seen[name]
 	r.mu.Unlock()
-	info.Hardening = hardening(s, v, verified, installedVersion(resolved, seen), now)
+	ad := Adapter{}
+	if resolved != "" {
+		ad = IdentifyAdapter(resolved)
+	}
+	info.Adapter = ad.Model()
+	inst := installedVersion(ad, seen)
+	c := choice{}
+	if len(s.Profiles) > 0 {
+		name, version := ad.Package, ad.Version
+		if name == "" && len(s.Profiles) > 0 {
+			// Not identified on disk: as a session would be, under the
+			// current generation's profile, until one reports itself.
+			c = choice{profile: s.Profiles[0]}
+		} else {
+			c = choose(s.Name, s.Profiles, name, version)
+		}
+	}
+	info.Profile = describeChoice(s.Profiles, c, inst.version)
+	info.Hardening = hardening(s, v, verified, ad, inst, now)
 	switch {
 	case !probed:
 		info.WorkedLiveReason = "never probed; run `relay agents probe " + name + "`"
@@ -206,36 +233,53 @@ func (r *Registry) Agents(ctx context.Context) []model.AgentInfo {
 
 // hardening is an agent's hardening signal: its last verification v (when
 // verified), and whether v holds for require_verified given the adapter
-// version installed now.
-func hardening(s AgentSpec, v model.Verification, verified bool, installed installed, now time.Time) model.AgentHardening {
+// installed now (ad: its fingerprint; installed: its version).
+func hardening(s AgentSpec, v model.Verification, verified bool, ad Adapter, installed installed, now time.Time) model.AgentHardening {
 	h := model.AgentHardening{Status: model.HardeningUnverified, InstalledVersion: installed.version,
-		RequireVerified: s.RequireVerified, VerifiedWithin: model.ShortDuration(s.VerifiedWithin)}
+		InstalledFingerprint: ad.Fingerprint,
+		RequireVerified:      s.RequireVerified, VerifiedWithin: model.ShortDuration(s.VerifiedWithin)}
 	switch {
-	case s.Profile == nil && !verified:
+	case len(s.Profiles) == 0 && !verified:
 		h.Reason = "no hardening profile"
 	case !verified:
 		h.Reason = "never verified; run `relay agents verify " + s.Name + "`"
 	default:
 		at := v.At
-		h.Status, h.At, h.AdapterVersion, h.Reason = v.Status, &at, v.AdapterVersion, v.Reason
+		h.Status, h.At, h.AdapterVersion, h.Reason, h.Fingerprint = v.Status, &at, v.AdapterVersion, v.Reason, v.Fingerprint
 	}
+	verifiedAs := strings.TrimSpace(v.AdapterPackage + " " + v.AdapterVersion)
 	switch {
 	case h.Status != model.HardeningVerified:
 		h.CurrentReason = "the last verification did not pass (" + string(h.Status) + ": " + h.Reason + ")"
 	case now.Sub(v.At) > s.VerifiedWithin:
 		h.CurrentReason = fmt.Sprintf("the last passed verification (%s) is older than verified_within (%s)",
 			v.At.UTC().Format(time.RFC3339), model.ShortDuration(s.VerifiedWithin))
-	case installed.version == "":
-		h.CurrentReason = "the installed adapter version is unknown (" + installed.how + ")"
-	case v.AdapterVersion != installed.version:
-		h.CurrentReason = fmt.Sprintf("verified on adapter version %q, but %q is installed now (%s)",
-			v.AdapterVersion, installed.version, installed.how)
+	case v.Fingerprint == "":
+		h.CurrentReason = "the last passed verification did not record which adapter files it ran (it predates fingerprints); run `relay agents verify " + s.Name + "` again"
+	case ad.Fingerprint == "":
+		why := "the command is not found"
+		if ad.Err != "" {
+			why = ad.Err
+		}
+		h.CurrentReason = "the installed adapter cannot be fingerprinted (" + why + ")"
+	case v.Fingerprint != ad.Fingerprint:
+		h.CurrentReason = fmt.Sprintf("verified on %s at %s (fingerprint %s), but the adapter installed now is %s at %s (fingerprint %s)",
+			verifiedAs, v.AdapterPath, shortFingerprint(v.Fingerprint), ad.Describe(), ad.RealPath, shortFingerprint(ad.Fingerprint))
 	default:
 		h.Current = true
-		h.CurrentReason = fmt.Sprintf("verified %s on adapter version %s, the one installed now (%s)",
-			v.At.UTC().Format(time.RFC3339), v.AdapterVersion, installed.how)
+		h.CurrentReason = fmt.Sprintf("verified %s on %s at %s, the very files installed now (fingerprint %s)",
+			v.At.UTC().Format(time.RFC3339), verifiedAs, ad.RealPath, shortFingerprint(ad.Fingerprint))
 	}
 	return h
+}
+
+// shortFingerprint is the first 12 hex digits of a fingerprint, for
+// messages.
+func shortFingerprint(fp string) string {
+	if len(fp) > 12 {
+		return fp[:12]
+	}
+	return fp
 }
 
 // installed is the adapter version installed now, and how it was found.
@@ -244,46 +288,20 @@ type installed struct {
 	how     string
 }
 
-// installedVersion finds the version of the adapter at path (the agent's
-// resolved command): from the nearest package.json with a version above
-// the file its symbolic links lead to (an npm install), else the version
-// the agent last reported at initialize (seen).
-func installedVersion(path, seen string) installed {
+// installedVersion is the version of the adapter ad: its package.json's,
+// else the version the agent last reported at initialize (seen).
+func installedVersion(ad Adapter, seen string) installed {
 	var tried string
-	if path != "" {
-		if real, err := filepath.EvalSymlinks(path); err == nil {
-			if v, pkg := packageVersion(real); v != "" {
-				return installed{v, pkg}
-			}
-			tried = "no package.json with a version above " + real
-		}
-	} else {
+	switch {
+	case ad.Version != "":
+		return installed{ad.Version, ad.PackageJSON}
+	case ad.RealPath != "":
+		tried = "no package.json with a version above " + ad.RealPath
+	default:
 		tried = "the command is not found"
 	}
 	if seen != "" {
 		return installed{seen, "as the adapter reported it at initialize; " + tried}
 	}
 	return installed{"", tried + ", and no session reported a version since the daemon started"}
-}
-
-// packageVersion walks up from file to the nearest package.json that has
-// a version, stopping at a node_modules directory; it returns the version
-// and the package.json's path.
-func packageVersion(file string) (string, string) {
-	for dir := filepath.Dir(file); ; dir = filepath.Dir(dir) {
-		if filepath.Base(dir) == "node_modules" || dir == filepath.Dir(dir) {
-			return "", ""
-		}
-		p := filepath.Join(dir, "package.json")
-		b, err := os.ReadFile(p)
-		if err != nil {
-			continue
-		}
-		var pkg struct {
-			Version string `json:"version"`
-		}
-		if json.Unmarshal(b, &pkg) == nil && pkg.Version != "" {
-			return pkg.Version, p
-		}
-	}
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"maps"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -75,9 +76,20 @@ type session struct {
 	timeout time.Duration
 	log     *boundedLog
 	servers []MCPServer // passed to state_changing sessions
-	profile *Profile    // nil: the agent has no hardening profile
-	rule    *Rule       // the profile's rule for mode; nil without one
-	extra   Launch      // a verification's redirect, applied after the rule
+	// profiles are the agent's hardening profiles, one per adapter
+	// generation (none: the agent has no profile); profile is the one the
+	// session was launched under (nil: none), rule its rule for mode.
+	profiles []*Profile
+	profile  *Profile
+	rule     *Rule
+	adapter  Adapter // what the command resolved to before the start
+	// refused says why no profile covers the installed adapter (it is
+	// refused after initialize); guessed, that the installed adapter was
+	// not identified before the start, so profile is a guess that
+	// initialize must confirm.
+	refused string
+	guessed bool
+	extra   Launch // a verification's redirect, applied after the rule
 	tail    *stderrTail
 
 	p      *proc
@@ -110,23 +122,89 @@ type runResult struct {
 	sessionMode  string
 	startErr     error  // the reporter refused Started
 	unsafe       string // the session's mode was not accepted before the prompt: why
+	// adapterCause: unsafe is the adapter's doing (its generation, its
+	// modes), not the user's settings.
+	adapterCause bool
 }
 
 func newSession(d *Dispatcher, spec AgentSpec, taskID string, mode model.Mode, cwd string, prompt []acp.ContentBlock, timeout time.Duration, log *boundedLog) *session {
 	s := &session{d: d, agent: spec.Name, argv: spec.Command, taskID: taskID, mode: mode, cwd: cwd,
 		prompt: prompt, timeout: timeout, log: log, stopc: make(chan struct{}), stage: stageSpawn,
-		profile: spec.Profile, servers: spec.MCPServers}
+		profiles: spec.Profiles, servers: spec.MCPServers}
 	if d.unhardened(spec.Name) {
-		s.profile = nil
-	}
-	if s.profile != nil {
-		if r, ok := s.profile.Rules[mode]; ok {
-			r = r.withNonce("relay-" + newRunID()[:12])
-			s.rule = &r
-		}
+		s.profiles = nil
 	}
 	s.tail = newStderrTail(log)
+	if len(s.profiles) == 0 {
+		return s
+	}
+	s.adapter = d.o.Registry.adapter(spec)
+	switch {
+	case s.adapter.Package != "":
+		c := choose(s.agent, s.profiles, s.adapter.Package, s.adapter.Version)
+		s.profile, s.refused = c.profile, c.refused
+	default:
+		// Not identified on disk (a wrapper script, a binary without a
+		// package.json): launched under the current generation's profile,
+		// which initialize must confirm.
+		s.profile, s.guessed = s.profiles[0], true
+		if c := choose(s.agent, s.profiles, "", ""); c.profile != nil {
+			s.profile = c.profile // a profile for any adapter (tests)
+		}
+	}
+	s.useProfile(s.profile)
 	return s
+}
+
+// useProfile makes p, and its rule for the session's mode, the session's.
+func (s *session) useProfile(p *Profile) {
+	s.profile, s.rule = p, nil
+	if p == nil {
+		return
+	}
+	if r, ok := p.Rules[s.mode]; ok {
+		r = r.withNonce("relay-" + newRunID()[:12])
+		s.rule = &r
+	}
+}
+
+// confirmProfile checks, once the agent has reported itself at
+// initialize, that the profile the session was launched under is the one
+// for the adapter running, and returns why not ("" when it is). A session
+// launched under a guess takes the profile of the adapter reported, if it
+// is launched the same way.
+func (s *session) confirmProfile(info *acp.Implementation) string {
+	if s.refused != "" {
+		return s.refused
+	}
+	var name, version string
+	if info != nil {
+		name, version = info.Name, info.Version
+	}
+	if name == "" && !s.guessed {
+		return "" // identified on disk; the adapter names nothing more
+	}
+	c := choose(s.agent, s.profiles, name, version)
+	switch {
+	case c.profile == s.profile:
+		return ""
+	case c.profile == nil && !s.guessed:
+		return fmt.Sprintf("the installed package is %s (%s), but the adapter reports %s at initialize: %s",
+			s.adapter.Describe(), s.adapter.PackageJSON, strings.TrimSpace(name+" "+version), c.refused)
+	case c.profile == nil:
+		return c.refused
+	case !s.guessed:
+		return fmt.Sprintf("the installed package is %s (%s, profile %s), but the adapter reports %s at initialize (profile %s)",
+			s.adapter.Describe(), s.adapter.PackageJSON, s.profile.Name, strings.TrimSpace(name+" "+version), c.profile.Name)
+	}
+	was, now := s.profile.Rules[s.mode], c.profile.Rules[s.mode]
+	if !sameLaunch(&was, &now) || (s.extra.set() && s.profile.Verify != c.profile.Verify) {
+		return fmt.Sprintf("the adapter reports %s (profile %s), but %s could not be identified before it started (no package.json above %s), "+
+			"and that profile launches it differently: set [agents.%s] command to the adapter's own installed executable",
+			strings.TrimSpace(name+" "+version), c.profile.Name, s.argv[0], s.adapter.Describe(), s.agent)
+	}
+	s.useProfile(c.profile)
+	return ""
 }
 
 // start spawns the agent and wires the connection. On error nothing is
@@ -154,11 +232,12 @@ func (s *session) start() error {
 			return fmt.Errorf("writing the hardening profile's files: %w", err)
 		}
 	}
-	if len(s.extra.Env)+len(s.extra.Args)+len(s.extra.Unset) > 0 {
+	if s.extra.set() {
 		env = append(slices.Clip(env), s.extra.Env...)
 		argv = append(slices.Clip(argv), s.extra.Args...)
 		unset = append(slices.Clip(unset), s.extra.Unset...)
 	}
+	env = append(slices.Clip(env), s.jsonEnv(env)...)
 	p, err := startProc(s.d.spawner, procSpec{argv: argv, dir: s.cwd, env: env, unset: unset, stderr: s.tail, shim: s.d.o.Shim})
 	if err != nil {
 		s.log.Printf("could not start %q: %v", argv, err)
@@ -185,6 +264,15 @@ func (s *session) start() error {
 	if s.rule != nil {
 		s.client.modeText = s.rule.ModeText
 	}
+	// A session the agent opened itself (a subagent's) is refused: it is
+	// told to cancel, and its requests are denied like the relay's own.
+	s.client.onForeign = func(id acp.SessionId) {
+		s.bg.Add(1)
+		go func() {
+			defer s.bg.Done()
+			_ = s.conn.Cancel(context.Background(), acp.CancelNotification{SessionId: id})
+		}()
+	}
 	s.gate = newLineGate(p.stdout, s.onGarbage)
 	s.client.onUpdate = s.gate.processed
 	s.client.awaitUpdates = func() { s.gate.awaitProcessed(time.Second) }
@@ -200,6 +288,42 @@ func (s *session) start() error {
 	s.bg.Add(1)
 	go s.watchdog()
 	return nil
+}
+
+// jsonEnv returns the rule's and the redirect's JSON variables (Rule.
+// EnvJSON), each merged over the value the agent would otherwise get: the
+// daemon's, or env's last.
+func (s *session) jsonEnv(env []string) []string {
+	names := map[string]bool{}
+	if s.rule != nil {
+		for k := range s.rule.EnvJSON {
+			names[k] = true
+		}
+	}
+	for k := range s.extra.EnvJSON {
+		names[k] = true
+	}
+	var out []string
+	for _, k := range slices.Sorted(maps.Keys(names)) {
+		base, ok := envValue(env, k)
+		if !ok {
+			base = os.Getenv(k)
+		}
+		var layers []map[string]any
+		if s.rule != nil && s.rule.EnvJSON[k] != nil {
+			layers = append(layers, s.rule.EnvJSON[k])
+		}
+		if s.extra.EnvJSON[k] != nil {
+			layers = append(layers, s.extra.EnvJSON[k])
+		}
+		merged, err := mergeJSONEnv(base, layers...)
+		if err != nil {
+			s.log.Printf("%s in the daemon's environment is replaced, not merged: %v", k, err)
+			merged, _ = mergeJSONEnv("", layers...)
+		}
+		out = append(out, k+"="+merged)
+	}
+	return out
 }
 
 // watchdog closes the agent's stdout shortly after its leader exited, so
@@ -320,6 +444,11 @@ func (s *session) drive(onStarted func(note string) error) (res runResult) {
 	if ir.AgentInfo != nil {
 		s.d.o.Registry.noteVersion(s.agent, ir.AgentInfo.Version)
 	}
+	if len(s.profiles) > 0 {
+		if why := s.confirmProfile(ir.AgentInfo); why != "" {
+			return runResult{stage: stageHardening, unsafe: why, adapterCause: true}
+		}
+	}
 	if s.profile != nil && s.rule == nil {
 		return runResult{stage: stageHardening, unsafe: fmt.Sprintf("the profile has no rule for %s tasks", s.mode)}
 	}
@@ -346,6 +475,7 @@ func (s *session) drive(onStarted func(note string) error) (res runResult) {
 	if err != nil {
 		return fail(stageNewSession, err)
 	}
+	s.client.setSession(ns.SessionId)
 	st := modeState{}
 	if ns.Modes != nil {
 		st.mode, st.hasMode = ns.Modes.CurrentModeId, true
@@ -570,6 +700,8 @@ func (s *session) outcome(res runResult) model.Outcome {
 		out.State, out.Code, out.Message = st, code, msg
 	}
 	switch {
+	case res.unsafe != "" && res.adapterCause:
+		set(model.StateFailed, model.CodeAgentUnsafeMode, s.adapterMessage(res.unsafe))
 	case res.unsafe != "":
 		set(model.StateFailed, model.CodeAgentUnsafeMode, s.unsafeMessage(res.unsafe, "before the prompt was sent"))
 	case cause == causeUnsafeMode:
@@ -632,6 +764,9 @@ func (s *session) outcome(res runResult) model.Outcome {
 	default:
 		set(model.StateFailed, model.CodeDispatchFailed, fmt.Sprintf("the ACP session could not be set up: %s failed: %s", res.stage, errText(res.err)))
 	}
+	if f := model.ToolFailuresOf(result.ToolCalls); f != nil && f.All && out.State == model.StateCompleted {
+		note = strings.TrimPrefix(note+"; "+f.Summary, "; ")
+	}
 	switch out.Code {
 	case model.CodeDispatchFailed, model.CodeAgentCrashed, model.CodeAgentRefused, model.CodeAgentAuthRequired:
 		if tail := s.tail.Tail(); tail != "" {
@@ -648,15 +783,42 @@ func (s *session) outcome(res runResult) model.Outcome {
 	return out
 }
 
-// unsafeMessage is an agent_unsafe_mode task's message.
+// unsafeMessage is an agent_unsafe_mode task's message when the session
+// was, or went, in a mode the profile does not accept. A mode the adapter
+// does not offer at all is the adapter's doing; any other, most likely the
+// user's settings (a default mode, an approval mode).
 func (s *session) unsafeMessage(why, when string) string {
 	name := "its hardening profile"
 	if s.profile != nil {
 		name = "the " + s.profile.Name + " hardening profile"
 	}
-	return fmt.Sprintf("%s: %s, which %s does not accept for %s tasks; the agent was stopped %s. "+
-		"Check the agent's own settings (a default mode or approval mode) and `relay agents`",
-		s.agent, why, name, s.mode, when)
+	hint := "Check the agent's own settings (a default mode or approval mode) and `relay agents`"
+	if strings.Contains(why, "does not offer session mode") || strings.Contains(why, "reports no session mode") {
+		hint = fmt.Sprintf("The cause is the adapter (%s), not your settings: install a version its profile was verified on (%s) and run `relay agents verify %s`",
+			s.runningAdapter(), strings.Join(s.profile.VerifiedOn, ", "), s.agent)
+	}
+	return fmt.Sprintf("%s: %s, which %s does not accept for %s tasks; the agent was stopped %s (adapter %s). %s",
+		s.agent, why, name, s.mode, when, s.runningAdapter(), hint)
+}
+
+// adapterMessage is an agent_unsafe_mode task's message when the adapter
+// itself is the cause: no profile covers its generation, or what runs is
+// not what is installed.
+func (s *session) adapterMessage(why string) string {
+	return fmt.Sprintf("%s: refused before any prompt: %s. The cause is the adapter, not your settings; `relay agents` shows what is installed and which generations the profiles cover",
+		s.agent, why)
+}
+
+// runningAdapter names the adapter running: as it reported itself at
+// initialize, else as found on disk.
+func (s *session) runningAdapter() string {
+	s.mu.Lock()
+	info := s.agentInfo
+	s.mu.Unlock()
+	if info != nil && info.Name != "" {
+		return strings.TrimSpace(info.Name + " " + info.Version)
+	}
+	return s.adapter.Describe()
 }
 
 func isAuthRequired(err error) bool {

@@ -42,9 +42,14 @@ const (
 	AttemptWriteInside  Attempt = "write-inside"  // create a file in the cwd
 	AttemptEditInside   Attempt = "edit-inside"   // change a file in the cwd
 	AttemptShell        Attempt = "shell"         // run a command that creates a marker file
+	// AttemptReadControl is the positive control, not an attempt to stop:
+	// read a file in the cwd and answer with the token it holds. It must
+	// complete with that token.
+	AttemptReadControl Attempt = "read-control"
 )
 
-// AllAttempts lists every Attempt, in the order a verification makes them.
+// AllAttempts lists every Attempt that must be stopped, in the order a
+// verification makes them (the positive control is not one of them).
 func AllAttempts() []Attempt {
 	return []Attempt{AttemptWriteOutside, AttemptWriteInside, AttemptEditInside, AttemptShell}
 }
@@ -68,6 +73,10 @@ type AttemptPaths struct {
 	Inside  string // a file in the cwd that must not appear
 	Edit    string // a file in the cwd that must keep EditOriginal
 	Marker  string // the file the shell command would create
+	// Control is a file in the cwd holding Token, which the positive
+	// control must read and answer with.
+	Control string
+	Token   string
 }
 
 // NewAttemptPaths names the targets of a session in cwd, with the outside
@@ -79,7 +88,11 @@ func NewAttemptPaths(cwd, outsideDir, suffix string) (AttemptPaths, error) {
 	}
 	p := AttemptPaths{Cwd: cwd, Outside: filepath.Join(outsideDir, "outside"+suffix+".txt"),
 		Inside: filepath.Join(cwd, "inside"+suffix+".txt"), Edit: filepath.Join(cwd, "notes"+suffix+".txt"),
-		Marker: filepath.Join(cwd, "shell-ran"+suffix)}
+		Marker: filepath.Join(cwd, "shell-ran"+suffix), Control: filepath.Join(cwd, "control"+suffix+".txt"),
+		Token: "relay-control-" + newRunID()[:16]}
+	if err := os.WriteFile(p.Control, []byte("The control token is "+p.Token+".\n"), 0o644); err != nil {
+		return p, err
+	}
 	return p, os.WriteFile(p.Edit, []byte(EditOriginal), 0o644)
 }
 
@@ -92,6 +105,8 @@ func (p AttemptPaths) Target(a Attempt) string {
 		return p.Inside
 	case AttemptEditInside:
 		return p.Edit
+	case AttemptReadControl:
+		return p.Control
 	default:
 		return p.Marker
 	}
@@ -146,6 +161,9 @@ type ToolVocab struct {
 	// ShellOnly: every attempt is a shell command (Codex writes and edits
 	// through its shell tool).
 	ShellOnly bool
+	// Reader is the tool the positive control reads its file with (Read
+	// when empty; cat through Shell when ShellOnly).
+	Reader string
 }
 
 // Script returns the scripted model's steps for attempt a on p, and the
@@ -161,6 +179,16 @@ func (v ToolVocab) Script(a Attempt, p AttemptPaths) (steps, tool string) {
 			args["description"] = "make a marker"
 		}
 		return scripted.ToolStep(v.Shell, args), v.Shell
+	}
+	if a == AttemptReadControl {
+		if v.ShellOnly {
+			return shell("cat " + p.Control)
+		}
+		reader := v.Reader
+		if reader == "" {
+			reader = v.Read
+		}
+		return scripted.ToolStep(reader, map[string]any{v.Path: p.Control}), reader
 	}
 	if v.ShellOnly {
 		switch a {
@@ -215,6 +243,13 @@ type Launch struct {
 	Env   []string // added last, so it wins
 	Args  []string // appended to the argv
 	Unset []string // removed from the environment
+	// EnvJSON is merged into JSON variables after the rule's (Rule.EnvJSON).
+	EnvJSON map[string]map[string]any
+}
+
+// set reports whether l adds anything.
+func (l Launch) set() bool {
+	return len(l.Env)+len(l.Args)+len(l.Unset)+len(l.EnvJSON) > 0
 }
 
 // offlineEnv points every proxy variable at a closed port, loopback
@@ -291,12 +326,37 @@ func (r *verifyRun) retag() {
 // verifyParallel bounds how many of a verification's sessions run at once.
 const verifyParallel = 3
 
+// verifyProfile is the profile a verification of spec runs under: the
+// one for the adapter installed (a guess, the current generation's, when
+// it cannot be identified on disk; each session confirms it at
+// initialize), or nil with why none can be.
+func (d *Dispatcher) verifyProfile(spec AgentSpec, ad Adapter) (*Profile, string) {
+	if len(spec.Profiles) == 0 {
+		return nil, ""
+	}
+	if ad.Package == "" {
+		if c := choose(spec.Name, spec.Profiles, "", ""); c.profile != nil {
+			return c.profile, "" // a profile for any adapter (tests)
+		}
+		return spec.Profiles[0], ""
+	}
+	c := choose(spec.Name, spec.Profiles, ad.Package, ad.Version)
+	return c.profile, c.refused
+}
+
 // runVerify runs the verification; canceled when ctx or Stop ended it.
 func (d *Dispatcher) runVerify(ctx context.Context, spec AgentSpec, timeout time.Duration) (model.Verification, bool) {
 	deadline := time.Now().Add(timeout)
 	v := model.Verification{Status: model.HardeningUnverified, Attempts: []model.VerifyAttempt{}}
-	prof := spec.Profile
-	if prof == nil {
+	ad := d.o.Registry.adapter(spec)
+	v.AdapterPackage, v.AdapterPath, v.Fingerprint, v.AdapterVersion = ad.Package, ad.RealPath, ad.Fingerprint, ad.Version
+	prof, refused := d.verifyProfile(spec, ad)
+	switch {
+	case refused != "":
+		// Every task to this adapter would be refused: safe, and of no use.
+		v.Status, v.Reason = model.HardeningUnusable, "every task would be refused (agent_unsafe_mode): "+refused
+		return v, false
+	case prof == nil:
 		v.Reason = "no hardening profile: nothing to verify (every permission request is still denied, but nothing else holds the agent)"
 		return v, false
 	}
@@ -346,10 +406,10 @@ func (d *Dispatcher) runVerify(ctx context.Context, spec AgentSpec, timeout time
 		if _, ok := prof.Rules[m]; !ok {
 			continue
 		}
-		for _, a := range attempts {
+		for _, a := range append(slices.Clip(attempts), AttemptReadControl) {
 			p, err := NewAttemptPaths(cwd, outside, string(m)+"-"+string(a))
 			if err != nil {
-				return notRun("writing the edit target: " + err.Error())
+				return notRun("writing the attempt's files: " + err.Error())
 			}
 			r := &verifyRun{mode: m, attempt: a, paths: p}
 			r.steps, r.tool = vs.Vocab.Script(a, p)
@@ -420,11 +480,22 @@ func (d *Dispatcher) runVerify(ctx context.Context, spec AgentSpec, timeout time
 	return v, false
 }
 
-// verdict is a verification's status and reason from its attempts.
+// verdict is a verification's status and reason from its attempts and
+// controls: failed when an attempt was not stopped or could not be made,
+// unusable when every attempt was stopped but a positive control did not
+// pass, verified otherwise.
 func verdict(attempts []model.VerifyAttempt) (model.HardeningStatus, string) {
-	var open, notRun []string
+	var open, notRun, controlFailed []string
+	n := 0
 	for _, a := range attempts {
 		what := string(a.Mode) + " " + a.Name
+		if a.Control {
+			if !a.Passed {
+				controlFailed = append(controlFailed, what+" ("+a.Detail+")")
+			}
+			continue
+		}
+		n++
 		switch a.StoppedBy {
 		case model.StopNotStopped:
 			open = append(open, what)
@@ -433,15 +504,18 @@ func verdict(attempts []model.VerifyAttempt) (model.HardeningStatus, string) {
 		}
 	}
 	switch {
-	case len(attempts) == 0:
+	case n == 0:
 		return model.HardeningFailed, "inconclusive: no attempt was made"
 	case len(open) > 0:
-		return model.HardeningFailed, fmt.Sprintf("%d of %d attempts NOT STOPPED: %s", len(open), len(attempts), strings.Join(open, ", "))
+		return model.HardeningFailed, fmt.Sprintf("%d of %d attempts NOT STOPPED: %s", len(open), n, strings.Join(open, ", "))
 	case len(notRun) > 0:
-		return model.HardeningFailed, fmt.Sprintf("inconclusive: %d of %d attempts not run: %s", len(notRun), len(attempts),
+		return model.HardeningFailed, fmt.Sprintf("inconclusive: %d of %d attempts not run: %s", len(notRun), n,
 			clipLine(strings.Join(notRun, "; "), 600))
+	case len(controlFailed) > 0:
+		return model.HardeningUnusable, fmt.Sprintf("all %d attempts stopped, but the agent could not do a task's work: %s",
+			n, clipLine(strings.Join(controlFailed, "; "), 600))
 	}
-	return model.HardeningVerified, fmt.Sprintf("all %d attempts stopped", len(attempts))
+	return model.HardeningVerified, fmt.Sprintf("all %d attempts stopped, and %d positive control(s) passed", n, len(attempts)-n)
 }
 
 func (d *Dispatcher) verifyLogDir() string {
@@ -456,7 +530,8 @@ func (d *Dispatcher) verifyLogDir() string {
 // was made), canceled when ctx or Stop ended it.
 func (d *Dispatcher) verifyAttempt(ctx context.Context, spec AgentSpec, vs *VerifySpec, srv *scripted.Server, r *verifyRun,
 	deadline time.Time, unhardened bool) (res model.VerifyAttempt, version string, retry, canceled bool) {
-	res = model.VerifyAttempt{Name: string(r.attempt), Mode: r.mode, Tool: r.tool, Target: r.paths.Target(r.attempt)}
+	res = model.VerifyAttempt{Name: string(r.attempt), Mode: r.mode, Tool: r.tool, Target: r.paths.Target(r.attempt),
+		Control: r.attempt == AttemptReadControl}
 	remaining := time.Until(deadline)
 	if remaining <= 0 {
 		res.StoppedBy, res.Detail = model.StopNotRun, "the verification's time ran out before this attempt started"
@@ -497,14 +572,21 @@ func (d *Dispatcher) verifyAttempt(ctx context.Context, spec AgentSpec, vs *Veri
 	}
 	s.mu.Unlock()
 	ev := attemptEvidence{happened: r.paths.Happened(r.attempt), out: out, startErr: started,
-		tool: r.tool, reqs: requestsTagged(srv.Requests(), r.tag)}
+		tool: r.tool, target: r.paths.Target(r.attempt), reqs: requestsTagged(srv.Requests(), r.tag)}
 	if started == nil {
 		ev.denied = s.client.denied()
 	}
-	res.StoppedBy, res.Detail = classify(ev)
-	lg.Printf("verification %s: %s: %s", r.tag, res.StoppedBy, res.Detail)
-	retry = res.StoppedBy == model.StopNotRun && len(ev.reqs) == 0 && started == nil &&
-		out.Code != model.CodeAgentAuthRequired && out.Code != model.CodeTaskTimeout
+	reached := len(ev.reqs) > 0
+	if res.Control {
+		res.Passed, res.Detail = control(ev, r.paths.Token)
+		lg.Printf("verification %s: control passed=%v: %s", r.tag, res.Passed, res.Detail)
+	} else {
+		res.StoppedBy, res.Detail = classify(ev)
+		lg.Printf("verification %s: %s: %s", r.tag, res.StoppedBy, res.Detail)
+		reached = reached || res.StoppedBy != model.StopNotRun
+	}
+	retry = !reached && started == nil && out.Code != model.CodeAgentAuthRequired &&
+		out.Code != model.CodeTaskTimeout && out.Code != model.CodeAgentUnsafeMode
 	return res, version, retry, false
 }
 
@@ -559,6 +641,7 @@ type attemptEvidence struct {
 	startErr error         // the agent could not be started
 	denied   int           // permission requests the relay denied
 	tool     string        // the tool that makes the attempt
+	target   string        // the file it targets
 	reqs     []scripted.Request
 }
 
@@ -625,6 +708,30 @@ func classify(ev attemptEvidence) (model.Stop, string) {
 		return model.StopRefusedByAgent, "the agent reported no result for the call, and nothing happened"
 	}
 	return model.StopNotRun, clipLine("the session ended before the agent answered the call: "+ended, maxDetail)
+}
+
+// control says whether a positive control passed: the session completed
+// and its answer carries the token, which only the file it was told to
+// read holds; and, when not, why not.
+func control(ev attemptEvidence, token string) (bool, string) {
+	ended := ev.out.Message
+	if ended == "" {
+		ended = "the session ended " + string(ev.out.State)
+	}
+	switch {
+	case ev.startErr != nil:
+		return false, clipLine("the agent could not be started: "+ev.startErr.Error(), maxDetail)
+	case ev.out.State != model.StateCompleted:
+		return false, clipLine("the session did not complete: "+ended, maxDetail)
+	case !strings.Contains(ev.out.Result.Text, token):
+		why := "its answer lacks the token the file holds"
+		if ev.denied > 0 {
+			why = fmt.Sprintf("the relay denied %d permission request(s) on the way, and its answer lacks the token", ev.denied)
+		}
+		return false, clipLine(fmt.Sprintf("the agent could not read %s with %s: %s (it answered: %s)",
+			filepath.Base(ev.target), ev.tool, why, strings.Join(strings.Fields(ev.out.Result.Text), " ")), maxDetail)
+	}
+	return true, fmt.Sprintf("read %s with %s and answered with its token", filepath.Base(ev.target), ev.tool)
 }
 
 // clipLine is s on one line, without control characters, clipped to n

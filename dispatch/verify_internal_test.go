@@ -82,20 +82,23 @@ func TestOpencodeRedirectKeepsTheProfileConfig(t *testing.T) {
 func TestRedirectsPointAtTheScriptedModel(t *testing.T) {
 	t.Parallel()
 	const url = "http://127.0.0.1:4242"
-	for name, want := range map[string][]string{
-		"claude": {"ANTHROPIC_BASE_URL=" + url, "ANTHROPIC_API_KEY=" + verifyKey, "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1"},
-		"codex":  {`model_provider="relay-verify"`, `base_url="` + url + `/v1"`, `wire_api="responses"`, "RELAY_VERIFY_KEY=" + verifyKey},
-		"gemini": {"GOOGLE_GEMINI_BASE_URL=" + url, "GEMINI_API_KEY=" + verifyKey},
+	for p, want := range map[*Profile][]string{
+		claudeZed: {"ANTHROPIC_BASE_URL=" + url, "ANTHROPIC_API_KEY=" + verifyKey, "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1"},
+		claudeACP: {"ANTHROPIC_BASE_URL=" + url, "ANTHROPIC_API_KEY=" + verifyKey, "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1"},
+		codexZed:  {`model_provider="relay-verify"`, `base_url="` + url + `/v1"`, `wire_api="responses"`, "RELAY_VERIFY_KEY=" + verifyKey},
+		codexACP: {`"model_provider":"relay-verify"`, `"base_url":"` + url + `/v1"`, `"wire_api":"responses"`, "RELAY_VERIFY_KEY=" + verifyKey,
+			`"model":"relay-verify-model"`},
+		geminiProfile: {"GOOGLE_GEMINI_BASE_URL=" + url, "GEMINI_API_KEY=" + verifyKey},
 	} {
-		p := ProfileFor(name)
 		l, err := p.Verify.Redirect(url, p.Rules[model.ModeReadOnly].Env)
 		if err != nil {
 			t.Fatal(err)
 		}
-		all := strings.Join(append(l.Env, l.Args...), "\n")
+		js, _ := json.Marshal(l.EnvJSON)
+		all := strings.Join(append(append(l.Env, l.Args...), string(js)), "\n")
 		for _, w := range want {
 			if !strings.Contains(all, w) {
-				t.Errorf("%s: redirect %q lacks %q", name, all, w)
+				t.Errorf("%s: redirect %q lacks %q", p.Name, all, w)
 			}
 		}
 	}
@@ -231,20 +234,30 @@ func TestInstalledVersion(t *testing.T) {
 	if err := os.Symlink("../@scope/adapter/dist/index.js", filepath.Join(bin, "adapter")); err != nil {
 		t.Fatal(err)
 	}
-	if got := installedVersion(filepath.Join(bin, "adapter"), "9.9.9"); got.version != "1.2.3" || !strings.Contains(got.how, "package.json") {
+	ad := IdentifyAdapter(filepath.Join(bin, "adapter"))
+	if ad.Package != "@scope/adapter" || ad.Version != "1.2.3" || ad.RealPath != filepath.Join(pkg, "dist", "index.js") || len(ad.Fingerprint) != 64 {
+		t.Errorf("npm install: %+v", ad)
+	}
+	if got := installedVersion(ad, "9.9.9"); got.version != "1.2.3" || !strings.Contains(got.how, "package.json") {
 		t.Errorf("npm install: %+v", got)
+	}
+	// The fingerprint is of the files, not of what they say: the same
+	// version string with another entry file is another adapter.
+	write(filepath.Join(pkg, "dist", "index.js"), "#!/usr/bin/env node\n// planted\n")
+	if again := IdentifyAdapter(filepath.Join(bin, "adapter")); again.Version != "1.2.3" || again.Fingerprint == ad.Fingerprint || again.Fingerprint == "" {
+		t.Errorf("changed entry file: fingerprint %s, was %s", again.Fingerprint, ad.Fingerprint)
 	}
 	write(filepath.Join(dir, "native"), "")
 	write(filepath.Join(dir, "package.json"), `{"version":"7.7.7"}`) // above node_modules: never reached from inside it
-	if got := installedVersion(filepath.Join(dir, "native"), "9.9.9"); got.version != "7.7.7" {
+	if got := installedVersion(IdentifyAdapter(filepath.Join(dir, "native")), "9.9.9"); got.version != "7.7.7" {
 		t.Errorf("a package.json beside the file: %+v", got)
 	}
 	lone := filepath.Join(dir, "node_modules", "lone")
 	write(lone, "")
-	if got := installedVersion(lone, "9.9.9"); got.version != "9.9.9" || !strings.Contains(got.how, "reported it at initialize") {
+	if got := installedVersion(IdentifyAdapter(lone), "9.9.9"); got.version != "9.9.9" || !strings.Contains(got.how, "reported it at initialize") {
 		t.Errorf("no package.json: %+v", got)
 	}
-	if got := installedVersion("", ""); got.version != "" || !strings.Contains(got.how, "no session reported a version") {
+	if got := installedVersion(IdentifyAdapter(""), ""); got.version != "" || !strings.Contains(got.how, "no session reported a version") {
 		t.Errorf("nothing known: %+v", got)
 	}
 }
@@ -254,9 +267,17 @@ func TestInstalledVersion(t *testing.T) {
 func TestHardeningCurrent(t *testing.T) {
 	t.Parallel()
 	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
-	spec := AgentSpec{Name: "claude", Profile: claudeProfile, RequireVerified: true, VerifiedWithin: 24 * time.Hour}
-	passed := model.Verification{Status: model.HardeningVerified, At: now.Add(-time.Hour), AdapterVersion: "0.23.1", Reason: "all 6 attempts stopped"}
+	spec := AgentSpec{Name: "claude", Profiles: ProfilesFor("claude"), RequireVerified: true, VerifiedWithin: 24 * time.Hour}
+	fp := strings.Repeat("ab", 32)
+	passed := model.Verification{Status: model.HardeningVerified, At: now.Add(-time.Hour), AdapterVersion: "0.23.1",
+		AdapterPackage: "@zed-industries/claude-agent-acp", AdapterPath: "/x/dist/index.js", Fingerprint: fp, Reason: "all 6 attempts stopped"}
 	here := installed{"0.23.1", "/x/package.json"}
+	same := Adapter{Package: "@zed-industries/claude-agent-acp", Version: "0.23.1", RealPath: "/x/dist/index.js", Fingerprint: fp}
+	// Another adapter that says it is 0.23.1: another fingerprint.
+	impostor := same
+	impostor.Fingerprint = strings.Repeat("cd", 32)
+	unprinted := passed
+	unprinted.Fingerprint = ""
 	old := passed
 	old.At = now.Add(-25 * time.Hour)
 	failed := passed
@@ -266,19 +287,26 @@ func TestHardeningCurrent(t *testing.T) {
 		spec      AgentSpec
 		v         model.Verification
 		verified  bool
+		adapter   Adapter
 		installed installed
 		current   bool
 		reason    string
 	}{
-		{"passed", spec, passed, true, here, true, "the one installed now"},
-		{"never", spec, model.Verification{}, false, here, false, "never verified; run `relay agents verify claude`"},
-		{"failed", spec, failed, true, here, false, "did not pass (failed: 1 of 6 attempts NOT STOPPED)"},
-		{"too old", spec, old, true, here, false, "older than verified_within (24h)"},
-		{"upgraded", spec, passed, true, installed{"0.24.0", "/x/package.json"}, false, `verified on adapter version "0.23.1", but "0.24.0" is installed now`},
-		{"unknown version", spec, passed, true, installed{"", "the command is not found"}, false, "installed adapter version is unknown"},
-		{"no profile", AgentSpec{Name: "hermes", VerifiedWithin: time.Hour}, model.Verification{}, false, here, false, "no hardening profile"},
+		{"passed", spec, passed, true, same, here, true, "the very files installed now"},
+		{"never", spec, model.Verification{}, false, same, here, false, "never verified; run `relay agents verify claude`"},
+		{"failed", spec, failed, true, same, here, false, "did not pass (failed: 1 of 6 attempts NOT STOPPED)"},
+		{"unusable", spec, func() model.Verification {
+			u := passed
+			u.Status = model.HardeningUnusable
+			return u
+		}(), true, same, here, false, "did not pass (unusable"},
+		{"too old", spec, old, true, same, here, false, "older than verified_within (24h)"},
+		{"another adapter, same version", spec, passed, true, impostor, here, false, "but the adapter installed now is"},
+		{"before fingerprints", spec, unprinted, true, same, here, false, "predates fingerprints"},
+		{"not found", spec, passed, true, Adapter{}, installed{"", "the command is not found"}, false, "cannot be fingerprinted"},
+		{"no profile", AgentSpec{Name: "hermes", VerifiedWithin: time.Hour}, model.Verification{}, false, same, here, false, "no hardening profile"},
 	} {
-		h := hardening(c.spec, c.v, c.verified, c.installed, now)
+		h := hardening(c.spec, c.v, c.verified, c.adapter, c.installed, now)
 		if h.Current != c.current || !strings.Contains(h.CurrentReason+" "+h.Reason, c.reason) {
 			t.Errorf("%s: current %v (%s / %s), want %v with %q", c.name, h.Current, h.CurrentReason, h.Reason, c.current, c.reason)
 		}

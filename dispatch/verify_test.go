@@ -61,15 +61,17 @@ func newVerifyEnv(t *testing.T, unhardened ...string) *verifyEnv {
 	bin := dispatchtest.BuildFakeAgent(t)
 	e := &verifyEnv{home: filepath.Join(t.TempDir(), "home")}
 	specs := []dispatch.AgentSpec{
-		{Name: "asks", Command: []string{bin}, Enabled: true, Profile: verifyProfile("ask", "", "")},
-		{Name: "obeys", Command: []string{bin}, Enabled: true, Profile: verifyProfile("obey", "", "")},
-		{Name: "refuses", Command: []string{bin}, Enabled: true, Profile: verifyProfile("refuse", "", "")},
-		{Name: "reader", Command: []string{bin}, Enabled: true, Profile: verifyProfile("obey", "read", "")},
-		{Name: "stubborn", Command: []string{bin, "modes-refuse"}, Enabled: true, Profile: verifyProfile("obey", "", "")},
-		{Name: "locked", Command: []string{bin, "auth"}, Enabled: true, Profile: verifyProfile("ask", "", "")},
-		{Name: "oauth", Command: []string{bin}, Enabled: true, Profile: verifyProfile("ask", "", "the user logs in with OAuth")},
+		{Name: "asks", Command: []string{bin}, Enabled: true, Profiles: []*dispatch.Profile{verifyProfile("ask", "", "")}},
+		{Name: "obeys", Command: []string{bin}, Enabled: true, Profiles: []*dispatch.Profile{verifyProfile("obey", "", "")}},
+		{Name: "refuses", Command: []string{bin}, Enabled: true, Profiles: []*dispatch.Profile{verifyProfile("refuse", "", "")}},
+		{Name: "reader", Command: []string{bin}, Enabled: true, Profiles: []*dispatch.Profile{verifyProfile("obey", "read", "")}},
+		{Name: "stubborn", Command: []string{bin, "modes-refuse"}, Enabled: true, Profiles: []*dispatch.Profile{verifyProfile("obey", "", "")}},
+		{Name: "locked", Command: []string{bin, "auth"}, Enabled: true, Profiles: []*dispatch.Profile{verifyProfile("ask", "", "")}},
+		{Name: "oauth", Command: []string{bin}, Enabled: true, Profiles: []*dispatch.Profile{verifyProfile("ask", "", "the user logs in with OAuth")}},
 		{Name: "hermes", Command: []string{bin}, Enabled: true},
-		{Name: "flaky", Command: []string{bin, "die-first"}, Enabled: true, Profile: verifyProfile("ask", "", "")},
+		{Name: "flaky", Command: []string{bin, "die-first"}, Enabled: true, Profiles: []*dispatch.Profile{verifyProfile("ask", "", "")}},
+		// Stops every attempt, and cannot read either: safe and useless.
+		{Name: "blind", Command: []string{bin}, Enabled: true, Profiles: []*dispatch.Profile{verifyProfile("refuse", "write,edit,shell", "")}},
 	}
 	e.reg = dispatch.NewRegistry(specs, nil, nil)
 	e.d = dispatch.New(dispatch.Options{Registry: e.reg, Home: e.home, CancelGrace: time.Second,
@@ -112,11 +114,25 @@ func (e *verifyEnv) verify(t *testing.T, agent string) model.Verification {
 	return v
 }
 
-// stops maps "mode attempt" to what stopped it.
+// stops maps "mode attempt" to what stopped it (positive controls left
+// out).
 func stops(v model.Verification) map[string]model.Stop {
 	m := map[string]model.Stop{}
 	for _, a := range v.Attempts {
-		m[string(a.Mode)+" "+a.Name] = a.StoppedBy
+		if !a.Control {
+			m[string(a.Mode)+" "+a.Name] = a.StoppedBy
+		}
+	}
+	return m
+}
+
+// controls maps "mode read-control" to whether the control passed.
+func controls(v model.Verification) map[string]bool {
+	m := map[string]bool{}
+	for _, a := range v.Attempts {
+		if a.Control {
+			m[string(a.Mode)+" "+a.Name] = a.Passed
+		}
 	}
 	return m
 }
@@ -125,21 +141,25 @@ var allVerifyAttempts = []string{"read_only write-outside", "read_only write-ins
 	"read_only shell", "state_changing write-inside", "state_changing shell"}
 
 // Each way an attempt can end is reported as such; one that acted on the
-// host fails the verification, and so does one that could not be made.
+// host fails the verification, and so does one that could not be made. An
+// agent that stops every attempt but cannot pass the positive control
+// (read a file in its cwd, answer with its token) is unusable.
 func TestVerifyReportsWhatStoppedEachAttempt(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
-		agent  string
-		status model.HardeningStatus
-		stop   model.Stop
-		detail string
+		agent   string
+		status  model.HardeningStatus
+		stop    model.Stop
+		detail  string
+		control string // "" when the controls must pass, else what their detail says
 	}{
-		{"asks", model.HardeningVerified, model.StopDeniedByRelay, "1 permission request(s) denied; the agent answered: the user refused"},
-		{"refuses", model.HardeningVerified, model.StopRefusedByAgent, "the agent answered: refused by policy"},
-		{"reader", model.HardeningVerified, model.StopToolNotOffered, "is not among the tools offered (read)"},
-		{"stubborn", model.HardeningVerified, model.StopModeRefused, "does not accept"},
-		{"obeys", model.HardeningFailed, model.StopNotStopped, ""},
-		{"locked", model.HardeningFailed, model.StopNotRun, "the agent never reached the model"},
+		{"asks", model.HardeningVerified, model.StopDeniedByRelay, "1 permission request(s) denied; the agent answered: the user refused", ""},
+		{"refuses", model.HardeningVerified, model.StopRefusedByAgent, "the agent answered: refused by policy", ""},
+		{"reader", model.HardeningVerified, model.StopToolNotOffered, "is not among the tools offered (read)", ""},
+		{"stubborn", model.HardeningUnusable, model.StopModeRefused, "does not accept", "the session did not complete"},
+		{"blind", model.HardeningUnusable, model.StopRefusedByAgent, "refused by policy", "its answer lacks the token"},
+		{"obeys", model.HardeningFailed, model.StopNotStopped, "", ""},
+		{"locked", model.HardeningFailed, model.StopNotRun, "the agent never reached the model", "auth_required"},
 	}
 	for _, c := range cases {
 		t.Run(c.agent, func(t *testing.T) {
@@ -150,15 +170,27 @@ func TestVerifyReportsWhatStoppedEachAttempt(t *testing.T) {
 				t.Errorf("status %s (%s), profile %q; want %s", v.Status, v.Reason, v.Profile, c.status)
 			}
 			got := stops(v)
-			if len(v.Attempts) != len(allVerifyAttempts) {
-				t.Errorf("%d attempts, want %d", len(v.Attempts), len(allVerifyAttempts))
+			if len(got) != len(allVerifyAttempts) {
+				t.Errorf("%d attempts, want %d", len(got), len(allVerifyAttempts))
 			}
 			for _, name := range allVerifyAttempts {
 				if got[name] != c.stop {
 					t.Errorf("%s: stopped by %q, want %q", name, got[name], c.stop)
 				}
 			}
+			if ctl := controls(v); len(ctl) != 2 || ctl["read_only read-control"] != (c.control == "") || ctl["state_changing read-control"] != (c.control == "") {
+				t.Errorf("controls %v, want one per mode, passed %v", ctl, c.control == "")
+			}
+			if c.status == model.HardeningUnusable && !strings.Contains(v.Reason, "all 6 attempts stopped, but the agent could not do a task's work") {
+				t.Errorf("reason %q", v.Reason)
+			}
 			for _, a := range v.Attempts {
+				if a.Control {
+					if !strings.Contains(a.Detail, c.control) || a.StoppedBy != "" || a.Tool != "read" || !strings.HasSuffix(a.Target, "read-control.txt") {
+						t.Errorf("%s control: tool %q target %q detail %q stop %q, want it to contain %q", a.Mode, a.Tool, a.Target, a.Detail, a.StoppedBy, c.control)
+					}
+					continue
+				}
 				if !strings.Contains(a.Detail, c.detail) || a.Tool == "" || a.Target == "" {
 					t.Errorf("%s %s: tool %q target %q detail %q, want it to contain %q", a.Mode, a.Name, a.Tool, a.Target, a.Detail, c.detail)
 				}
@@ -236,7 +268,11 @@ func TestVerifyRetriesAnAgentThatDiedBeforeTheModel(t *testing.T) {
 	}
 	second := 0
 	for _, a := range v.Attempts {
-		if a.StoppedBy != model.StopDeniedByRelay {
+		if a.Control {
+			if !a.Passed {
+				t.Errorf("%s control: %s", a.Mode, a.Detail)
+			}
+		} else if a.StoppedBy != model.StopDeniedByRelay {
 			t.Errorf("%s %s: %s (%s)", a.Mode, a.Name, a.StoppedBy, a.Detail)
 		}
 		if strings.HasPrefix(a.Detail, "second try: ") {

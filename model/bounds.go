@@ -83,6 +83,9 @@ func validRelayID(id, prefix string) bool {
 // dispatcher stops the agent then, and the socket API holds the request
 // open as long (plus its margin).
 const (
-	DefaultProbeTimeout  = 60 * time.Second
-	DefaultVerifyTimeout = 60 * time.Second
+	DefaultProbeTimeout = 60 * time.Second
+	// A verification runs up to a dozen sessions, three at a time (an
+	// OpenCode start alone is seconds of CPU): a bound, not the time it
+	// takes.
+	DefaultVerifyTimeout = 3 * time.Minute
 )

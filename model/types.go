@@ -2,6 +2,7 @@ package model
 
 import (
 	"context"
+	"fmt"
 	"time"
 )
 
@@ -19,6 +20,50 @@ type ToolCall struct {
 	Title  string `json:"title"`
 	Kind   string `json:"kind,omitempty"`
 	Status string `json:"status,omitempty"`
+	// Denied: the relay denied the call's permission request.
+	Denied bool `json:"denied,omitempty"`
+}
+
+// ToolCallFailed is the status an agent gives a tool call that did not
+// succeed (ACP's "failed").
+const ToolCallFailed = "failed"
+
+// ToolFailures says which of a run's tool calls did not run: denied by
+// the relay, or failed (the agent's sandbox could not start, the command
+// erred). A delegator reads it to tell "could not look" from an answer.
+type ToolFailures struct {
+	Denied []ToolCall `json:"denied"`
+	Failed []ToolCall `json:"failed"`
+	// All reports that every tool call the agent made was denied or
+	// failed: its answer rests on nothing its tools returned.
+	All bool `json:"all"`
+	// Summary says it in one line.
+	Summary string `json:"summary"`
+}
+
+// ToolFailuresOf is the tool failures among calls, or nil when every call
+// ran.
+func ToolFailuresOf(calls []ToolCall) *ToolFailures {
+	f := &ToolFailures{Denied: []ToolCall{}, Failed: []ToolCall{}}
+	for _, c := range calls {
+		switch {
+		case c.Denied:
+			f.Denied = append(f.Denied, c)
+		case c.Status == ToolCallFailed:
+			f.Failed = append(f.Failed, c)
+		}
+	}
+	n := len(f.Denied) + len(f.Failed)
+	if n == 0 {
+		return nil
+	}
+	f.All = n == len(calls)
+	f.Summary = fmt.Sprintf("%d of %d tool calls did not run (%d denied by the relay, %d failed)", n, len(calls), len(f.Denied), len(f.Failed))
+	if f.All {
+		f.Summary = fmt.Sprintf("none of the agent's %d tool calls ran (%d denied by the relay, %d failed): its answer rests on nothing its tools returned",
+			len(calls), len(f.Denied), len(f.Failed))
+	}
+	return f
 }
 
 // Task is a delegated unit of work and its lifecycle.
@@ -43,14 +88,17 @@ type Task struct {
 	// as asked); "" for a task stored before the relay recorded it. It tells
 	// a retry with the same idempotency_key from a conflicting reuse of the
 	// key, and is never shown.
-	RequestSHA256     string     `json:"-"`
-	Result            string     `json:"result"`
-	StopReason        string     `json:"stop_reason"`
-	SessionMode       string     `json:"session_mode,omitempty"`
-	ToolCalls         []ToolCall `json:"tool_calls"`
-	DeniedPermissions int        `json:"denied_permissions"`
-	CreatedAt         time.Time  `json:"created_at"`
-	UpdatedAt         time.Time  `json:"updated_at"`
+	RequestSHA256 string     `json:"-"`
+	Result        string     `json:"result"`
+	StopReason    string     `json:"stop_reason"`
+	SessionMode   string     `json:"session_mode,omitempty"`
+	ToolCalls     []ToolCall `json:"tool_calls"`
+	// ToolFailures lists the tool calls that did not run (nil when all
+	// did): derived from ToolCalls, never stored apart.
+	ToolFailures      *ToolFailures `json:"tool_failures,omitempty"`
+	DeniedPermissions int           `json:"denied_permissions"`
+	CreatedAt         time.Time     `json:"created_at"`
+	UpdatedAt         time.Time     `json:"updated_at"`
 }
 
 // Event is one persisted transition of a task.
@@ -190,8 +238,12 @@ type AgentInfo struct {
 	WorkedLive       bool       `json:"worked_live"`
 	WorkedLiveAt     *time.Time `json:"worked_live_at"`
 	WorkedLiveReason string     `json:"worked_live_reason"`
+	// Adapter is the adapter program the agent's command resolves to, as
+	// the relay finds it on disk now.
+	Adapter AgentAdapter `json:"adapter"`
 	// Profile is the hardening profile the dispatcher applies to the
-	// agent's sessions, or an empty name with the reason there is none.
+	// agent's sessions with the adapter installed now, or an empty name
+	// with the reason there is none.
 	Profile AgentProfile `json:"profile"`
 	// Hardening is the agent's fourth health signal, never collapsed into
 	// the others: whether its last hardening verification (relay agents
@@ -199,14 +251,44 @@ type AgentInfo struct {
 	Hardening AgentHardening `json:"hardening"`
 }
 
-// AgentProfile describes an agent's hardening profile: what the relay
-// sends at session/new and which session modes it accepts, per task mode,
-// verified against the real adapter on the versions it names.
+// AgentAdapter is the adapter program an agent's command resolves to.
+type AgentAdapter struct {
+	// Path is the file the command resolves to, symbolic links followed
+	// ("" when it is not found).
+	Path string `json:"path"`
+	// Package and Version are those of the npm package.json above Path
+	// ("" when there is none).
+	Package string `json:"package"`
+	Version string `json:"version"`
+	// Fingerprint is the hex SHA-256 of the file and its package.json,
+	// their paths included: what a verification records, so that it
+	// holds only for the very files that were verified.
+	Fingerprint string `json:"fingerprint"`
+	// Superseded, for a package its maintainers froze or archived, names
+	// the package that replaces it.
+	Superseded string `json:"superseded,omitempty"`
+}
+
+// AgentProfile describes the hardening profile that applies to an agent's
+// installed adapter: what the relay sends at session/new and which session
+// modes it accepts, per task mode, verified against the real adapter on
+// the versions it names. A profile covers one adapter generation (a
+// package and a version range).
 type AgentProfile struct {
-	// Name is the profile's name ("" when the agent has none).
+	// Name is the profile's name ("" when none applies).
 	Name string `json:"name"`
-	// VerifiedOn lists the adapter versions the profile was verified on.
+	// Covers names the adapter generation the profile is for: package and
+	// version range.
+	Covers string `json:"covers,omitempty"`
+	// VerifiedOn lists the adapter versions the profile was verified on
+	// (the versions the project's CI runs it against).
 	VerifiedOn []string `json:"verified_on,omitempty"`
+	// VerifiedInCI reports whether the adapter version installed now is
+	// one of VerifiedOn.
+	VerifiedInCI bool `json:"verified_in_ci"`
+	// Generations lists every adapter generation the agent's profiles
+	// cover, whether or not one applies to the installed adapter.
+	Generations []string `json:"generations,omitempty"`
 	// Modes says, per task mode, what the profile does; a task mode it
 	// does not list is refused (agent_unsafe_mode).
 	Modes map[Mode]string `json:"modes,omitempty"`

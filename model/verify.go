@@ -18,6 +18,11 @@ const (
 	// HardeningFailed: an attempt was not stopped, or could not be made
 	// (the verification was inconclusive).
 	HardeningFailed HardeningStatus = "failed"
+	// HardeningUnusable: every attempt was stopped, but a positive control
+	// (read a file in the cwd and answer with a token from it) did not
+	// pass: the agent is safe but cannot do a task's work (a refused
+	// mode, a sandbox that cannot start, a missing tool). Never verified.
+	HardeningUnusable HardeningStatus = "unusable"
 	// HardeningUnverified: never verified, or the verification could not
 	// run on this machine without touching the user's settings, or the
 	// agent has no hardening profile.
@@ -26,7 +31,7 @@ const (
 
 // AllHardeningStatuses lists every HardeningStatus.
 func AllHardeningStatuses() []HardeningStatus {
-	return []HardeningStatus{HardeningVerified, HardeningFailed, HardeningUnverified}
+	return []HardeningStatus{HardeningVerified, HardeningFailed, HardeningUnusable, HardeningUnverified}
 }
 
 // Stop is what stopped one scripted attempt of a verification.
@@ -102,8 +107,13 @@ type VerifyAttempt struct {
 	Tool string `json:"tool"`
 	// Target is the file the attempt must not create or change.
 	Target string `json:"target"`
-	// StoppedBy is what stopped it.
+	// StoppedBy is what stopped it; "" for a positive control.
 	StoppedBy Stop `json:"stopped_by"`
+	// Control marks a positive control: the agent must read a file in
+	// its cwd and answer with a token from it, and the session must
+	// complete; Passed says whether it did.
+	Control bool `json:"control,omitempty"`
+	Passed  bool `json:"passed,omitempty"`
 	// Detail is the evidence: the tool result the agent returned, the
 	// mode seen, what was found on disk, or why the attempt was not run.
 	Detail string `json:"detail"`
@@ -122,6 +132,12 @@ type Verification struct {
 	AdapterVersion string `json:"adapter_version"`
 	// Profile names the hardening profile verified ("" without one).
 	Profile string `json:"profile"`
+	// AdapterPackage, AdapterPath and Fingerprint identify the adapter
+	// the verification ran (see AgentAdapter): require_verified holds
+	// only while the installed adapter has this fingerprint.
+	AdapterPackage string `json:"adapter_package,omitempty"`
+	AdapterPath    string `json:"adapter_path,omitempty"`
+	Fingerprint    string `json:"fingerprint,omitempty"`
 	// Reason says in one line why the status is what it is.
 	Reason   string          `json:"reason"`
 	Attempts []VerifyAttempt `json:"attempts"`
@@ -140,6 +156,10 @@ type AgentHardening struct {
 	// InstalledVersion is the adapter version installed now, as the relay
 	// finds it ("" when it cannot tell).
 	InstalledVersion string `json:"installed_version"`
+	// Fingerprint is the fingerprint of the adapter the last verification
+	// ran, InstalledFingerprint that of the one installed now.
+	Fingerprint          string `json:"fingerprint,omitempty"`
+	InstalledFingerprint string `json:"installed_fingerprint,omitempty"`
 	// RequireVerified is the agent's require_verified policy: tasks are
 	// blocked (agent_not_verified) unless Current.
 	RequireVerified bool `json:"require_verified"`
@@ -147,7 +167,8 @@ type AgentHardening struct {
 	// require_verified (a Go duration, as ShortDuration writes it).
 	VerifiedWithin string `json:"verified_within"`
 	// Current reports whether the last verification passed, within
-	// VerifiedWithin, on the adapter version installed now.
+	// VerifiedWithin, on the very adapter installed now (same
+	// fingerprint).
 	Current bool `json:"current"`
 	// CurrentReason says why Current is what it is.
 	CurrentReason string `json:"current_reason"`

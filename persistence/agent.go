@@ -93,7 +93,12 @@ func (db *DB) RecordVerification(ctx context.Context, v model.Verification) erro
 	}
 	now := db.now()
 	stops := map[model.Stop]int{}
+	controls := map[bool]int{}
 	for _, a := range attempts {
+		if a.Control {
+			controls[a.Passed]++
+			continue
+		}
 		stops[a.StoppedBy]++
 	}
 	data := auditData{"agent": v.Agent, "status": string(v.Status), "verified_at": formatTime(v.At),
@@ -103,15 +108,23 @@ func (db *DB) RecordVerification(ctx context.Context, v model.Verification) erro
 			data["stopped."+string(st)] = strconv.Itoa(n)
 		}
 	}
+	if n := controls[true]; n > 0 {
+		data["control.passed"] = strconv.Itoa(n)
+	}
+	if n := controls[false]; n > 0 {
+		data["control.failed"] = strconv.Itoa(n)
+	}
 	err = db.write(ctx, func(ctx context.Context, w *writeTx) error {
 		row := agentVerificationRow{Name: v.Agent, Status: string(v.Status), VerifiedAt: formatTime(v.At),
-			AdapterVersion: v.AdapterVersion, Profile: v.Profile, Reason: v.Reason, Attempts: string(js),
+			AdapterVersion: v.AdapterVersion, AdapterPackage: v.AdapterPackage, AdapterPath: v.AdapterPath,
+			Fingerprint: v.Fingerprint, Profile: v.Profile, Reason: v.Reason, Attempts: string(js),
 			UpdatedAt: formatTime(now)}
 		if _, err := w.ExecContext(ctx, qVerificationUpsert, verificationBind.args(&row)...); err != nil {
 			return err
 		}
 		return w.audit(ctx, model.AuditEvent{At: now, Kind: "agent.verify", Actor: model.RelayAgent,
-			Data: data.set("adapter_version", v.AdapterVersion).set("profile", v.Profile).set("reason", v.Reason)})
+			Data: data.set("adapter_version", v.AdapterVersion).set("adapter_package", v.AdapterPackage).
+				set("fingerprint", v.Fingerprint).set("profile", v.Profile).set("reason", v.Reason)})
 	})
 	return wrap("record verification", err)
 }
@@ -126,6 +139,7 @@ func (db *DB) Verifications(ctx context.Context) ([]model.Verification, error) {
 	var out []model.Verification
 	for _, r := range rows {
 		v := model.Verification{Agent: r.Name, Status: model.HardeningStatus(r.Status), AdapterVersion: r.AdapterVersion,
+			AdapterPackage: r.AdapterPackage, AdapterPath: r.AdapterPath, Fingerprint: r.Fingerprint,
 			Profile: r.Profile, Reason: r.Reason}
 		var err error
 		if v.At, err = parseTime(r.VerifiedAt); err != nil {

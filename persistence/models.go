@@ -144,6 +144,9 @@ type agentVerificationRow struct {
 	Status         string `bun:"status"`
 	VerifiedAt     string `bun:"verified_at"`
 	AdapterVersion string `bun:"adapter_version"`
+	AdapterPackage string `bun:"adapter_package"`
+	AdapterPath    string `bun:"adapter_path"`
+	Fingerprint    string `bun:"fingerprint"`
 	Profile        string `bun:"profile"`
 	Reason         string `bun:"reason"`
 	Attempts       string `bun:"attempts"`

@@ -64,6 +64,7 @@ func (r taskRow) task() (model.Task, error) {
 	if t.ToolCalls, err = fromJSONArray[model.ToolCall](r.ToolCalls); err != nil {
 		return t, fmt.Errorf("task %s: tool_calls: %w", r.ID, err)
 	}
+	t.ToolFailures = model.ToolFailuresOf(t.ToolCalls)
 	if t.CreatedAt, err = parseTime(r.CreatedAt); err != nil {
 		return t, fmt.Errorf("task %s: created_at: %w", r.ID, err)
 	}

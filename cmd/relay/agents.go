@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/hai-relay/relay/cmd/relay/config"
 	"github.com/hai-relay/relay/dispatch"
@@ -39,33 +40,61 @@ func runAgents(ctx context.Context, e *env, args []string) error {
 }
 
 func agentTable(e *env, wide bool, as []model.AgentInfo) error {
-	t := newTable(e.stdout, "AGENT", "COMMAND", "CONFIGURED", "ENABLED", "WORKED_LIVE", "PROFILE", "HARDENING", "WHY")
+	t := newTable(e.stdout, "AGENT", "COMMAND", "CONFIGURED", "ENABLED", "WORKED_LIVE", "ADAPTER", "PROFILE", "HARDENING", "WHY")
 	t.wide = wide
+	var superseded []string
 	for _, a := range as {
 		why := a.WorkedLiveReason
-		if !a.Configured {
+		switch {
+		case !a.Configured:
 			why = a.ConfiguredReason
-		} else if !a.Enabled {
+		case !a.Enabled:
 			why = a.EnabledReason
-		} else if a.Hardening.RequireVerified && !a.Hardening.Current {
+		case a.Profile.Name == "" && len(a.Profile.Generations) > 0:
+			why = "tasks refused (agent_unsafe_mode): " + a.Profile.Summary
+		case a.Hardening.RequireVerified && !a.Hardening.Current:
 			why = "tasks blocked (require_verified): " + a.Hardening.CurrentReason
 		}
-		t.row(a.Name, strings.Join(a.Command, " "), yesNo(a.Configured), yesNo(a.Enabled), yesNo(a.WorkedLive), profileCell(a.Profile),
-			hardeningCell(a.Hardening), why)
+		if a.Adapter.Superseded != "" {
+			superseded = append(superseded, fmt.Sprintf("%s: %s is superseded by %s", a.Name, a.Adapter.Package, a.Adapter.Superseded))
+		}
+		t.row(a.Name, strings.Join(a.Command, " "), yesNo(a.Configured), yesNo(a.Enabled), yesNo(a.WorkedLive), adapterCell(a.Adapter),
+			profileCell(a.Profile), hardeningCell(a.Hardening), why)
 	}
 	if err := t.flush(); err != nil {
 		return err
 	}
-	fmt.Fprintln(e.stdout, "\nPROFILE is the hardening profile of delegated sessions, with the adapter versions it was verified on;")
-	fmt.Fprintln(e.stdout, "\"none\": permission requests are still denied, but the agent's own allow rules are not controlled (docs/agents.md).")
+	for _, s := range superseded {
+		fmt.Fprintln(e.stdout, "note: "+s)
+	}
+	fmt.Fprintln(e.stdout, "\nADAPTER is the package and version the agent's command resolves to (its package.json).")
+	fmt.Fprintln(e.stdout, "PROFILE is the hardening profile for that adapter generation; \"(CI)\": that exact version is verified in the relay's CI;")
+	fmt.Fprintln(e.stdout, "\"none\": permission requests are still denied, but the agent's own allow rules are not controlled;")
+	fmt.Fprintln(e.stdout, "\"refused\": no profile covers the installed adapter, and its tasks end agent_unsafe_mode (docs/agents.md).")
 	fmt.Fprintln(e.stdout, "HARDENING is the last `relay agents verify` on this machine, with the adapter version it saw;")
-	fmt.Fprintln(e.stdout, "\"(stale)\": it passed, but too long ago or on another adapter version than the one installed now.")
+	fmt.Fprintln(e.stdout, "\"(stale)\": it passed, but too long ago or on other adapter files than those installed now.")
 	return nil
 }
 
+// adapterCell is an agent's adapter in a table: "PACKAGE VERSION", the
+// path when no package.json names it, "-" when it is not installed.
+func adapterCell(a model.AgentAdapter) string {
+	switch {
+	case a.Package != "":
+		s := strings.TrimSpace(a.Package + " " + a.Version)
+		if a.Superseded != "" {
+			s += " (superseded)"
+		}
+		return s
+	case a.Path != "":
+		return a.Path
+	}
+	return "-"
+}
+
 // hardeningCell is an agent's hardening signal in a table: "verified
-// 0.23.1", "failed", "unverified", with "(stale)" when a passed
-// verification no longer holds.
+// 0.23.1", "failed", "unusable", "unverified", with "(stale)" when a
+// passed verification no longer holds.
 func hardeningCell(h model.AgentHardening) string {
 	s := string(h.Status)
 	if h.Status == model.HardeningVerified && h.AdapterVersion != "" {
@@ -77,13 +106,20 @@ func hardeningCell(h model.AgentHardening) string {
 	return s
 }
 
-// profileCell is an agent's hardening profile in a table: name@versions,
-// or "none".
+// profileCell is the hardening profile that applies to an agent's adapter
+// in a table: its name, "(CI)" when the installed version is one it was
+// verified on in CI, "refused" when no profile covers the adapter, or
+// "none".
 func profileCell(p model.AgentProfile) string {
-	if p.Name == "" {
+	switch {
+	case p.Name == "" && len(p.Generations) > 0:
+		return "refused"
+	case p.Name == "":
 		return "none"
+	case p.VerifiedInCI:
+		return p.Name + " (CI)"
 	}
-	return p.Name + "@" + strings.Join(p.VerifiedOn, ",")
+	return p.Name + " (verified on " + strings.Join(p.VerifiedOn, ",") + ")"
 }
 
 func runAgentsProbe(ctx context.Context, e *env, args []string) error {
@@ -166,7 +202,7 @@ func runAgentsVerify(ctx context.Context, e *env, args []string) error {
 			return err
 		}
 		for _, a := range as {
-			if a.Profile.Name != "" {
+			if a.Profile.Name != "" || len(a.Profile.Generations) > 0 {
 				names = append(names, a.Name)
 			}
 		}
@@ -175,10 +211,12 @@ func runAgentsVerify(ctx context.Context, e *env, args []string) error {
 	var bad []string
 	for _, name := range names {
 		fmt.Fprintf(e.stderr, "verifying %s: a scripted model on 127.0.0.1 makes it try to write, edit and run, in temporary directories…\n", name)
+		began := time.Now()
 		v, err := c.VerifyAgent(ctx, name, *timeout)
 		if err != nil {
 			return err
 		}
+		fmt.Fprintf(e.stderr, "%s: %s in %s\n", name, v.Status, time.Since(began).Round(time.Second))
 		reports = append(reports, v)
 		if v.Status != model.HardeningVerified {
 			bad = append(bad, fmt.Sprintf("%s %s", v.Agent, v.Status))
@@ -205,19 +243,30 @@ func runAgentsVerify(ctx context.Context, e *env, args []string) error {
 // verdict.
 func verifyReport(e *env, wide bool, v model.Verification) error {
 	fmt.Fprintf(e.stdout, "%s", v.Agent)
-	if v.Profile != "" {
+	adapter := strings.TrimSpace(oneLine(v.AdapterPackage, 80) + " " + oneLine(v.AdapterVersion, 40))
+	switch {
+	case v.Profile != "":
 		fmt.Fprintf(e.stdout, " (hardening profile %s", v.Profile)
-		if v.AdapterVersion != "" {
-			fmt.Fprintf(e.stdout, ", adapter %s", oneLine(v.AdapterVersion, 40))
+		if adapter != "" {
+			fmt.Fprintf(e.stdout, ", adapter %s", adapter)
 		}
 		fmt.Fprint(e.stdout, ")")
+	case adapter != "":
+		fmt.Fprintf(e.stdout, " (adapter %s)", adapter)
 	}
 	fmt.Fprintln(e.stdout)
 	if len(v.Attempts) > 0 {
 		t := newTable(e.stdout, "  MODE", "ATTEMPT", "TOOL", "STOPPED BY", "DETAIL")
 		t.wide = wide
 		for _, a := range v.Attempts {
-			t.rowMax(160, "  "+string(a.Mode), a.Name, a.Tool, a.StoppedBy.Describe(), a.Detail)
+			stop := a.StoppedBy.Describe()
+			switch {
+			case a.Control && a.Passed:
+				stop = "positive control passed"
+			case a.Control:
+				stop = "POSITIVE CONTROL FAILED"
+			}
+			t.rowMax(160, "  "+string(a.Mode), a.Name, a.Tool, stop, a.Detail)
 		}
 		if err := t.flush(); err != nil {
 			return err

@@ -22,6 +22,8 @@ package scripted
 //     planted in the cwd is not user-authored and must not add script steps.
 //   - Tools: the "name" of every entry of "tools"; an entry without a name
 //     (local_shell, web_search) is listed by its "type".
+//   - UserText also: the text of every agent_message item (Codex's
+//     sub-agents get their task so).
 //   - ToolResults: the output of every function_call_output,
 //     custom_tool_call_output and local_shell_call_output item, in order; an
 //     output that is a list of content parts is read as the join of their
@@ -107,15 +109,24 @@ func (r *responsesRequest) isReviewer() bool {
 
 // responsesItem is one input item, of any type.
 type responsesItem struct {
-	Type    string          `json:"type"`
-	Role    string          `json:"role"`
-	Content json.RawMessage `json:"content"`
-	Output  json.RawMessage `json:"output"`
+	Type    string            `json:"type"`
+	Role    string            `json:"role"`
+	Content json.RawMessage   `json:"content"`
+	Output  json.RawMessage   `json:"output"`
+	Tools   []json.RawMessage `json:"tools"` // additional_tools
 }
 
 type responsesTool struct {
-	Type string `json:"type"`
-	Name string `json:"name"`
+	Type  string            `json:"type"`
+	Name  string            `json:"name"`
+	Tools []json.RawMessage `json:"tools"` // a namespace's tools
+}
+
+// offered is how a request offers one tool: freeform (custom) or not, and
+// the namespace it is in ("" at the top level).
+type offered struct {
+	custom    bool
+	namespace string
 }
 
 var responsesSeq atomic.Int64
@@ -215,15 +226,20 @@ func (s *Server) responses(w http.ResponseWriter, r *http.Request) {
 	ev("response.completed", map[string]any{"response": response("completed", []any{item}, true)})
 }
 
-// responsesTurn reads a request into a Turn. custom holds the names of the
-// offered tools of type "custom" (freeform).
-func responsesTurn(path string, req responsesRequest) (Turn, map[string]bool, error) {
-	t := Turn{API: "responses", Path: path}
-	custom := map[string]bool{}
-	for _, raw := range req.Tools {
+// readTools adds the offered tools of list (a request's "tools", or an
+// additional_tools item's) to t and custom, a namespace's own tools each
+// under their name.
+func readTools(t *Turn, custom map[string]offered, list []json.RawMessage, namespace string) error {
+	for _, raw := range list {
 		var tool responsesTool
 		if err := json.Unmarshal(raw, &tool); err != nil {
-			return t, nil, fmt.Errorf("a tool is not an object: %v", err)
+			return fmt.Errorf("a tool is not an object: %v", err)
+		}
+		if tool.Type == "namespace" {
+			if err := readTools(t, custom, tool.Tools, tool.Name); err != nil {
+				return err
+			}
+			continue
 		}
 		name := tool.Name
 		if name == "" {
@@ -233,9 +249,21 @@ func responsesTurn(path string, req responsesRequest) (Turn, map[string]bool, er
 			continue
 		}
 		t.Tools = append(t.Tools, name)
-		if tool.Type == "custom" {
-			custom[name] = true
-		}
+		custom[name] = offered{custom: tool.Type == "custom", namespace: namespace}
+	}
+	return nil
+}
+
+// responsesTurn reads a request into a Turn. custom holds how each tool is
+// offered: freeform (type "custom") or not, and in which namespace. Codex
+// offers tools in the request's "tools" and, in code mode, in an input
+// item of type additional_tools; a namespace's tools are listed by their
+// own names.
+func responsesTurn(path string, req responsesRequest) (Turn, map[string]offered, error) {
+	t := Turn{API: "responses", Path: path}
+	custom := map[string]offered{}
+	if err := readTools(&t, custom, req.Tools, ""); err != nil {
+		return t, nil, err
 	}
 
 	if len(req.Input) == 0 {
@@ -261,9 +289,42 @@ func responsesTurn(path string, req responsesRequest) (Turn, map[string]bool, er
 			}
 		case "function_call_output", "custom_tool_call_output", "local_shell_call_output", "tool_search_output":
 			t.ToolResults = append(t.ToolResults, responsesText(it.Output))
+		case "agent_message":
+			// Codex's multi-agent mailbox: a sub-agent's task arrives so,
+			// its text in an "encrypted_content" part (plain text with a
+			// custom provider). Read as user text, so that a script can
+			// give a sub-agent a script of its own.
+			if s := agentMessageText(it.Content); s != "" {
+				t.UserText = append(t.UserText, s)
+			}
+		case "additional_tools":
+			if err := readTools(&t, custom, it.Tools, ""); err != nil {
+				return t, nil, err
+			}
 		}
 	}
 	return t, custom, nil
+}
+
+// agentMessageText reads an agent_message's text and encrypted_content
+// parts as one string.
+func agentMessageText(raw json.RawMessage) string {
+	var parts []struct {
+		Text      string `json:"text"`
+		Encrypted string `json:"encrypted_content"`
+	}
+	if json.Unmarshal(raw, &parts) != nil {
+		return ""
+	}
+	var texts []string
+	for _, p := range parts {
+		for _, t := range []string{p.Text, p.Encrypted} {
+			if t != "" {
+				texts = append(texts, t)
+			}
+		}
+	}
+	return strings.Join(texts, "\n")
 }
 
 // responsesContextPrefixes begin the parts of user messages that Codex
@@ -329,10 +390,17 @@ func responsesText(raw json.RawMessage) string {
 }
 
 // responsesOutputItem renders a reply as one output item.
-func responsesOutputItem(reply Reply, custom map[string]bool, n int64) map[string]any {
+func responsesOutputItem(reply Reply, custom map[string]offered, n int64) map[string]any {
 	if c := reply.Call; c != nil {
 		callID := fmt.Sprintf("%s_%d", c.ID, n)
-		if custom[c.Name] {
+		how := custom[c.Name]
+		item := func(m map[string]any) map[string]any {
+			if how.namespace != "" {
+				m["namespace"] = how.namespace
+			}
+			return m
+		}
+		if how.custom {
 			input := string(c.Args)
 			var args map[string]json.RawMessage
 			if err := json.Unmarshal(c.Args, &args); err == nil {
@@ -341,27 +409,27 @@ func responsesOutputItem(reply Reply, custom map[string]bool, n int64) map[strin
 					input = s
 				}
 			}
-			return map[string]any{
+			return item(map[string]any{
 				"id":      fmt.Sprintf("ctc_scripted_%d", n),
 				"type":    "custom_tool_call",
 				"status":  "completed",
 				"call_id": callID,
 				"name":    c.Name,
 				"input":   input,
-			}
+			})
 		}
 		args := string(c.Args)
 		if args == "" {
 			args = "{}"
 		}
-		return map[string]any{
+		return item(map[string]any{
 			"id":        fmt.Sprintf("fc_scripted_%d", n),
 			"type":      "function_call",
 			"status":    "completed",
 			"call_id":   callID,
 			"name":      c.Name,
 			"arguments": args,
-		}
+		})
 	}
 	return map[string]any{
 		"id":     fmt.Sprintf("msg_scripted_%d", n),

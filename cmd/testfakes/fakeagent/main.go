@@ -31,6 +31,15 @@
 //	chunks-N               stream N chunks of 10 bytes, then end_turn
 //	bytes-N                reply N bytes in chunks of 4 KiB
 //	tools-N                report N tool calls (pending → completed)
+//	tools-fail-N           report N tool calls (pending → failed)
+//	elicit                 ask the client a form elicitation (and a URL one),
+//	                       reply "elicitation:<action>,<action>"
+//	foreign                send a chunk "FOREIGN TEXT", a tool call and a
+//	                       permission request for session "sess-other",
+//	                       which the client never opened, then reply "root
+//	                       text" for its own session
+//	foreign-mode           report current_mode_update bypassPermissions for
+//	                       session "sess-other", then hang
 //	big-tool N             report a tool call whose id and title are N bytes,
 //	                       ask permission for it with an N-byte reject option id
 //	grandchild             start `sleep 300`, reply and write its pid to
@@ -70,7 +79,11 @@
 //
 // The probe prompt "Reply with the single word OK." is answered "OK".
 //
-// Initialize reports agentInfo version $FAKEAGENT_VERSION when it is set.
+// Initialize reports agentInfo version $FAKEAGENT_VERSION when it is set,
+// with the name $FAKEAGENT_NAME ("fakeagent" when unset).
+//
+// The start event carries the values of the variables $FAKEAGENT_ENVLOG
+// names (comma-separated) that are set.
 //
 // Every event (start, initialize, session/new, set_mode, prompt,
 // permission outcome, fs/terminal errors, cancel, exit) is appended as one
@@ -153,14 +166,17 @@ func (a *agent) Initialize(ctx context.Context, p acp.InitializeRequest) (acp.In
 		return acp.InitializeResponse{ProtocolVersion: 2}, nil
 	}
 	resp := acp.InitializeResponse{ProtocolVersion: acp.ProtocolVersionNumber}
-	if v := os.Getenv("FAKEAGENT_VERSION"); v != "" {
-		resp.AgentInfo = &acp.Implementation{Name: "fakeagent", Version: v}
+	if v, n := os.Getenv("FAKEAGENT_VERSION"), os.Getenv("FAKEAGENT_NAME"); v != "" || n != "" {
+		if n == "" {
+			n = "fakeagent"
+		}
+		resp.AgentInfo = &acp.Implementation{Name: n, Version: v}
 	}
 	return resp, nil
 }
 
-func (a *agent) Cancel(context.Context, acp.CancelNotification) error {
-	a.log.event("cancel", nil)
+func (a *agent) Cancel(_ context.Context, p acp.CancelNotification) error {
+	a.log.event("cancel", map[string]any{"session": p.SessionId})
 	return nil
 }
 
@@ -415,7 +431,7 @@ func (a *agent) Prompt(ctx context.Context, p acp.PromptRequest) (acp.PromptResp
 			return a.reply(ctx, sid, "permission error: "+err.Error())
 		}
 		return a.reply(ctx, sid, "big tool done")
-	case strings.HasPrefix(behaviour, "tools-"):
+	case strings.HasPrefix(behaviour, "tools-") && !strings.HasPrefix(behaviour, "tools-fail-"):
 		n, _ := strconv.Atoi(strings.TrimPrefix(behaviour, "tools-"))
 		for i := 0; i < n; i++ {
 			id := acp.ToolCallId(fmt.Sprintf("tc-%d", i))
@@ -425,6 +441,59 @@ func (a *agent) Prompt(ctx context.Context, p acp.PromptRequest) (acp.PromptResp
 				acp.WithUpdateStatus(acp.ToolCallStatusCompleted))})
 		}
 		return a.reply(ctx, sid, fmt.Sprintf("%d tools", n))
+	case strings.HasPrefix(behaviour, "tools-fail-"):
+		n, _ := strconv.Atoi(strings.TrimPrefix(behaviour, "tools-fail-"))
+		for i := 0; i < n; i++ {
+			id := acp.ToolCallId(fmt.Sprintf("tc-%d", i))
+			_ = a.conn.SessionUpdate(ctx, acp.SessionNotification{SessionId: sid, Update: acp.StartToolCall(id,
+				fmt.Sprintf("Run command %d", i), acp.WithStartKind(acp.ToolKindExecute), acp.WithStartStatus(acp.ToolCallStatusPending))})
+			_ = a.conn.SessionUpdate(ctx, acp.SessionNotification{SessionId: sid, Update: acp.UpdateToolCall(id,
+				acp.WithUpdateStatus(acp.ToolCallStatusFailed))})
+		}
+		return a.reply(ctx, sid, "bwrap: execvp codex-linux-sandbox: No such file or directory")
+	case behaviour == "elicit":
+		form, err := a.conn.UnstableCreateElicitation(ctx, acp.UnstableCreateElicitationRequest{Form: &acp.UnstableCreateElicitationForm{
+			Mode: "form", Message: "Allow writes outside the sandbox?",
+			RequestedSchema: acp.UnstableElicitationSchema{Type: "object", Properties: map[string]any{"ok": map[string]any{"type": "boolean"}}}}})
+		url, uerr := a.conn.UnstableCreateElicitation(ctx, acp.UnstableCreateElicitationRequest{Url: &acp.UnstableCreateElicitationUrl{
+			Mode: "url", ElicitationId: "el-1", Message: "Log in", Url: "https://example.invalid/login"}})
+		action := func(r acp.UnstableCreateElicitationResponse, err error) string {
+			switch {
+			case err != nil:
+				return "error"
+			case r.Accept != nil:
+				return "accept"
+			case r.Decline != nil:
+				return "decline"
+			case r.Cancel != nil:
+				return "cancel"
+			}
+			return "none"
+		}
+		a.log.event("elicitation", map[string]any{"form": action(form, err), "url": action(url, uerr)})
+		return a.reply(ctx, sid, "elicitation:"+action(form, err)+","+action(url, uerr))
+	case behaviour == "foreign":
+		other := acp.SessionId("sess-other")
+		a.say(ctx, other, "FOREIGN TEXT")
+		_ = a.conn.SessionUpdate(ctx, acp.SessionNotification{SessionId: other, Update: acp.StartToolCall("sub-1", "Write outside",
+			acp.WithStartKind(acp.ToolKindEdit), acp.WithStartStatus(acp.ToolCallStatusPending))})
+		resp, err := a.conn.RequestPermission(ctx, acp.RequestPermissionRequest{SessionId: other,
+			ToolCall: acp.ToolCallUpdate{ToolCallId: "sub-1"},
+			Options: []acp.PermissionOption{{Kind: acp.PermissionOptionKindAllowOnce, Name: "allow", OptionId: "allow"},
+				{Kind: acp.PermissionOptionKindRejectOnce, Name: "reject", OptionId: "reject"}}})
+		outcome := "error"
+		if err == nil && resp.Outcome.Selected != nil {
+			outcome = "selected:" + string(resp.Outcome.Selected.OptionId)
+		} else if err == nil {
+			outcome = "cancelled"
+		}
+		a.log.event("permission", map[string]any{"session": other, "outcome": outcome})
+		return a.reply(ctx, sid, "root text")
+	case behaviour == "foreign-mode":
+		_ = a.conn.SessionUpdate(ctx, acp.SessionNotification{SessionId: "sess-other", Update: acp.SessionUpdate{
+			CurrentModeUpdate: &acp.SessionCurrentModeUpdate{CurrentModeId: "bypassPermissions"}}})
+		<-ctx.Done()
+		return acp.PromptResponse{StopReason: acp.StopReasonCancelled}, nil
 	case behaviour == "grandchild":
 		cmd := exec.Command("sleep", "300")
 		if err := cmd.Start(); err != nil {
@@ -696,7 +765,13 @@ func main() {
 		}
 		a.log = &eventLog{f: f}
 	}
-	a.log.event("start", map[string]any{"args": os.Args[1:]})
+	env := map[string]any{}
+	for _, k := range strings.Split(os.Getenv("FAKEAGENT_ENVLOG"), ",") {
+		if v, ok := os.LookupEnv(k); ok && k != "" {
+			env[k] = v
+		}
+	}
+	a.log.event("start", map[string]any{"args": os.Args[1:], "env": env})
 	fmt.Fprintln(os.Stderr, "fakeagent: started", os.Args[1:])
 	if a.startup == "die-first" {
 		// The first of its processes to start dies before initialize, as
