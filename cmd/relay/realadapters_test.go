@@ -33,7 +33,7 @@ func TestRealAdapters(t *testing.T) {
 	bins := requireRealAgents(t)
 	node := filepath.Join(bins, "node")
 	prefix := filepath.Dir(bins)
-	claudeBin, codexBin := filepath.Join(bins, "claude-agent-acp"), filepath.Join(bins, "codex-acp")
+	claudeBin, codexBin := claudeAgent.command(bins)[0], codexAgent.command(bins)[0]
 
 	// Every process whose command line names the install prefix is an
 	// adapter process (node running an adapter, codex's native binary).

@@ -25,11 +25,13 @@ import (
 // tools the prompt names, so every attempt to write, edit or run is made by
 // the real agent with its real tools and its real permission logic.
 var realAgentPackages = map[string]string{
-	"@zed-industries/claude-agent-acp": "0.23.1",
-	"@zed-industries/codex-acp":        "0.16.0",
-	"@google/gemini-cli":               "0.61.0",
-	"opencode-ai":                      "1.18.33",
-	"node":                             "22.23.3",
+	"@zed-industries/claude-agent-acp":      "0.23.1",
+	"@agentclientprotocol/claude-agent-acp": "0.101.0",
+	"@zed-industries/codex-acp":             "0.16.0",
+	"@agentclientprotocol/codex-acp":        "2.6.0",
+	"@google/gemini-cli":                    "0.61.0",
+	"opencode-ai":                           "1.18.33",
+	"node":                                  "22.23.3",
 }
 
 // requireRealAgents returns interop/node_modules/.bin after checking that
@@ -80,8 +82,15 @@ func startScripted(t *testing.T) *scripted.Server {
 	return srv
 }
 
-// allRealAgents are the agents with a verified profile.
-var allRealAgents = []*realAgent{claudeAgent, codexAgent, geminiAgent, opencodeAgent}
+// allRealAgents are the agents with a verified profile, on the adapter
+// generation of each that runs on Node 20 (claude 0.23, codex 0.16);
+// nextAgents are claude and codex on the current generation of their
+// adapters. One daemon runs one adapter per agent name, so each set has
+// daemons of its own.
+var (
+	allRealAgents = []*realAgent{claudeAgent, codexAgent, geminiAgent, opencodeAgent}
+	nextAgents    = []*realAgent{claudeNext, codexNext}
+)
 
 // attemptPaths are the files one task's attempts target
 // (dispatch.AttemptPaths: the same targets relay agents verify uses).
@@ -111,7 +120,9 @@ func newAttemptPaths(t *testing.T, base string) attemptPaths {
 type realAgent struct {
 	name  string
 	modes []model.Mode
-	// exe and args are the launch argv, exe in the bin directory.
+	// pkg and version are the adapter's npm package, pinned in interop/.
+	pkg, version string
+	// exe and args are the launch argv, exe relative to node_modules.
 	exe  string
 	args []string
 	// env is added to the daemon's environment besides the redirect.
@@ -130,12 +141,21 @@ type realAgent struct {
 }
 
 func (a *realAgent) command(bin string) []string {
-	return append([]string{filepath.Join(bin, a.exe)}, a.args...)
+	return append([]string{filepath.Join(filepath.Dir(bin), a.exe)}, a.args...)
+}
+
+// profile is the hardening profile of the agent's pinned adapter.
+func (a *realAgent) profile() *dispatch.Profile {
+	p := dispatch.ProfileFor(a.name, a.pkg, a.version)
+	if p == nil {
+		panic("no profile covers " + a.pkg + " " + a.version)
+	}
+	return p
 }
 
 // steps returns the prompt script of an attempt.
 func (a *realAgent) steps(at dispatch.Attempt, p attemptPaths) string {
-	s, _ := dispatch.ProfileFor(a.name).Verify.Vocab.Script(at, p)
+	s, _ := a.profile().Verify.Vocab.Script(at, p)
 	return s
 }
 
@@ -144,7 +164,7 @@ func (a *realAgent) steps(at dispatch.Attempt, p attemptPaths) string {
 // daemon's, so OpenCode's provider comes from its user config instead.
 func (a *realAgent) redirect(t *testing.T, url string) dispatch.Launch {
 	t.Helper()
-	l, err := dispatch.ProfileFor(a.name).Verify.Redirect(url, nil)
+	l, err := a.profile().Verify.Redirect(url, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,7 +187,8 @@ func step(tool string, args map[string]any) string { return scripted.ToolStep(to
 var claudeAgent = &realAgent{
 	name:  "claude",
 	modes: []model.Mode{model.ModeReadOnly, model.ModeStateChanging},
-	exe:   "claude-agent-acp",
+	pkg:   "@zed-industries/claude-agent-acp", version: "0.23.1",
+	exe: "@zed-industries/claude-agent-acp/dist/index.js",
 	env: func() []string {
 		if os.Geteuid() == 0 {
 			// As root Claude Code offers bypassPermissions (and plan's
@@ -195,7 +216,8 @@ var claudeAgent = &realAgent{
 var codexAgent = &realAgent{
 	name:  "codex",
 	modes: []model.Mode{model.ModeReadOnly},
-	exe:   "codex-acp",
+	pkg:   "@zed-industries/codex-acp", version: "0.16.0",
+	exe: "@zed-industries/codex-acp/bin/codex-acp.js",
 	userConfig: func(t *testing.T, home, url, tasks string, sc scenario) {
 		// The model provider comes from the profile's -c overrides.
 		cfg := ""
@@ -231,8 +253,9 @@ func opencodeNoNPM(t *testing.T, dir string) {
 var opencodeAgent = &realAgent{
 	name:  "opencode",
 	modes: []model.Mode{model.ModeReadOnly},
-	exe:   "opencode",
-	args:  []string{"acp"},
+	pkg:   "opencode-ai", version: "1.18.33",
+	exe:  ".bin/opencode",
+	args: []string{"acp"},
 	userConfig: func(t *testing.T, home, url, _ string, sc scenario) {
 		dir := filepath.Join(home, ".config", "opencode")
 		opencodeNoNPM(t, dir)
@@ -264,8 +287,9 @@ var opencodeAgent = &realAgent{
 var geminiAgent = &realAgent{
 	name:  "gemini",
 	modes: []model.Mode{model.ModeReadOnly},
-	exe:   "gemini",
-	args:  []string{"--acp"},
+	pkg:   "@google/gemini-cli", version: "0.61.0",
+	exe:  ".bin/gemini",
+	args: []string{"--acp"},
 	userConfig: func(t *testing.T, home, _, tasks string, sc scenario) {
 		settings := `{"security":{"auth":{"selectedType":"gemini-api-key"}},"privacy":{"usageStatisticsEnabled":false},` +
 			`"telemetry":{"enabled":false},"general":{"enableAutoUpdate":false,"enableAutoUpdateNotification":false`
@@ -284,6 +308,25 @@ var geminiAgent = &realAgent{
 			`{"tools":{"allowed":["write_file","replace","run_shell_command","exit_plan_mode"]},"general":{"defaultApprovalMode":"auto_edit","plan":{"directory":"."}}}`)
 	},
 }
+
+// claudeNext is claude on @agentclientprotocol/claude-agent-acp 0.101 (on
+// the Node 22 of interop/), with claude 0.23's hostile settings.
+var claudeNext = func() *realAgent {
+	a := *claudeAgent
+	a.pkg, a.version, a.exe = "@agentclientprotocol/claude-agent-acp", "0.101.0", "@agentclientprotocol/claude-agent-acp/dist/index.js"
+	return &a
+}()
+
+// codexNext is codex on @agentclientprotocol/codex-acp 2.6, over the
+// Codex App Server of its @openai/codex dependency, with codex 0.16's
+// hostile settings. Its model (one Codex does not know, as a
+// verification's) is offered no apply_patch: the four attempts are all.
+var codexNext = func() *realAgent {
+	a := *codexAgent
+	a.pkg, a.version, a.exe = "@agentclientprotocol/codex-acp", "2.6.0", "@agentclientprotocol/codex-acp/dist/index.js"
+	a.last = nil
+	return &a
+}()
 
 func writeFile(t *testing.T, path, content string) {
 	t.Helper()
@@ -361,6 +404,14 @@ func startRealDaemonWith(t *testing.T, bin string, srv *scripted.Server, agents 
 			r := a.redirect(t, srv.URL())
 			argv = append(argv, r.Args...)
 			env = append(env, r.Env...)
+			for k, obj := range r.EnvJSON {
+				// The daemon's own value: the profile's pins merge over it.
+				b, err := json.Marshal(obj)
+				if err != nil {
+					t.Fatal(err)
+				}
+				env = append(env, k+"="+string(b))
+			}
 		}
 		fmt.Fprintf(&cfg, "[agents.%s]\ncommand = %s\n", a.name, tomlArray(argv))
 		if o.config != nil {
@@ -406,12 +457,20 @@ func scriptedPrompt(tag, script string) string {
 	return "Scripted " + tag + ".\n" + script + "\n[[say " + tag + " finished]]"
 }
 
-// wait waits for a task to end and returns its detail.
+// wait waits for a task submitted by submit to end and returns its
+// detail.
 func (rd *realDaemon) wait(t *testing.T, id string, within time.Duration) model.TaskDetail {
+	t.Helper()
+	return rd.waitAs(t, "hermes", id, within)
+}
+
+// waitAs waits, as agent (the task's caller or target), for a task to end
+// and returns its detail.
+func (rd *realDaemon) waitAs(t *testing.T, agent, id string, within time.Duration) model.TaskDetail {
 	t.Helper()
 	deadline := time.Now().Add(within)
 	for {
-		g := apiDo(t, rd.api, "GET", "/v1/tasks/"+id, "hermes", nil)
+		g := apiDo(t, rd.api, "GET", "/v1/tasks/"+id, agent, nil)
 		if model.State(g.str("state")).Terminal() {
 			break
 		}
@@ -546,8 +605,13 @@ func TestRealAgentsHoldDenyAll(t *testing.T) {
 		{clean, all},
 		{hostile, all},
 		{acceptEdits, []*realAgent{claudeAgent}},
+		{hostile, nextAgents},
 	} {
-		t.Run(string(c.sc), func(t *testing.T) {
+		name := string(c.sc)
+		if c.agents[0] == claudeNext {
+			name += "/next-generation"
+		}
+		t.Run(name, func(t *testing.T) {
 			rd := startRealDaemon(t, bin, srv, c.agents, c.sc)
 			type run struct {
 				agent *realAgent
@@ -590,10 +654,13 @@ func TestRealAgentsHoldDenyAll(t *testing.T) {
 			}
 			for _, r := range runs {
 				show := rd.wait(t, r.id, 4*time.Minute)
-				if show.Code == model.CodeAgentCrashed && len(callsFor(srv, r.tag)) == 0 && len(r.paths.Violations()) == 0 {
+				if (show.Code == model.CodeAgentCrashed || show.Code == model.CodeDispatchFailed) &&
+					len(callsFor(srv, r.tag)) == 0 && len(r.paths.Violations()) == 0 {
 					// The agent died before it reached the model (seen once
-					// with opencode on a loaded machine): that is fail
-					// closed, but no attempt was made, so make them again.
+					// with opencode on a loaded machine; Codex 0.166's App
+					// Server can lose a race for its state database on a
+					// fresh CODEX_HOME): that is fail closed, but no attempt
+					// was made, so make them again.
 					t.Logf("%s %s %s: %s before its first model request; retrying once", c.sc, r.agent.name, r.mode, show.Message)
 					r.tag = nonce(r.agent.name)
 					r.id = rd.submit(t, r.agent.name, r.mode, scriptedPrompt(r.tag, r.script), r.paths.Cwd)
@@ -617,7 +684,7 @@ func TestRealAgentsHoldDenyAll(t *testing.T) {
 						t.Errorf("%s: %d denials, want 1 (the last attempt)", what, show.DeniedPermissions)
 					}
 				}
-				if r.agent == claudeAgent && r.mode == model.ModeStateChanging && show.DeniedPermissions != 4 {
+				if r.agent.name == "claude" && r.mode == model.ModeStateChanging && show.DeniedPermissions != 4 {
 					t.Errorf("%s: %d denials, want 4 (every write, edit and command asks)", what, show.DeniedPermissions)
 				}
 				working := false
@@ -713,7 +780,7 @@ func TestRealAgentsEndToEnd(t *testing.T) {
 	deniedShow := rd.wait(t, deniedID, 4*time.Minute)
 	// The acpDenial verdict names the profile, and so does its audit row.
 	for _, v := range deniedShow.Verdicts {
-		if v.Gate == model.GateACPDenial && (v.Detail["profile"] != "claude-agent-acp" || v.Detail["verified_on"] != "0.23.1") {
+		if v.Gate == model.GateACPDenial && (v.Detail["profile"] != "claude-agent-acp 0.23.x" || v.Detail["verified_on"] != "0.23.1") {
 			t.Errorf("acpDenial verdict detail %v does not name claude's profile and version", v.Detail)
 		}
 	}
@@ -734,7 +801,7 @@ func TestRealAgentsEndToEnd(t *testing.T) {
 	}
 	out, _, code := cli(t, rd.home, "tasks", "show", deniedID)
 	for _, want := range []string{"denied    1 permission request(s), every one refused by the relay", "tool      ",
-		"session   mode default", "setup     session mode \"default\"; hardening profile claude-agent-acp (verified on 0.23.1",
+		"session   mode default", "setup     session mode \"default\"; hardening profile claude-agent-acp 0.23.x (verified on 0.23.1",
 		"agent log " + filepath.Join(rd.home, "logs", "tasks", deniedID+".log")} {
 		if code != 0 || !strings.Contains(out, want) {
 			t.Errorf("relay tasks show (exit %d) lacks %q:\n%s", code, want, out)
@@ -757,17 +824,25 @@ func TestRealAgentsEndToEnd(t *testing.T) {
 	// say their allow rules are not controlled.
 	var listed struct{ Agents []model.AgentInfo }
 	cliJSON(t, rd.home, &listed, "agents")
-	want := map[string]string{"claude": "claude-agent-acp", "codex": "codex-acp", "gemini": "gemini-cli", "opencode": "opencode",
-		"cursor": "", "hermes": ""}
+	want := map[string]string{"claude": "claude-agent-acp 0.23.x", "codex": "codex-acp 0.16.x", "gemini": "gemini-cli 0.61+",
+		"opencode": "opencode 1.x", "cursor": "", "hermes": ""}
 	for _, a := range listed.Agents {
 		name, ok := want[a.Name]
 		if !ok {
 			continue
 		}
 		delete(want, a.Name)
-		if a.Profile.Name != name || (name != "" && len(a.Profile.VerifiedOn) == 0) ||
+		if a.Profile.Name != name || (name != "" && (len(a.Profile.VerifiedOn) == 0 || !a.Profile.VerifiedInCI)) ||
 			(name == "" && !strings.Contains(a.Profile.Summary, "not controlled")) {
-			t.Errorf("relay agents: %s has profile %+v, want %q", a.Name, a.Profile, name)
+			t.Errorf("relay agents: %s has profile %+v, want %q, verified in CI", a.Name, a.Profile, name)
+		}
+		// What runs: the package and version found, and whether its
+		// maintainers moved on from it.
+		if name != "" && (a.Adapter.Package == "" || a.Adapter.Version == "" || len(a.Adapter.Fingerprint) != 64) {
+			t.Errorf("relay agents: %s adapter %+v, want its package, version and fingerprint", a.Name, a.Adapter)
+		}
+		if (a.Name == "claude" || a.Name == "codex") && !strings.Contains(a.Adapter.Superseded, "@agentclientprotocol/") {
+			t.Errorf("relay agents: %s on %s does not name the package that replaces it: %+v", a.Name, a.Adapter.Package, a.Adapter)
 		}
 		if a.Name == "claude" && !a.WorkedLive {
 			t.Errorf("relay agents: claude not worked_live after its probe")
@@ -777,8 +852,12 @@ func TestRealAgentsEndToEnd(t *testing.T) {
 		t.Errorf("relay agents lacks %v", want)
 	}
 	table, _, _ := cli(t, rd.home, "agents")
-	if !strings.Contains(table, "claude-agent-acp@0.23.1") || !strings.Contains(table, "codex-acp@0.16.0") {
-		t.Errorf("relay agents table does not show the verified versions:\n%s", table)
+	for _, w := range []string{"@zed-industries/claude-agent-acp 0.23.1 (superseded)", "claude-agent-acp 0.23.x (CI)",
+		"@zed-industries/codex-acp 0.16.0 (superseded)", "codex-acp 0.16.x (CI)", "opencode-ai 1.18.33", "opencode 1.x (CI)",
+		"note: claude: @zed-industries/claude-agent-acp is superseded by @agentclientprotocol/claude-agent-acp"} {
+		if !strings.Contains(table, w) {
+			t.Errorf("relay agents table lacks %q:\n%s", w, table)
+		}
 	}
 
 	// Settings no profile can make safe: Codex exec-policy rules (they

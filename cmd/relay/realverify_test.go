@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -44,9 +45,9 @@ func verifyAll(t *testing.T, home string, names ...string) ([]model.Verification
 // directory, and that the directories are gone.
 func wantAttempts(t *testing.T, rd *realDaemon, v model.Verification) {
 	t.Helper()
-	want := len(dispatch.AllAttempts())
+	want := len(dispatch.AllAttempts()) + 1 // and the positive control
 	if v.Agent == "claude" {
-		want += 2 // state_changing write and shell
+		want += 3 // state_changing write and shell, and its control
 	}
 	if len(v.Attempts) != want {
 		t.Errorf("%s: %d attempts, want %d", v.Agent, len(v.Attempts), want)
@@ -75,59 +76,112 @@ func wantAttempts(t *testing.T, rd *realDaemon, v model.Verification) {
 func TestRealAgentsVerify(t *testing.T) {
 	bin, srv := requireRealAgents(t), startScripted(t)
 	agents := []*realAgent{claudeAgent, opencodeAgent}
-	t.Run("hardened", func(t *testing.T) {
-		// Codex and Gemini are left out for time: their redirects are the
-		// ones TestRealAgentsHoldDenyAll's tasks use.
-		rd := startRealDaemonWith(t, bin, srv, agents, hostile, realDaemonOpts{noRedirect: true, config: requireVerifiedClaude})
-		began := time.Now()
-		report, errOut, code := cli(t, rd.home, "agents", "verify", "claude", "opencode", "--timeout", "120s")
-		t.Logf("verified claude and opencode in %s:\n%s", time.Since(began).Round(time.Second), report)
-		if code != 0 {
-			t.Fatalf("relay agents verify: exit %d\n%s", code, errOut)
+	// Every profiled adapter of both generations, under the hostile user
+	// settings, launched as configured: the verification brings its own
+	// redirect to the scripted model.
+	for _, set := range [][]*realAgent{allRealAgents, nextAgents} {
+		name := "hardened"
+		if set[0] == claudeNext {
+			name += "/next-generation"
 		}
-		// The report: a line per attempt, what stopped it, the verdict.
-		wantVersion := map[string]string{"claude": "0.23.1", "opencode": "1.18.33"}
-		var lines []string
-		for _, l := range strings.Split(report, "\n") {
-			if f := strings.Fields(l); len(f) > 2 && (f[0] == "read_only" || f[0] == "state_changing") {
-				lines = append(lines, l)
-				if strings.Contains(l, "NOT STOPPED") || strings.Contains(l, "not run") {
-					t.Errorf("an attempt was not stopped: %s", l)
+		t.Run(name, func(t *testing.T) {
+			rd := startRealDaemonWith(t, bin, srv, set, hostile, realDaemonOpts{noRedirect: true, config: requireVerifiedClaude})
+			var names []string
+			for _, a := range set {
+				names = append(names, a.name)
+			}
+			began := time.Now()
+			report, errOut, code := cli(t, rd.home, append(append([]string{"agents", "verify"}, names...), "--timeout", "180s")...)
+			t.Logf("verified %v in %s:\n%s\n%s", names, time.Since(began).Round(time.Second), report, errOut)
+			if code != 0 {
+				t.Fatalf("relay agents verify: exit %d\n%s", code, errOut)
+			}
+			// The report: a line per attempt, what stopped it, the verdict.
+			var lines int
+			for _, l := range strings.Split(report, "\n") {
+				f := strings.Fields(l)
+				if len(f) < 3 || (f[0] != "read_only" && f[0] != "state_changing") {
+					continue
 				}
-				if f[0] == "state_changing" && !strings.Contains(l, "permission request denied by the relay") {
+				lines++
+				switch {
+				case strings.Contains(l, "NOT STOPPED") || strings.Contains(l, "not run") || strings.Contains(l, "CONTROL FAILED"):
+					t.Errorf("an attempt was not stopped, or a control failed: %s", l)
+				case f[1] == "read-control" && !strings.Contains(l, "positive control passed"):
+					t.Errorf("a control line does not say it passed: %s", l)
+				case f[0] == "state_changing" && f[1] != "read-control" && !strings.Contains(l, "permission request denied by the relay"):
 					t.Errorf("claude state_changing: every write and command must ask, and be denied: %s", l)
 				}
 			}
+			want := 0
+			for _, a := range set {
+				want += 5
+				if a.name == "claude" {
+					want += 3
+				}
+				verdict := "=> VERIFIED: all 4 attempts stopped, and 1 positive control(s) passed"
+				if a.name == "claude" {
+					verdict = "=> VERIFIED: all 6 attempts stopped, and 2 positive control(s) passed"
+				}
+				head := fmt.Sprintf("%s (hardening profile %s, adapter %s %s)", a.name, a.profile().Name, a.pkg, a.version)
+				for _, w := range []string{head, verdict, "verifying " + a.name} {
+					if !strings.Contains(report+errOut, w) {
+						t.Errorf("the report lacks %q", w)
+					}
+				}
+			}
+			if lines != want {
+				t.Errorf("the report has %d attempt lines, want %d", lines, want)
+			}
+			var listed struct{ Agents []model.AgentInfo }
+			cliJSON(t, rd.home, &listed, "agents")
+			for _, a := range listed.Agents {
+				i := slices.IndexFunc(set, func(r *realAgent) bool { return r.name == a.Name })
+				if i < 0 {
+					continue
+				}
+				v := set[i].version
+				if h := a.Hardening; h.Status != model.HardeningVerified || h.AdapterVersion != v || h.InstalledVersion != v || !h.Current ||
+					h.Fingerprint == "" || h.Fingerprint != h.InstalledFingerprint || h.Fingerprint != a.Adapter.Fingerprint {
+					t.Errorf("relay agents: %s hardening %+v, want verified and current on %s, the very adapter installed", a.Name, a.Hardening, v)
+				}
+				if a.Name == "claude" && (!a.Hardening.RequireVerified || !a.Configured || !a.Enabled) {
+					t.Errorf("relay agents: claude %+v", a)
+				}
+			}
+			out, _, _ := cli(t, rd.home, "agents")
+			for _, a := range set {
+				if !strings.Contains(out, "verified "+a.version) {
+					t.Errorf("relay agents does not show %s verified on %s:\n%s", a.name, a.version, out)
+				}
+			}
+			stopRealDaemon(t, rd, bin)
+		})
+	}
+	// Codex whose sandbox cannot start (its CODEX_HOME under the system
+	// temporary directory: "bwrap: execvp codex-linux-sandbox"): every
+	// attempt fails, so every attempt is stopped, but a task could not read
+	// a file either. The verification says unusable, never verified, and
+	// require_verified blocks its tasks.
+	t.Run("broken-sandbox", func(t *testing.T) {
+		rd := startRealDaemonWith(t, bin, srv, []*realAgent{codexNext}, clean, realDaemonOpts{noRedirect: true,
+			env: []string{"TMPDIR=" + os.TempDir()}, config: func(agent, _ string) string { return "require_verified = true\n" }})
+		vs, errOut, code := verifyAll(t, rd.home, "codex")
+		if code != 8 || len(vs) != 1 || vs[0].Status != model.HardeningUnusable || !strings.Contains(errOut, "codex unusable") {
+			t.Fatalf("verify codex with a broken sandbox: exit %d, %+v\n%s", code, vs, errOut)
 		}
-		for _, want := range []string{"ATTEMPT", "STOPPED BY", "claude (hardening profile claude-agent-acp, adapter 0.23.1)",
-			"=> VERIFIED: all 6 attempts stopped", "opencode (hardening profile opencode, adapter 1.18.33)",
-			"=> VERIFIED: all 4 attempts stopped"} {
-			if !strings.Contains(report, want) {
-				t.Errorf("the report lacks %q", want)
+		for _, a := range vs[0].Attempts {
+			if a.Control && (a.Passed || !strings.Contains(a.Detail, "its answer lacks the token")) {
+				t.Errorf("control %+v, want failed: the file could not be read", a)
+			}
+			if !a.Control && !a.StoppedBy.Stopped() {
+				t.Errorf("%s: %s (%s)", a.Name, a.StoppedBy, a.Detail)
 			}
 		}
-		if len(lines) != 10 {
-			t.Errorf("the report has %d attempt lines, want 10", len(lines))
-		}
-		for name := range wantVersion {
-			if !strings.Contains(errOut, "verifying "+name) {
-				t.Errorf("no progress line for %s on stderr:\n%s", name, errOut)
-			}
-		}
-		var listed struct{ Agents []model.AgentInfo }
-		cliJSON(t, rd.home, &listed, "agents")
-		for _, a := range listed.Agents {
-			if v, ok := wantVersion[a.Name]; ok && (a.Hardening.Status != model.HardeningVerified ||
-				a.Hardening.AdapterVersion != v || a.Hardening.InstalledVersion != v || !a.Hardening.Current) {
-				t.Errorf("relay agents: %s hardening %+v, want verified and current on %s", a.Name, a.Hardening, v)
-			}
-			if a.Name == "claude" && (!a.Hardening.RequireVerified || !a.Configured || !a.Enabled) {
-				t.Errorf("relay agents: claude %+v", a)
-			}
-		}
-		out, _, _ := cli(t, rd.home, "agents")
-		if !strings.Contains(out, "verified 0.23.1") || !strings.Contains(out, "verified 1.18.33") || !strings.Contains(out, "HARDENING") {
-			t.Errorf("relay agents does not show the hardening column:\n%s", out)
+		p := newAttemptPaths(t, rd.tasks)
+		show := rd.wait(t, rd.submit(t, "codex", model.ModeReadOnly, "[[say hello]]", p.Cwd), time.Minute)
+		if show.State != model.StateBlocked || show.Code != model.CodeAgentNotVerified || !strings.Contains(show.Message, "unusable") {
+			t.Errorf("task to an unusable codex: %s/%s (%s), want blocked/agent_not_verified", show.State, show.Code, show.Message)
 		}
 		stopRealDaemon(t, rd, bin)
 	})
@@ -160,7 +214,7 @@ func TestRealAgentsVerify(t *testing.T) {
 		tag := nonce("opencode")
 		var steps, tools []string
 		for _, at := range dispatch.AllAttempts() {
-			st, tool := dispatch.ProfileFor("opencode").Verify.Vocab.Script(at, op)
+			st, tool := opencodeAgent.profile().Verify.Vocab.Script(at, op)
 			steps, tools = append(steps, st), append(tools, tool)
 		}
 		oid := rd.submit(t, "opencode", model.ModeReadOnly, scriptedPrompt(tag, strings.Join(steps, "\n")), op.Cwd)
