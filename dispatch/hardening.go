@@ -126,6 +126,14 @@ type Rule struct {
 	// environment and why (an inherited value that would break or weaken
 	// the session).
 	Unset func() (names []string, why string)
+	// KeepHome, when set, gives the agent a fresh empty HOME of its own
+	// for the session (removed when it ends), so that no shell startup
+	// file of the user's (~/.profile, ~/.bashrc), which an agent may run
+	// outside its sandbox, is found there. Each variable it names that
+	// the daemon's environment leaves unset is first pointed at the real
+	// home's directory it gives (CODEX_HOME → ".codex"), so that the
+	// agent still finds its own configuration and login.
+	KeepHome map[string]string
 	// ModeText, when set, is the prefix of agent message chunks by which
 	// the agent reports a mode change instead of current_mode_update
 	// (Gemini CLI: "[MODE_UPDATE] plan"). Such chunks update the mode and
@@ -463,7 +471,7 @@ func sameLaunch(a, b *Rule) bool {
 		return reflect.ValueOf(f).Pointer()
 	}
 	return slices.Equal(a.Env, b.Env) && slices.Equal(a.Args, b.Args) && maps.Equal(a.Files, b.Files) &&
-		reflect.DeepEqual(a.EnvJSON, b.EnvJSON) && fn(a.Unset) == fn(b.Unset)
+		reflect.DeepEqual(a.EnvJSON, b.EnvJSON) && fn(a.Unset) == fn(b.Unset) && maps.Equal(a.KeepHome, b.KeepHome)
 }
 
 // mergeJSONEnv returns the JSON object base ("" is {}) with every layer's

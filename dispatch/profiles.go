@@ -289,13 +289,20 @@ var codexACP = &Profile{
 	Verify:     codexACPVerify,
 	Rules: map[model.Mode]Rule{
 		model.ModeReadOnly: {
-			EnvJSON:        map[string]map[string]any{"CODEX_CONFIG": codexReadOnlyConfig},
-			Env:            []string{"INITIAL_AGENT_MODE=read-only", "NO_BROWSER=1", "NO_COLOR=1"},
+			EnvJSON: map[string]map[string]any{"CODEX_CONFIG": codexReadOnlyConfig},
+			Env:     []string{"INITIAL_AGENT_MODE=read-only", "NO_BROWSER=1", "NO_COLOR=1"},
+			// Codex 0.166 snapshots the user's login shell, outside the
+			// sandbox, at a session's first command (it sources ~/.profile
+			// and ~/.bashrc), and neither CODEX_CONFIG's
+			// features.shell_snapshot=false nor an App Server -c turns it
+			// off: the session gets an empty HOME of its own, its
+			// CODEX_HOME still the user's.
+			KeepHome:       map[string]string{"CODEX_HOME": ".codex"},
 			Unset:          codexACPUnset,
 			RefuseIfExists: codexRulesFiles,
 			SetMode:        "read-only",
 			AcceptModes:    []acp.SessionModeId{"read-only"},
-			Summary:        "CODEX_CONFIG pins the sandbox read-only with escalations asked of the relay and no shell snapshot; starts and stays in mode read-only; refused while exec-policy rules exist",
+			Summary:        "CODEX_CONFIG pins the sandbox read-only with escalations asked of the relay; an empty HOME of its own (no shell startup file of the user's runs); starts and stays in mode read-only; refused while exec-policy rules exist",
 		},
 	},
 }

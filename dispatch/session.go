@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"maps"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -91,6 +92,9 @@ type session struct {
 	guessed bool
 	extra   Launch // a verification's redirect, applied after the rule
 	tail    *stderrTail
+	// emptyHome is the session's own HOME (Rule.KeepHome), removed at
+	// teardown; "" without one.
+	emptyHome string
 
 	p      *proc
 	rec    *runRecordHandle // nil without a Home
@@ -238,6 +242,14 @@ func (s *session) start() error {
 		unset = append(slices.Clip(unset), s.extra.Unset...)
 	}
 	env = append(slices.Clip(env), s.jsonEnv(env)...)
+	if s.rule != nil && s.rule.KeepHome != nil {
+		homeEnv, err := s.isolatedHome(env)
+		if err != nil {
+			s.log.Printf("could not make the agent's own HOME: %v", err)
+			return fmt.Errorf("making the agent's own HOME: %w", err)
+		}
+		env = append(slices.Clip(env), homeEnv...)
+	}
 	p, err := startProc(s.d.spawner, procSpec{argv: argv, dir: s.cwd, env: env, unset: unset, stderr: s.tail, shim: s.d.o.Shim})
 	if err != nil {
 		s.log.Printf("could not start %q: %v", argv, err)
@@ -324,6 +336,39 @@ func (s *session) jsonEnv(env []string) []string {
 		out = append(out, k+"="+merged)
 	}
 	return out
+}
+
+// isolatedHome makes the session's fresh empty HOME (Rule.KeepHome) and
+// returns the variables that point the agent at it, and at its own
+// configuration in the real home.
+func (s *session) isolatedHome(env []string) ([]string, error) {
+	real, ok := envValue(env, "HOME")
+	if !ok {
+		real = os.Getenv("HOME")
+	}
+	base, err := s.d.profileDir()
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp(base, "home-")
+	if err != nil {
+		return nil, err
+	}
+	s.emptyHome = dir
+	var out []string
+	for _, k := range slices.Sorted(maps.Keys(s.rule.KeepHome)) {
+		if v, set := envValue(env, k); set && v != "" {
+			continue
+		}
+		if v := os.Getenv(k); v != "" {
+			continue
+		}
+		if real != "" {
+			out = append(out, k+"="+filepath.Join(real, s.rule.KeepHome[k]))
+		}
+	}
+	s.log.Printf("the agent's HOME is %s, empty (its own configuration: %s)", dir, strings.Join(out, " "))
+	return append(out, "HOME="+dir), nil
 }
 
 // watchdog closes the agent's stdout shortly after its leader exited, so
@@ -680,6 +725,9 @@ func (s *session) teardown() {
 	}
 	t.Stop()
 	_ = s.p.reap() // SIGKILL the group (descendants too), reap, close pipes
+	if s.emptyHome != "" {
+		_ = os.RemoveAll(s.emptyHome)
+	}
 	s.d.dropRecord(s.rec)
 	s.gate.close()
 	_ = s.p.stdout.Close()

@@ -227,7 +227,10 @@ var codexAgent = &realAgent{
 		if sc == hostile {
 			cfg += "\n[projects.\"" + tasks + "\"]\ntrust_level = \"trusted\"\n"
 			// Codex snapshots the login shell, outside its sandbox.
-			writeFile(t, filepath.Join(home, ".bashrc"), "touch "+filepath.Join(home, "bashrc-ran")+"\n")
+			// It records who sourced it: the command line of its parent.
+			for _, f := range []string{".bashrc", ".profile"} {
+				writeFile(t, filepath.Join(home, f), "ps -o args= -p $PPID | cut -c1-160 >> "+filepath.Join(home, "bashrc-ran")+"\n")
+			}
 		}
 		writeFile(t, filepath.Join(home, ".codex", "config.toml"), cfg)
 	},
@@ -719,8 +722,19 @@ func TestRealAgentsHoldDenyAll(t *testing.T) {
 					t.Errorf("%s: %d permission.denied audit rows, task says %d", what, n, show.DeniedPermissions)
 				}
 			}
-			if _, err := os.Lstat(filepath.Join(rd.agentHome, "bashrc-ran")); err == nil {
-				t.Errorf("%s: the user's .bashrc ran (Codex's shell snapshot runs it outside the sandbox)", c.sc)
+			// Codex snapshots the user's login shell outside its sandbox;
+			// its profiles keep it from finding ~/.bashrc or ~/.profile.
+			// Claude Code snapshots it too, when a state_changing session
+			// first calls Bash (0.101; docs/agents.md): the user's own files,
+			// in a session the authority marked guarded.
+			if b, err := os.ReadFile(filepath.Join(rd.agentHome, "bashrc-ran")); err == nil {
+				for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+					if strings.Contains(l, "codex") || !strings.Contains(l, "claude") {
+						t.Errorf("%s: the user's shell startup files ran, sourced by %q (a shell snapshot outside the sandbox)", c.sc, l)
+					} else {
+						t.Logf("%s: a state_changing Claude session snapshotted the user's shell: %s", c.sc, l)
+					}
+				}
 			}
 			stopRealDaemon(t, rd, bin)
 		})
