@@ -115,9 +115,9 @@ func claudeRootSandbox() ([]string, string) {
 var claudeVerify = &VerifySpec{
 	Vocab: ToolVocab{Write: "Write", Read: "Read", Edit: "Edit", Shell: "Bash",
 		Path: "file_path", Old: "old_string", New: "new_string"}, // Claude Code edits only a file it has read
-	Redirect: func(url string, _ []string) (Launch, error) {
+	Redirect: func(to ScriptedModel, _ []string) (Launch, error) {
 		return Launch{
-			Env: []string{"ANTHROPIC_BASE_URL=" + url, "ANTHROPIC_API_KEY=" + verifyKey,
+			Env: []string{"ANTHROPIC_BASE_URL=" + to.URL, "ANTHROPIC_API_KEY=" + to.Key,
 				"DISABLE_AUTOUPDATER=1", "DISABLE_TELEMETRY=1", "DISABLE_ERROR_REPORTING=1",
 				"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1"},
 			Unset: []string{"ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN", "CLAUDE_CODE_USE_BEDROCK",
@@ -197,15 +197,15 @@ func codexProvider(url string) map[string]any {
 // codex-acp 2.x passes to the App Server as its model provider.
 var codexACPVerify = &VerifySpec{
 	Vocab: codexVocab,
-	Redirect: func(url string, _ []string) (Launch, error) {
+	Redirect: func(to ScriptedModel, _ []string) (Launch, error) {
 		return Launch{
 			// A model Codex does not know: its classic function tools
 			// (exec_command), whatever model the user's config names; the
 			// sandbox that holds them is the one code mode's exec goes
 			// through as well.
 			EnvJSON: map[string]map[string]any{"CODEX_CONFIG": {"model_provider": verifyProvider, "model": verifyProvider + "-model",
-				"model_providers": map[string]any{verifyProvider: codexProvider(url)}}},
-			Env: []string{"RELAY_VERIFY_KEY=" + verifyKey},
+				"model_providers": map[string]any{verifyProvider: codexProvider(to.URL)}}},
+			Env: []string{"RELAY_VERIFY_KEY=" + to.Key},
 		}, nil
 	},
 }
@@ -214,12 +214,12 @@ var codexACPVerify = &VerifySpec{
 // outrank the user's config.toml, which stays in place) and selects it.
 var codexZedVerify = &VerifySpec{
 	Vocab: codexVocab,
-	Redirect: func(url string, _ []string) (Launch, error) {
+	Redirect: func(to ScriptedModel, _ []string) (Launch, error) {
 		return Launch{
 			Args: []string{"-c", `model_provider="` + verifyProvider + `"`,
-				"-c", `model_providers.` + verifyProvider + `={name="` + verifyProvider + `", base_url="` + url +
+				"-c", `model_providers.` + verifyProvider + `={name="` + verifyProvider + `", base_url="` + to.URL +
 					`/v1", env_key="RELAY_VERIFY_KEY", wire_api="responses"}`},
-			Env: []string{"RELAY_VERIFY_KEY=" + verifyKey},
+			Env: []string{"RELAY_VERIFY_KEY=" + to.Key},
 		}, nil
 	},
 }
@@ -332,9 +332,9 @@ priority = 200
 var geminiVerify = &VerifySpec{
 	Vocab: ToolVocab{Write: "write_file", Edit: "replace", Shell: "run_shell_command", Reader: "read_file",
 		Path: "file_path", Old: "old_string", New: "new_string", EditExtra: map[string]any{"instruction": "change it"}},
-	Redirect: func(url string, _ []string) (Launch, error) {
+	Redirect: func(to ScriptedModel, _ []string) (Launch, error) {
 		return Launch{
-			Env: []string{"GOOGLE_GEMINI_BASE_URL=" + url, "GEMINI_API_KEY=" + verifyKey},
+			Env: []string{"GOOGLE_GEMINI_BASE_URL=" + to.URL, "GEMINI_API_KEY=" + to.Key},
 			Unset: []string{"GOOGLE_API_KEY", "GOOGLE_GENAI_USE_VERTEXAI", "GOOGLE_GENAI_USE_GCA",
 				"GOOGLE_CLOUD_ACCESS_TOKEN"},
 		}, nil
@@ -452,11 +452,11 @@ const opencodeConfig = `{"permission":` + opencodePermissions + `,"agent":{` +
 var opencodeVerify = &VerifySpec{
 	Vocab: ToolVocab{Write: "write", Read: "read", Edit: "edit", Shell: "bash",
 		Path: "filePath", Old: "oldString", New: "newString"},
-	Redirect: func(url string, ruleEnv []string) (Launch, error) {
+	Redirect: func(to ScriptedModel, ruleEnv []string) (Launch, error) {
 		content, _ := envValue(ruleEnv, "OPENCODE_CONFIG_CONTENT")
 		provider := map[string]any{verifyProvider: map[string]any{
 			"npm": "@ai-sdk/openai-compatible", "name": "HAI-Relay verification",
-			"options": map[string]any{"baseURL": url + "/v1", "apiKey": verifyKey},
+			"options": map[string]any{"baseURL": to.URL + "/v1", "apiKey": to.Key},
 			"models":  map[string]any{"m": map[string]any{"name": "scripted", "tool_call": true}},
 		}}
 		merged, err := addJSONKeys(content, []string{"provider", "model", "small_model"},

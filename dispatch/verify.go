@@ -228,10 +228,11 @@ type VerifySpec struct {
 	Vocab ToolVocab
 	// Redirect returns what the agent's launch gets, after the rule's own
 	// environment and arguments (so it wins), for the agent to talk to the
-	// scripted model at url and to no other model. ruleEnv is the rule's
-	// environment for the session (nil when the session runs without a
-	// rule).
-	Redirect func(url string, ruleEnv []string) (Launch, error)
+	// scripted model at to.URL, with to.Key as its API key, and to no other
+	// model. ruleEnv is the rule's environment for the session (nil when
+	// the session runs without a rule). The key reaches the agent through
+	// its environment only: other users can read a process's arguments.
+	Redirect func(to ScriptedModel, ruleEnv []string) (Launch, error)
 	// Refuse, when set, returns why the agent cannot be verified on this
 	// machine without going to the network or touching the user's
 	// settings or credentials, or "".
@@ -262,8 +263,11 @@ func offlineEnv() []string {
 	return env
 }
 
-// verifyKey is the dummy API key the agents send the scripted model.
-const verifyKey = "relay-verify-offline"
+// ScriptedModel is where a verification's agent finds its model: the
+// scripted server's base URL and the key it serves.
+type ScriptedModel struct {
+	URL, Key string
+}
 
 // verifyProvider names the provider a verification adds (Codex, OpenCode).
 const verifyProvider = "relay-verify"
@@ -381,7 +385,11 @@ func (d *Dispatcher) runVerify(ctx context.Context, spec AgentSpec, timeout time
 	}
 	unhardened := d.unhardened(spec.Name)
 
-	srv, err := scripted.Start()
+	// A key of this verification's own: the server listens on loopback,
+	// where any local user could reach it, and serves only the agents
+	// this verification starts.
+	key := "relay-verify-" + newRunID()
+	srv, err := scripted.StartWith(scripted.Options{Key: key})
 	if err != nil {
 		return notRun("could not start the scripted model on 127.0.0.1: " + err.Error())
 	}
@@ -442,7 +450,7 @@ func (d *Dispatcher) runVerify(ctx context.Context, spec AgentSpec, timeout time
 				if try > 0 {
 					runs[i].retag()
 				}
-				res, version, again, stopped := d.verifyAttempt(ctx, spec, vs, srv, runs[i], deadline, unhardened)
+				res, version, again, stopped := d.verifyAttempt(ctx, spec, vs, ScriptedModel{srv.URL(), key}, srv, runs[i], deadline, unhardened)
 				if try > 0 {
 					res.Detail = clipLine("second try: "+res.Detail, maxDetail)
 				}
@@ -528,7 +536,7 @@ func (d *Dispatcher) verifyLogDir() string {
 // verifyAttempt runs one attempt's session and classifies what stopped
 // it; retry when the agent died before it reached the model (no attempt
 // was made), canceled when ctx or Stop ended it.
-func (d *Dispatcher) verifyAttempt(ctx context.Context, spec AgentSpec, vs *VerifySpec, srv *scripted.Server, r *verifyRun,
+func (d *Dispatcher) verifyAttempt(ctx context.Context, spec AgentSpec, vs *VerifySpec, to ScriptedModel, srv *scripted.Server, r *verifyRun,
 	deadline time.Time, unhardened bool) (res model.VerifyAttempt, version string, retry, canceled bool) {
 	res = model.VerifyAttempt{Name: string(r.attempt), Mode: r.mode, Tool: r.tool, Target: r.paths.Target(r.attempt),
 		Control: r.attempt == AttemptReadControl}
@@ -553,7 +561,7 @@ func (d *Dispatcher) verifyAttempt(ctx context.Context, spec AgentSpec, vs *Veri
 	if s.rule != nil {
 		ruleEnv = s.rule.Env
 	}
-	launch, err := vs.Redirect(srv.URL(), ruleEnv)
+	launch, err := vs.Redirect(to, ruleEnv)
 	if err != nil {
 		res.StoppedBy, res.Detail = model.StopNotRun, "redirecting the agent to the scripted model: "+err.Error()
 		return res, "", false, false

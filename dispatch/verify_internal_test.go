@@ -21,7 +21,7 @@ import (
 func TestOpencodeRedirectKeepsTheProfileConfig(t *testing.T) {
 	t.Parallel()
 	rule := opencodeProfile.Rules[model.ModeReadOnly].withNonce("relay-n0nce")
-	launch, err := opencodeVerify.Redirect("http://127.0.0.1:4242", rule.Env)
+	launch, err := opencodeVerify.Redirect(ScriptedModel{"http://127.0.0.1:4242", testKey}, rule.Env)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +61,7 @@ func TestOpencodeRedirectKeepsTheProfileConfig(t *testing.T) {
 	}
 
 	// Without a rule (the test-only unhardened switch) the provider alone.
-	bare, err := opencodeVerify.Redirect("http://127.0.0.1:1", nil)
+	bare, err := opencodeVerify.Redirect(ScriptedModel{"http://127.0.0.1:1", testKey}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +69,7 @@ func TestOpencodeRedirectKeepsTheProfileConfig(t *testing.T) {
 		t.Errorf("config without a rule: %s", v)
 	}
 	// A config that already names a provider is not silently overridden.
-	if _, err := opencodeVerify.Redirect("http://x", []string{`OPENCODE_CONFIG_CONTENT={"model":"theirs/m"}`}); err == nil {
+	if _, err := opencodeVerify.Redirect(ScriptedModel{"http://x", testKey}, []string{`OPENCODE_CONFIG_CONTENT={"model":"theirs/m"}`}); err == nil {
 		t.Error("a config that already sets model was merged")
 	}
 	if _, err := addJSONKeys("[1]", []string{"a"}, []any{1}); err == nil {
@@ -79,18 +79,21 @@ func TestOpencodeRedirectKeepsTheProfileConfig(t *testing.T) {
 
 // Each profile's redirect names the scripted model and leaves no other way
 // out that the relay knows of.
+// testKey stands for a verification's own key.
+const testKey = "relay-verify-test-key"
+
 func TestRedirectsPointAtTheScriptedModel(t *testing.T) {
 	t.Parallel()
 	const url = "http://127.0.0.1:4242"
 	for p, want := range map[*Profile][]string{
-		claudeZed: {"ANTHROPIC_BASE_URL=" + url, "ANTHROPIC_API_KEY=" + verifyKey, "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1"},
-		claudeACP: {"ANTHROPIC_BASE_URL=" + url, "ANTHROPIC_API_KEY=" + verifyKey, "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1"},
-		codexZed:  {`model_provider="relay-verify"`, `base_url="` + url + `/v1"`, `wire_api="responses"`, "RELAY_VERIFY_KEY=" + verifyKey},
-		codexACP: {`"model_provider":"relay-verify"`, `"base_url":"` + url + `/v1"`, `"wire_api":"responses"`, "RELAY_VERIFY_KEY=" + verifyKey,
+		claudeZed: {"ANTHROPIC_BASE_URL=" + url, "ANTHROPIC_API_KEY=" + testKey, "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1"},
+		claudeACP: {"ANTHROPIC_BASE_URL=" + url, "ANTHROPIC_API_KEY=" + testKey, "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1"},
+		codexZed:  {`model_provider="relay-verify"`, `base_url="` + url + `/v1"`, `wire_api="responses"`, "RELAY_VERIFY_KEY=" + testKey},
+		codexACP: {`"model_provider":"relay-verify"`, `"base_url":"` + url + `/v1"`, `"wire_api":"responses"`, "RELAY_VERIFY_KEY=" + testKey,
 			`"model":"relay-verify-model"`},
-		geminiProfile: {"GOOGLE_GEMINI_BASE_URL=" + url, "GEMINI_API_KEY=" + verifyKey},
+		geminiProfile: {"GOOGLE_GEMINI_BASE_URL=" + url, "GEMINI_API_KEY=" + testKey},
 	} {
-		l, err := p.Verify.Redirect(url, p.Rules[model.ModeReadOnly].Env)
+		l, err := p.Verify.Redirect(ScriptedModel{url, testKey}, p.Rules[model.ModeReadOnly].Env)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -102,7 +105,7 @@ func TestRedirectsPointAtTheScriptedModel(t *testing.T) {
 			}
 		}
 	}
-	claude, _ := claudeVerify.Redirect(url, nil)
+	claude, _ := claudeVerify.Redirect(ScriptedModel{url, testKey}, nil)
 	for _, v := range []string{"ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_USE_BEDROCK", "CLAUDE_CODE_USE_VERTEX"} {
 		if !slices.Contains(claude.Unset, v) {
 			t.Errorf("claude's redirect keeps %s", v)

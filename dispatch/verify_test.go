@@ -31,8 +31,8 @@ func verifyProfile(policy, tools string, refuse string) *dispatch.Profile {
 	}
 	vs := &dispatch.VerifySpec{
 		Vocab: dispatch.ToolVocab{Write: "write", Read: "read", Edit: "edit", Shell: "shell", Path: "path", Old: "old", New: "new"},
-		Redirect: func(url string, ruleEnv []string) (dispatch.Launch, error) {
-			env := []string{"FAKEAGENT_MODEL=" + url}
+		Redirect: func(to dispatch.ScriptedModel, ruleEnv []string) (dispatch.Launch, error) {
+			env := []string{"FAKEAGENT_MODEL=" + to.URL, "FAKEAGENT_MODEL_KEY=" + to.Key}
 			if tools != "" {
 				env = append(env, "FAKEAGENT_TOOLS="+tools)
 			}

@@ -164,7 +164,7 @@ func (a *realAgent) steps(at dispatch.Attempt, p attemptPaths) string {
 // daemon's, so OpenCode's provider comes from its user config instead.
 func (a *realAgent) redirect(t *testing.T, url string) dispatch.Launch {
 	t.Helper()
-	l, err := a.profile().Verify.Redirect(url, nil)
+	l, err := a.profile().Verify.Redirect(dispatch.ScriptedModel{URL: url, Key: "relay-test-key"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,15 +20,23 @@
 //
 // Every request is recorded (Requests) so a test can see what the agent
 // offered the model.
+//
+// StartWith(Options{Key: …}) serves only requests that carry the key (as
+// the API key of whichever API they speak): the server listens on
+// loopback, where every local user can reach it, and a verification gives
+// the key to the agent it runs and to nobody else. Request bodies and what
+// is recorded are bounded in bytes either way.
 package scripted
 
 import (
+	"crypto/subtle"
 	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
 	"strings"
 	"sync"
+	"time"
 	"unicode/utf8"
 )
 
@@ -179,24 +187,105 @@ func clip(s string, n int) string {
 type Server struct {
 	ln  net.Listener
 	srv *http.Server
+	o   Options
 
-	mu   sync.Mutex
-	reqs []Request
-	errs []string
+	mu      sync.Mutex
+	reqs    []Request
+	dropped int // requests not recorded (beyond MaxRecorded)
+	errs    []string
+	refused int // requests refused for a missing or wrong key
 }
 
-// Start listens on 127.0.0.1 on a free port and serves every API.
-func Start() (*Server, error) {
+// Options bound a server.
+type Options struct {
+	// Key, when set, is the API key every request must carry: an
+	// x-api-key or x-goog-api-key header, an Authorization bearer token,
+	// or a key query parameter. Others are refused (401) before their
+	// body is read. Empty: any key, or none, is served (tests).
+	Key string
+	// MaxBody bounds a request body (DefaultMaxBody when zero); a larger
+	// one is refused (413).
+	MaxBody int64
+	// MaxRecorded bounds the requests kept for Requests
+	// (DefaultMaxRecorded when zero); later ones are answered but not
+	// kept. Each kept text is clipped to MaxRecordedText bytes.
+	MaxRecorded int
+}
+
+// Bounds of a server, by default.
+const (
+	DefaultMaxBody     = 32 << 20
+	DefaultMaxRecorded = 4096
+	// MaxRecordedText bounds each user text and tool result a recorded
+	// request keeps.
+	MaxRecordedText = 64 << 10
+)
+
+// Start listens on 127.0.0.1 on a free port and serves every API to any
+// caller.
+func Start() (*Server, error) { return StartWith(Options{}) }
+
+// StartWith listens on 127.0.0.1 on a free port and serves every API
+// within o.
+func StartWith(o Options) (*Server, error) {
+	if o.MaxBody <= 0 {
+		o.MaxBody = DefaultMaxBody
+	}
+	if o.MaxRecorded <= 0 {
+		o.MaxRecorded = DefaultMaxRecorded
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{ln: ln}
+	s := &Server{ln: ln, o: o}
 	mux := http.NewServeMux()
 	s.routes(mux)
-	s.srv = &http.Server{Handler: mux}
+	s.srv = &http.Server{Handler: s.guard(mux), ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: 64 << 10}
 	go func() { _ = s.srv.Serve(ln) }()
 	return s, nil
+}
+
+// guard refuses a request without the key, before its body is read, and
+// bounds the body of the others.
+func (s *Server) guard(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s.o.Key != "" && r.Method != http.MethodHead && !s.keyed(r) {
+			s.mu.Lock()
+			s.refused++
+			s.mu.Unlock()
+			w.Header().Set("Connection", "close")
+			http.Error(w, "the scripted model server serves only the verification it was started for", http.StatusUnauthorized)
+			return
+		}
+		if r.ContentLength > s.o.MaxBody {
+			http.Error(w, "request body too large", http.StatusRequestEntityTooLarge)
+			return
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, s.o.MaxBody)
+		next.ServeHTTP(w, r)
+	})
+}
+
+// keyed reports whether r carries the server's key, in any of the places
+// the APIs put one.
+func (s *Server) keyed(r *http.Request) bool {
+	want := []byte(s.o.Key)
+	auth, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	for _, got := range []string{r.Header.Get("X-Api-Key"), r.Header.Get("X-Goog-Api-Key"), auth, r.URL.Query().Get("key")} {
+		if got != "" && subtle.ConstantTimeCompare([]byte(got), want) == 1 {
+			return true
+		}
+	}
+	return false
+}
+
+// Refused returns how many requests were refused for a missing or wrong
+// key.
+func (s *Server) Refused() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.refused
 }
 
 // URL is the server's base URL, http://127.0.0.1:PORT, without a path.
@@ -219,20 +308,41 @@ func (s *Server) Errors() []string {
 	return append([]string(nil), s.errs...)
 }
 
-// answer decides and records a turn.
+// answer decides and records a turn, within MaxRecorded.
 func (s *Server) answer(t Turn) Reply {
 	r := Decide(t)
+	kept := t
+	kept.UserText = clipAll(t.UserText)
+	kept.ToolResults = clipAll(t.ToolResults)
 	s.mu.Lock()
-	s.reqs = append(s.reqs, Request{Turn: t, Reply: r})
+	if len(s.reqs) < s.o.MaxRecorded {
+		s.reqs = append(s.reqs, Request{Turn: kept, Reply: r})
+	} else {
+		s.dropped++
+	}
 	s.mu.Unlock()
 	return r
+}
+
+// clipAll clips every text to MaxRecordedText bytes.
+func clipAll(texts []string) []string {
+	if texts == nil {
+		return nil
+	}
+	out := make([]string, len(texts))
+	for i, t := range texts {
+		out[i] = clip(t, MaxRecordedText)
+	}
+	return out
 }
 
 // fail records and answers a request the server does not understand.
 func (s *Server) fail(w http.ResponseWriter, r *http.Request, status int, format string, args ...any) {
 	msg := fmt.Sprintf(format, args...)
 	s.mu.Lock()
-	s.errs = append(s.errs, r.Method+" "+r.URL.Path+": "+msg)
+	if len(s.errs) < s.o.MaxRecorded {
+		s.errs = append(s.errs, clip(r.Method+" "+r.URL.Path+": "+msg, 1024))
+	}
 	s.mu.Unlock()
 	http.Error(w, msg, status)
 }

@@ -56,7 +56,7 @@
 //	auth-prompt            answer session/prompt with auth_required
 //
 // When $FAKEAGENT_MODEL is set (a chat-completions base URL, the relay's
-// scripted model), every prompt is instead a turn driven by that model
+// scripted model; $FAKEAGENT_MODEL_KEY its key), every prompt is instead a turn driven by that model
 // (modelTurn): the agent offers it tools, runs what it calls under
 // $FAKEAGENT_POLICY and ends with its text.
 //
@@ -636,6 +636,7 @@ func (a *agent) modelTurn(ctx context.Context, sid acp.SessionId, url, prompt st
 		body, _ := json.Marshal(map[string]any{"model": "m", "messages": msgs, "tools": offered})
 		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url+"/v1/chat/completions", bytes.NewReader(body))
 		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", "Bearer "+os.Getenv("FAKEAGENT_MODEL_KEY"))
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			return acp.PromptResponse{}, err
