@@ -117,6 +117,11 @@ type Rule struct {
 	// pattern starting with "{cwd}/" is tried in the task's cwd and in
 	// every directory above it.
 	RefuseIfExists []string
+	// Masks hide paths from the agent, in a mount namespace of its own,
+	// race-free (mask.go): directories where code or rules the agent
+	// would load could be planted at any moment, the check before the
+	// start notwithstanding.
+	Masks []Mask
 	// Preapprove, when set, returns session/new's _meta with the tools of
 	// the MCP servers the relay passes (from config, for state_changing
 	// tasks) pre-approved: they are the guarded way to change state, and
@@ -471,6 +476,7 @@ func sameLaunch(a, b *Rule) bool {
 		return reflect.ValueOf(f).Pointer()
 	}
 	return slices.Equal(a.Env, b.Env) && slices.Equal(a.Args, b.Args) && maps.Equal(a.Files, b.Files) &&
+		reflect.DeepEqual(a.Masks, b.Masks) &&
 		reflect.DeepEqual(a.EnvJSON, b.EnvJSON) && fn(a.Unset) == fn(b.Unset) && maps.Equal(a.KeepHome, b.KeepHome)
 }
 

@@ -224,9 +224,11 @@ var codexZedVerify = &VerifySpec{
 	},
 }
 
-// codexRulesFiles are Codex's exec-policy rules: they run the commands
-// they allow outside the sandbox, and no override turns them off.
-var codexRulesFiles = []string{"$CODEX_HOME/rules/*.rules", "~/.codex/rules/*.rules"}
+// codexRulesMasks hide Codex's exec-policy rules: they run the commands
+// they allow outside the sandbox, and no override turns them off. The
+// user's CODEX_HOME can be written by any process of theirs, so a check
+// before the start would be a race: the directory is masked instead.
+var codexRulesMasks = []Mask{{Dir: "$CODEX_HOME", Names: []string{"rules"}}, {Dir: "~/.codex", Names: []string{"rules"}}}
 
 // codexZed is @zed-industries/codex-acp 0.16.x, a Rust adapter that
 // reports itself as codex-acp (its Node launcher runs the native binary
@@ -248,11 +250,11 @@ var codexZed = &Profile{
 			// runs the user's .bashrc outside the sandbox).
 			Args: []string{"-c", `sandbox_mode="read-only"`, "-c", `approval_policy="on-request"`,
 				"-c", `approvals_reviewer="user"`, "-c", "features.shell_snapshot=false"},
-			Env:            []string{"NO_COLOR=1"},
-			RefuseIfExists: codexRulesFiles,
-			SetMode:        "read-only",
-			AcceptModes:    []acp.SessionModeId{"read-only"},
-			Summary:        "sandbox read-only with escalations asked of the relay (-c overrides), no shell snapshot, mode read-only; refused while exec-policy rules exist",
+			Env:         []string{"NO_COLOR=1"},
+			Masks:       codexRulesMasks,
+			SetMode:     "read-only",
+			AcceptModes: []acp.SessionModeId{"read-only"},
+			Summary:     "sandbox read-only with escalations asked of the relay (-c overrides), no shell snapshot, exec-policy rules masked, mode read-only",
 		},
 	},
 }
@@ -297,12 +299,12 @@ var codexACP = &Profile{
 			// features.shell_snapshot=false nor an App Server -c turns it
 			// off: the session gets an empty HOME of its own, its
 			// CODEX_HOME still the user's.
-			KeepHome:       map[string]string{"CODEX_HOME": ".codex"},
-			Unset:          codexACPUnset,
-			RefuseIfExists: codexRulesFiles,
-			SetMode:        "read-only",
-			AcceptModes:    []acp.SessionModeId{"read-only"},
-			Summary:        "CODEX_CONFIG pins the sandbox read-only with escalations asked of the relay; an empty HOME of its own (no shell startup file of the user's runs); starts and stays in mode read-only; refused while exec-policy rules exist",
+			KeepHome:    map[string]string{"CODEX_HOME": ".codex"},
+			Unset:       codexACPUnset,
+			Masks:       codexRulesMasks,
+			SetMode:     "read-only",
+			AcceptModes: []acp.SessionModeId{"read-only"},
+			Summary:     "CODEX_CONFIG pins the sandbox read-only with escalations asked of the relay; an empty HOME of its own (no shell startup file of the user's runs); exec-policy rules masked; starts and stays in mode read-only",
 		},
 	},
 }
@@ -484,10 +486,15 @@ var opencodeProfile = &Profile{
 			Env: []string{"OPENCODE_CONFIG_CONTENT=" + opencodeConfig, "OPENCODE_DISABLE_PROJECT_CONFIG=1",
 				"OPENCODE_DISABLE_AUTOUPDATE=1"},
 			Options: []OptionPin{{ID: "mode", Value: nonceMark}},
-			// Plugins in a .opencode directory of the cwd or above are
-			// loaded, and run, whatever the configuration says.
-			RefuseIfExists: []string{"{cwd}/.opencode/plugin/*", "{cwd}/.opencode/plugins/*"},
-			Summary:        "inline config denying every write, command, fetch and subagent for every agent; project config off; a per-session read-only agent (config option mode); refused when the cwd carries .opencode plugins",
+			// Plugins in a .opencode directory of the cwd or above, or in
+			// the global config directory, are loaded, and run, whatever
+			// the configuration says (OpenCode globs {plugin,plugins}/*.{ts,js}
+			// in every config directory it finds; OPENCODE_PURE and
+			// OPENCODE_DISABLE_PROJECT_CONFIG do not skip them): hidden.
+			Masks: []Mask{{Dir: "{cwd}", Names: []string{".opencode", "opencode.json", "opencode.jsonc"}},
+				{Dir: "$XDG_CONFIG_HOME/opencode", Names: []string{"plugin", "plugins"}},
+				{Dir: "~/.config/opencode", Names: []string{"plugin", "plugins"}}},
+			Summary: "inline config denying every write, command, fetch and subagent for every agent; project config off and .opencode, opencode.json and plugins masked; a per-session read-only agent (config option mode)",
 		},
 	},
 }

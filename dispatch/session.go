@@ -236,6 +236,13 @@ func (s *session) start() error {
 			return fmt.Errorf("writing the hardening profile's files: %w", err)
 		}
 	}
+	if s.rule != nil && len(s.rule.Masks) > 0 {
+		var err error
+		if argv, err = s.masked(argv); err != nil {
+			s.log.Printf("could not mask the profile's paths: %v", err)
+			return fmt.Errorf("masking the profile's paths: %w", err)
+		}
+	}
 	if s.extra.set() {
 		env = append(slices.Clip(env), s.extra.Env...)
 		argv = append(slices.Clip(argv), s.extra.Args...)
@@ -336,6 +343,36 @@ func (s *session) jsonEnv(env []string) []string {
 		out = append(out, k+"="+merged)
 	}
 	return out
+}
+
+// masked returns argv run under bubblewrap with the rule's masks.
+func (s *session) masked(argv []string) ([]string, error) {
+	base, err := s.d.profileDir()
+	if err != nil {
+		return nil, err
+	}
+	empty := filepath.Join(base, "empty")
+	if err := os.MkdirAll(empty, 0o500); err != nil {
+		return nil, err
+	}
+	prefix, err := maskArgv(s.rule.Masks, s.cwd, empty)
+	if err != nil {
+		return nil, err
+	}
+	s.log.Printf("masked for the agent, in a mount namespace of its own: %s", describeMasks(s.rule.Masks))
+	return append(append(prefix, "--"), argv...), nil
+}
+
+func describeMasks(ms []Mask) string {
+	var parts []string
+	for _, m := range ms {
+		where := m.Dir
+		if where == "{cwd}" {
+			where = "the cwd and every directory above it"
+		}
+		parts = append(parts, strings.Join(m.Names, ", ")+" in "+where)
+	}
+	return strings.Join(parts, "; ")
 }
 
 // isolatedHome makes the session's fresh empty HOME (Rule.KeepHome) and

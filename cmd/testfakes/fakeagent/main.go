@@ -32,6 +32,8 @@
 //	bytes-N                reply N bytes in chunks of 4 KiB
 //	tools-N                report N tool calls (pending → completed)
 //	tools-fail-N           report N tool calls (pending → failed)
+//	stat GATE PATH...      once GATE exists, reply "PATH=exists" or
+//	                       "PATH=missing" for each
 //	elicit                 ask the client a form elicitation (and a URL one),
 //	                       reply "elicitation:<action>,<action>"
 //	foreign                send a chunk "FOREIGN TEXT", a tool call and a
@@ -451,6 +453,24 @@ func (a *agent) Prompt(ctx context.Context, p acp.PromptRequest) (acp.PromptResp
 				acp.WithUpdateStatus(acp.ToolCallStatusFailed))})
 		}
 		return a.reply(ctx, sid, "bwrap: execvp codex-linux-sandbox: No such file or directory")
+	case behaviour == "stat":
+		// stat GATE PATH...: once GATE exists (at most 10 s), "PATH=exists"
+		// or "PATH=missing" for each, as the agent's process sees its
+		// filesystem.
+		for end := time.Now().Add(10 * time.Second); len(words) > 1 && time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+			if _, err := os.Lstat(words[1]); err == nil {
+				break
+			}
+		}
+		var seen []string
+		for _, p := range words[min(2, len(words)):] {
+			state := "missing"
+			if _, err := os.Lstat(p); err == nil {
+				state = "exists"
+			}
+			seen = append(seen, p+"="+state)
+		}
+		return a.reply(ctx, sid, strings.Join(seen, " "))
 	case behaviour == "elicit":
 		form, err := a.conn.UnstableCreateElicitation(ctx, acp.UnstableCreateElicitationRequest{Form: &acp.UnstableCreateElicitationForm{
 			Mode: "form", Message: "Allow writes outside the sandbox?",
