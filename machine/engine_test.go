@@ -287,7 +287,8 @@ func TestStartedOnlyFromAuthorized(t *testing.T) {
 
 func TestDispatchLimitHoldsTasksInSubmitted(t *testing.T) {
 	t.Parallel()
-	r := newRig(t, machine.Options{Authority: &allowAuthority{}, MaxDispatch: 2})
+	// One caller's tasks, allowed every slot: the global limit alone.
+	r := newRig(t, machine.Options{Authority: &allowAuthority{}, MaxDispatch: 2, MaxDispatchPerCaller: 2})
 	ctx := context.Background()
 	var tasks []model.Task
 	for i := 0; i < 5; i++ {

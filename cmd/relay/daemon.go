@@ -198,7 +198,8 @@ func (d *daemon) run(ctx context.Context) (err error) {
 	eng := machine.New(machine.Options{
 		Store: db, Dispatcher: disp, Registry: registry,
 		Authority:   authority,
-		MaxDispatch: cfg.Limits.MaxDispatch, MaxPromptBytes: cfg.Limits.MessageBytes,
+		MaxDispatch: cfg.Limits.MaxDispatch, MaxDispatchPerCaller: cfg.Limits.DispatchPerCaller(),
+		MaxPromptBytes:  cfg.Limits.MessageBytes,
 		NotifySubmitter: true, Logger: d.log,
 	})
 	svc := service.New(service.Options{

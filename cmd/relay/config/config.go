@@ -137,6 +137,28 @@ type LimitsConfig struct {
 	// MaxDispatch is how many tasks may run at once (key max_dispatch,
 	// default DefaultMaxDispatch); more wait in submitted.
 	MaxDispatch int
+	// MaxDispatchPerCaller is how many of those one caller's tasks may
+	// hold at once (key max_dispatch_per_caller, at most MaxDispatch);
+	// zero means the default, DefaultMaxDispatchPerCaller(MaxDispatch):
+	// all slots but one, so that one caller never holds every slot. A
+	// caller's further tasks wait in submitted while other callers' tasks
+	// are served.
+	MaxDispatchPerCaller int
+}
+
+// DispatchPerCaller is the share of the dispatch slots one caller may
+// hold: MaxDispatchPerCaller, or its default.
+func (l LimitsConfig) DispatchPerCaller() int {
+	if l.MaxDispatchPerCaller > 0 {
+		return l.MaxDispatchPerCaller
+	}
+	return DefaultMaxDispatchPerCaller(l.MaxDispatch)
+}
+
+// DefaultMaxDispatchPerCaller is the default of max_dispatch_per_caller
+// for a given max_dispatch: all but one slot, at least one.
+func DefaultMaxDispatchPerCaller(maxDispatch int) int {
+	return machine.DefaultMaxDispatchPerCaller(maxDispatch)
 }
 
 // StorageConfig is the [storage] table.
@@ -319,6 +341,9 @@ func (c Config) Validate() error {
 	}
 	if c.Limits.MaxDispatch <= 0 {
 		return bad("limits.max_dispatch", leafHint("limits.max_dispatch", ""), fmt.Errorf("want a positive integer, got %d", c.Limits.MaxDispatch))
+	}
+	if err := checkPerCaller(c.Limits); err != nil {
+		return bad("limits.max_dispatch_per_caller", leafHint("limits.max_dispatch_per_caller", ""), err)
 	}
 	if err := checkSynchronous(c.Storage.Synchronous); err != nil {
 		return bad("storage.synchronous", leafHint("storage.synchronous", ""), err)
