@@ -166,7 +166,7 @@ func (d *daemon) run(ctx context.Context) (err error) {
 		shim = []string{p}
 	}
 	disp := dispatch.New(dispatch.Options{
-		Registry: registry, Home: d.home, TaskTimeout: cfg.Limits.TaskTimeout, Logger: d.log,
+		Registry: registry, Home: d.home, TaskTimeout: cfg.Limits.TaskTimeout, StartTimeout: cfg.Limits.StartTimeout, Logger: d.log,
 		Shim: shim,
 		OnProbe: func(name string, p dispatch.Probe) {
 			if err := db.RecordProbe(context.Background(), persistence.Probe{Name: name, WorkedLive: p.OK, At: p.At, Reason: p.Reason}); err != nil {

@@ -131,6 +131,11 @@ type LimitsConfig struct {
 	// TaskTimeout bounds one task's run (key task_timeout, default
 	// DefaultTaskTimeout); then the task fails with task_timeout.
 	TaskTimeout time.Duration
+	// StartTimeout bounds one task's start-up: from the agent's spawn
+	// until its ACP session is set up (initialize, session/new, the
+	// hardening's mode), key start_timeout, default DefaultStartTimeout;
+	// then the agent is killed and the task fails agent_start_timeout.
+	StartTimeout time.Duration
 	// ProbeTimeout bounds `relay agents probe` (key probe_timeout, default
 	// DefaultProbeTimeout).
 	ProbeTimeout time.Duration
@@ -192,6 +197,7 @@ const (
 	DefaultAuthorityTimeout = gates.DefaultAuthorityTimeout
 	DefaultMessageBytes     = model.DefaultMessageBytes
 	DefaultTaskTimeout      = dispatch.DefaultTaskTimeout
+	DefaultStartTimeout     = dispatch.DefaultStartTimeout
 	DefaultProbeTimeout     = dispatch.DefaultProbeTimeout
 	DefaultMaxDispatch      = machine.DefaultMaxDispatch
 	DefaultVerifiedWithin   = dispatch.DefaultVerifiedWithin
@@ -225,6 +231,7 @@ func DefaultConfig() Config {
 		Limits: LimitsConfig{
 			MessageBytes: DefaultMessageBytes,
 			TaskTimeout:  DefaultTaskTimeout,
+			StartTimeout: DefaultStartTimeout,
 			ProbeTimeout: DefaultProbeTimeout,
 			MaxDispatch:  DefaultMaxDispatch,
 		},
@@ -335,6 +342,9 @@ func (c Config) Validate() error {
 	}
 	if err := checkPositiveDuration(c.Limits.TaskTimeout); err != nil {
 		return bad("limits.task_timeout", leafHint("limits.task_timeout", ""), err)
+	}
+	if err := checkPositiveDuration(c.Limits.StartTimeout); err != nil {
+		return bad("limits.start_timeout", leafHint("limits.start_timeout", ""), err)
 	}
 	if err := checkPositiveDuration(c.Limits.ProbeTimeout); err != nil {
 		return bad("limits.probe_timeout", leafHint("limits.probe_timeout", ""), err)

@@ -57,6 +57,7 @@ func TestDefaultConfig(t *testing.T) {
 		Limits: config.LimitsConfig{
 			MessageBytes: 262144,
 			TaskTimeout:  30 * time.Minute,
+			StartTimeout: 60 * time.Second,
 			ProbeTimeout: 60 * time.Second,
 			MaxDispatch:  4,
 		},
@@ -123,6 +124,7 @@ enabled = false
 message_bytes = 1024
 task_timeout = "1h30m"
 probe_timeout = "15s"
+start_timeout = "20s"
 max_dispatch = 16
 max_dispatch_per_caller = 5
 
@@ -145,7 +147,7 @@ func TestParseConfigFull(t *testing.T) {
 	want.Agents["gemini"] = config.AgentConfig{Command: []string{"gemini", "--acp"}, Enabled: false, EnabledSet: true, RequireVerified: true, VerifiedWithin: 168 * time.Hour}
 	want.Agents["my-agent_2"] = config.AgentConfig{Command: []string{"my-agent-acp"}, Enabled: true, VerifiedWithin: config.DefaultVerifiedWithin}
 	want.Agents["off"] = config.AgentConfig{Command: []string{"/usr/local/bin/My Agent/acp"}, Enabled: false, EnabledSet: true, VerifiedWithin: config.DefaultVerifiedWithin}
-	want.Limits = config.LimitsConfig{MessageBytes: 1024, TaskTimeout: 90 * time.Minute, ProbeTimeout: 15 * time.Second, MaxDispatch: 16, MaxDispatchPerCaller: 5}
+	want.Limits = config.LimitsConfig{MessageBytes: 1024, TaskTimeout: 90 * time.Minute, ProbeTimeout: 15 * time.Second, StartTimeout: 20 * time.Second, MaxDispatch: 16, MaxDispatchPerCaller: 5}
 	want.Storage.Synchronous = config.SynchronousNormal
 	want.Daemon.IdleTimeout = 90 * time.Second
 	if !reflect.DeepEqual(c, want) {
@@ -290,6 +292,8 @@ var badConfigs = []struct {
 	{"zero message_bytes", "[limits]\nmessage_bytes = 0\n", "limits.message_bytes", 2, "positive"},
 	{"negative duration", "[limits]\ntask_timeout = \"-5s\"\n", "limits.task_timeout", 2, `want a positive duration, got "-5s"`},
 	{"zero duration", "[limits]\nprobe_timeout = \"0s\"\n", "limits.probe_timeout", 2, "positive"},
+	{"zero start_timeout", "[limits]\nstart_timeout = \"0s\"\n", "limits.start_timeout", 2, "positive"},
+	{"start_timeout is a number", "[limits]\nstart_timeout = 60\n", "limits.start_timeout", 2, "want a duration string"},
 	{"zero duration without unit", "[authority]\ntimeout = \"0\"\n", "authority.timeout", 2, "positive"},
 	{"duration without unit", "[authority]\ntimeout = \"5\"\n", "authority.timeout", 2, "not a Go duration"},
 	{"unparsable duration", "[limits]\nprobe_timeout = \"one minute\"\n", "limits.probe_timeout", 2, `"one minute" is not a Go duration`},
@@ -480,6 +484,7 @@ func TestConfigValidate(t *testing.T) {
 		{"limits.message_bytes", func(c *config.Config) { c.Limits.MessageBytes = -1 }},
 		{"limits.task_timeout", func(c *config.Config) { c.Limits.TaskTimeout = -time.Second }},
 		{"limits.probe_timeout", func(c *config.Config) { c.Limits.ProbeTimeout = 0 }},
+		{"limits.start_timeout", func(c *config.Config) { c.Limits.StartTimeout = 0 }},
 		{"limits.max_dispatch", func(c *config.Config) { c.Limits.MaxDispatch = 0 }},
 		{"limits.max_dispatch_per_caller", func(c *config.Config) { c.Limits.MaxDispatchPerCaller = c.Limits.MaxDispatch + 1 }},
 		{"limits.max_dispatch_per_caller", func(c *config.Config) { c.Limits.MaxDispatchPerCaller = -1 }},
@@ -564,7 +569,7 @@ max_dispatch = 2
 	// max_dispatch: 2 task_timeout: 30m0s
 	// invalid_config
 	// config.toml:2: limits.max_dispatc: unknown key (did you mean max_dispatch?)
-	// remove it or fix its spelling; the keys of [limits] are max_dispatch, max_dispatch_per_caller, message_bytes, probe_timeout, task_timeout
+	// remove it or fix its spelling; the keys of [limits] are max_dispatch, max_dispatch_per_caller, message_bytes, probe_timeout, start_timeout, task_timeout
 }
 
 func TestParseConfigMCPServers(t *testing.T) {

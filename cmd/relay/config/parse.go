@@ -36,6 +36,7 @@ import (
 //	[limits]
 //	message_bytes = 262144                  # integer > 0
 //	task_timeout = "30m"
+//	start_timeout = "60s"                   # initialize + session/new (+ the mode): then agent_start_timeout
 //	probe_timeout = "60s"
 //	max_dispatch = 4                        # integer > 0
 //	max_dispatch_per_caller = 3             # 1..max_dispatch; default max_dispatch - 1 (at least 1)
@@ -144,6 +145,7 @@ type limitsTable struct {
 	PerCaller    countValue    `toml:"max_dispatch_per_caller"`
 	MessageBytes countValue    `toml:"message_bytes"`
 	ProbeTimeout durationValue `toml:"probe_timeout"`
+	StartTimeout durationValue `toml:"start_timeout"`
 	TaskTimeout  durationValue `toml:"task_timeout"`
 }
 
@@ -180,6 +182,7 @@ func (f *file) apply(cfg *Config) {
 	f.Limits.MessageBytes.merge(&cfg.Limits.MessageBytes)
 	f.Limits.ProbeTimeout.merge(&cfg.Limits.ProbeTimeout)
 	f.Limits.TaskTimeout.merge(&cfg.Limits.TaskTimeout)
+	f.Limits.StartTimeout.merge(&cfg.Limits.StartTimeout)
 	f.Storage.Synchronous.merge(&cfg.Storage.Synchronous)
 	f.Daemon.IdleTimeout.merge(&cfg.Daemon.IdleTimeout)
 }
@@ -414,6 +417,11 @@ var hints = map[string]hint{
 	"limits.task_timeout": {
 		want:    "a positive Go duration (default " + model.ShortDuration(DefaultTaskTimeout) + ")",
 		example: `task_timeout = "30m"`,
+	},
+	"limits.start_timeout": {
+		want: "a positive Go duration (default " + model.ShortDuration(DefaultStartTimeout) + "): how long an agent may take " +
+			"to answer initialize and session/new (and have its session's mode set) before it is killed (agent_start_timeout)",
+		example: `start_timeout = "60s"`,
 	},
 	"limits.probe_timeout": {
 		want:    "a positive Go duration (default " + model.ShortDuration(DefaultProbeTimeout) + ")",

@@ -63,7 +63,8 @@
 // default and plan), modes-refuse (offer them but refuse set_mode),
 // modes-die (offer them and exit, status 3, on set_mode),
 // options (offer a select config option "mode": build, plan; start at
-// build), hang-init (never answer initialize), v2 (claim ACP
+// build), hang-init (never answer initialize), hang-new (never answer
+// session/new), v2 (claim ACP
 // protocol version 2), die-first (the first process to create
 // $FAKEAGENT_ONCE exits 1 before initialize; the others are compliant). A startup behaviour that is also a prompt behaviour
 // (hang, echo, ...) applies to every prompt.
@@ -71,6 +72,10 @@
 // The probe prompt "Reply with the single word OK." is answered "OK".
 //
 // Initialize reports agentInfo version $FAKEAGENT_VERSION when it is set.
+//
+// With $FAKEAGENT_START_CHILD set to a path, the agent starts `sleep 300`
+// in its process group as it starts and appends the child's pid to that
+// file.
 //
 // Every event (start, initialize, session/new, set_mode, prompt,
 // permission outcome, fs/terminal errors, cancel, exit) is appended as one
@@ -193,7 +198,7 @@ func (a *agent) SetSessionConfigOption(_ context.Context, p acp.SetSessionConfig
 // the config option "mode", and takes any mode or option value.
 func (a *agent) compliant() bool {
 	switch a.startup {
-	case "auth", "auth-init", "modes", "modes-refuse", "modes-die", "options", "nomodes", "v2", "hang-init":
+	case "auth", "auth-init", "modes", "modes-refuse", "modes-die", "options", "nomodes", "v2", "hang-init", "hang-new":
 		return false
 	}
 	return true
@@ -215,7 +220,7 @@ func modeOption(value acp.SessionConfigValueId) []acp.SessionConfigOption {
 	}}}
 }
 
-func (a *agent) NewSession(_ context.Context, p acp.NewSessionRequest) (acp.NewSessionResponse, error) {
+func (a *agent) NewSession(ctx context.Context, p acp.NewSessionRequest) (acp.NewSessionResponse, error) {
 	var servers []string
 	for _, m := range p.McpServers {
 		if m.Stdio != nil {
@@ -237,6 +242,9 @@ func (a *agent) NewSession(_ context.Context, p acp.NewSessionRequest) (acp.NewS
 	switch a.startup {
 	case "auth":
 		return acp.NewSessionResponse{}, acp.NewAuthRequired(map[string]any{"hint": "log in first"})
+	case "hang-new":
+		<-ctx.Done()
+		return acp.NewSessionResponse{}, ctx.Err()
 	case "nomodes":
 	case "options":
 		a.mu.Lock()
@@ -697,6 +705,17 @@ func main() {
 		a.log = &eventLog{f: f}
 	}
 	a.log.event("start", map[string]any{"args": os.Args[1:]})
+	if f := os.Getenv("FAKEAGENT_START_CHILD"); f != "" {
+		// A child in the agent's process group from the start, for the
+		// tests that check a group killed before any prompt.
+		cmd := exec.Command("sleep", "300")
+		if err := cmd.Start(); err == nil {
+			if pf, err := os.OpenFile(f, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600); err == nil {
+				fmt.Fprintln(pf, cmd.Process.Pid)
+				pf.Close()
+			}
+		}
+	}
 	fmt.Fprintln(os.Stderr, "fakeagent: started", os.Args[1:])
 	if a.startup == "die-first" {
 		// The first of its processes to start dies before initialize, as
