@@ -74,14 +74,6 @@ func (s *slots) acquire(id, caller string) bool {
 	return false
 }
 
-// holds reports whether task id holds a slot.
-func (s *slots) holds(id string) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	_, ok := s.holding[id]
-	return ok
-}
-
 // take records id holding a slot. s.mu is held.
 func (s *slots) take(id, caller string) {
 	s.holding[id] = caller
