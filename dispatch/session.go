@@ -193,6 +193,7 @@ func (s *session) start() error {
 		s.client.modeText = s.rule.ModeText
 	}
 	s.gate = newLineGate(p.stdout, s.onGarbage)
+	s.gate.note = s.log.Printf
 	s.client.onUpdate = s.gate.processed
 	s.client.awaitUpdates = func() { s.gate.awaitProcessed(time.Second) }
 	// The connection's receive loop starts at once and reads the logger
@@ -200,7 +201,7 @@ func (s *session) start() error {
 	// SetLogger returns (a data race, seen under -race): it reads nothing
 	// of the agent until the logger is set.
 	ready := make(chan struct{})
-	s.conn = acp.NewClientSideConnection(s.client, p.stdin, heldReader{s.gate, ready})
+	s.conn = acp.NewClientSideConnection(s.client, s.gate.writer(p.stdin), heldReader{s.gate, ready})
 	s.conn.SetLogger(slog.New(slog.NewTextHandler(s.log, &slog.HandlerOptions{Level: slog.LevelDebug})))
 	close(ready)
 	s.timer = time.AfterFunc(s.timeout, func() { s.stop(causeTimeout) })

@@ -31,6 +31,12 @@
 //	chunks-N               stream N chunks of 10 bytes, then end_turn
 //	bytes-N                reply N bytes in chunks of 4 KiB
 //	tools-N                report N tool calls (pending → completed)
+//	flood BYTES SECONDS    for SECONDS (or until canceled), write session/update
+//	                       lines of about BYTES each on stdout as fast as the
+//	                       relay reads them — by turns a message chunk whose
+//	                       text is BYTES long and a tool call whose title and
+//	                       content are half that each — then log the count ("flooded") and
+//	                       end the turn with a short reply
 //	big-tool N             report a tool call whose id and title are N bytes,
 //	                       ask permission for it with an N-byte reject option id
 //	grandchild             start `sleep 300`, reply and write its pid to
@@ -423,6 +429,10 @@ func (a *agent) Prompt(ctx context.Context, p acp.PromptRequest) (acp.PromptResp
 			return a.reply(ctx, sid, "permission error: "+err.Error())
 		}
 		return a.reply(ctx, sid, "big tool done")
+	case behaviour == "flood" && len(words) > 2:
+		size, _ := strconv.Atoi(words[1])
+		secs, _ := strconv.ParseFloat(words[2], 64)
+		return a.flood(ctx, sid, size, time.Duration(secs*float64(time.Second)))
 	case strings.HasPrefix(behaviour, "tools-"):
 		n, _ := strconv.Atoi(strings.TrimPrefix(behaviour, "tools-"))
 		for i := 0; i < n; i++ {
@@ -496,6 +506,40 @@ func (a *agent) Prompt(ctx context.Context, p acp.PromptRequest) (acp.PromptResp
 	default:
 		return a.reply(ctx, sid, text)
 	}
+}
+
+// flood writes prebuilt session/update lines of about size bytes straight
+// to stdout (the SDK's encoder would spend the time the relay is meant to
+// spend) until d has passed or the turn is canceled. Nothing else writes
+// to stdout meanwhile: the turn is the agent's only activity.
+func (a *agent) flood(ctx context.Context, sid acp.SessionId, size int, d time.Duration) (acp.PromptResponse, error) {
+	big, half := strings.Repeat("flood ", size/6), strings.Repeat("flood ", size/12)
+	line := func(u acp.SessionUpdate) []byte {
+		b, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "method": acp.ClientMethodSessionUpdate,
+			"params": acp.SessionNotification{SessionId: sid, Update: u}})
+		if err != nil {
+			panic(err)
+		}
+		return append(b, '\n')
+	}
+	lines := [][]byte{
+		line(acp.UpdateAgentMessageText(big)),
+		line(acp.StartToolCall("flood-tool", half, acp.WithStartKind(acp.ToolKindEdit),
+			acp.WithStartContent([]acp.ToolCallContent{acp.ToolContent(acp.TextBlock(half))}))),
+	}
+	var n, bytes int
+	for end := time.Now().Add(d); time.Now().Before(end) && ctx.Err() == nil; n++ {
+		l := lines[n%len(lines)]
+		if _, err := os.Stdout.Write(l); err != nil {
+			break
+		}
+		bytes += len(l)
+	}
+	a.log.event("flooded", map[string]any{"lines": n, "bytes": bytes})
+	if ctx.Err() != nil {
+		return acp.PromptResponse{StopReason: acp.StopReasonCancelled}, nil
+	}
+	return a.reply(ctx, sid, fmt.Sprintf(" flooded %d lines", n))
 }
 
 // permission reports a tool call, asks permission with the options the
