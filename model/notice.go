@@ -125,8 +125,9 @@ func ParseNotice(body string) (n Notice, ok bool) {
 		return Notice{}, false
 	}
 	if len(words) == 4 {
-		code, found := strings.CutPrefix(words[3], "(")
-		if code, found = strings.CutSuffix(code, ")"); !found || code == "" {
+		code, open := strings.CutPrefix(words[3], "(")
+		code, closed := strings.CutSuffix(code, ")")
+		if !open || !closed || code == "" {
 			return Notice{}, false
 		}
 		n.Code = Code(code)

@@ -83,6 +83,8 @@ func TestParseNoticeRefusesOtherBodies(t *testing.T) {
 		"task  T-01JZ00000000000000000000AB completed",
 		"task T-01JZ00000000000000000000AB failed (agent crashed)",
 		"task T-01JZ00000000000000000000AB failed ()",
+		"task T-01JZ00000000000000000000AB failed agent_crashed)",
+		"task T-01JZ00000000000000000000AB failed (agent_crashed",
 		"hello",
 		"",
 	} {
