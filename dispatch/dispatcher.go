@@ -17,6 +17,7 @@ import (
 // Defaults of Options.
 const (
 	DefaultTaskTimeout  = 30 * time.Minute
+	DefaultStartTimeout = 60 * time.Second
 	DefaultCancelGrace  = 3 * time.Second
 	DefaultLogLimit     = 1 << 20
 	DefaultProbeTimeout = model.DefaultProbeTimeout
@@ -37,6 +38,14 @@ type Options struct {
 	// TaskTimeout bounds a run from spawn to the end of its turn
 	// (default 30m): then session/cancel, CancelGrace, kill → task_timeout.
 	TaskTimeout time.Duration
+	// StartTimeout bounds a task's start-up, from spawn until its session
+	// is set up (initialize, session/new and the hardening's mode and
+	// options), default 60s: an agent still starting then is killed and
+	// the task fails agent_start_timeout, so that an agent that never
+	// answers does not hold a dispatch slot for the whole TaskTimeout.
+	// Probes and verifications have their own timeouts and no start-up
+	// deadline.
+	StartTimeout time.Duration
 	// CancelGrace is how long a canceled or timed-out turn may take to end
 	// after session/cancel before the process group is killed (default 3s).
 	CancelGrace time.Duration
@@ -109,6 +118,9 @@ func New(o Options) *Dispatcher {
 	if o.TaskTimeout <= 0 {
 		o.TaskTimeout = DefaultTaskTimeout
 	}
+	if o.StartTimeout <= 0 {
+		o.StartTimeout = DefaultStartTimeout
+	}
 	if o.CancelGrace <= 0 {
 		o.CancelGrace = DefaultCancelGrace
 	}
@@ -173,6 +185,7 @@ func (d *Dispatcher) Dispatch(_ context.Context, t model.Task, r model.RunReport
 		return &model.Error{Code: model.CodeDispatchFailed, Message: "could not open the task's agent log", Err: err}
 	}
 	s := newSession(d, spec, t.ID, t.Mode, t.Cwd, promptBlocks(t.Prompt, t.Artifacts), d.o.TaskTimeout, lg)
+	s.startTimeout = d.o.StartTimeout
 
 	d.mu.Lock()
 	if d.closed {

@@ -27,8 +27,11 @@
 //
 // Files: policy.go (capabilities and the deny-all decision, from which
 // Policy is derived), client.go (the acp.Client), gate.go (stdout framing
-// check and session/update flow control), proc.go (process start, group
-// kill, bounded log), session.go (one agent session), dispatcher.go
+// check, and flow control of session/update notifications and agent
+// requests in count and bytes), clip.go (long lines cut before anyone
+// holds them whole), startup.go (a task's start-up deadline), proc.go
+// (process start, group kill, bounded log), session.go (one agent
+// session), dispatcher.go
 // (Dispatch, Cancel, Stop), runrec.go (run records and Reap), probe.go
 // (live probe), hardening.go and profiles.go (hardening profiles),
 // verify.go (offline hardening verification against the scripted model of

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"sync"
 	"sync/atomic"
@@ -13,45 +14,92 @@ import (
 )
 
 // The line gate sits between the agent's stdout and the SDK's reader. It
-// does two things the SDK does not:
+// does three things the SDK does not:
 //
 //  1. Protocol garbage is fatal. The SDK logs and skips a line that is not
 //     JSON-RPC; the relay treats it as a broken agent (agent_crashed). The
 //     gate checks every line and calls onGarbage on the first bad one.
 //
-//  2. Flow control for session/update. The SDK queues inbound
+//  2. Long lines are cut before anyone holds them whole. The SDK reads a
+//     line of up to 10 MiB into its buffer, decodes it, and queues decoded
+//     notifications; a hostile agent streaming 10 MiB updates made one run
+//     hold gigabytes. A line longer than the gate's read buffer is copied
+//     through a lineClipper (clip.go) as it arrives, its long strings cut,
+//     and reaches the SDK only once it has ended: at most maxHeldLine.
+//
+//  3. Flow control in bytes and in count. The SDK queues inbound
 //     notifications in a channel of 1024 and closes the connection when it
 //     overflows, even when the handler is fast: decoding a notification on
 //     the processing side costs more than framing it on the receiving side,
-//     so a burst of small updates can outrun it. The gate counts the
-//     session/update notifications it hands to the SDK and the ones the
-//     client has processed, and stops reading the agent's stdout while more
-//     than gateHighWater are in flight. Backpressure then reaches the agent
-//     through the pipe, as it should.
+//     so a burst of small updates can outrun it. And it runs each inbound
+//     request on a goroutine of its own, holding the request until it is
+//     answered. The gate counts the session/update notifications it hands
+//     to the SDK and those the client has processed, and the requests and
+//     the SDK's answers to them, and stops reading the agent's stdout while
+//     more than gateHighWater notifications or gateMaxRequests requests,
+//     or more than gateHeldBytes of both, are in flight. Backpressure then
+//     reaches the agent through the pipe, as it should.
+//
+// So what one run holds of the agent's output is bounded in bytes, to a
+// few MiB: the read buffer (64 KiB), one line being clipped (at most
+// maxHeldLine, 1 MiB), the SDK's line buffer (1 MiB, which a maxHeldLine
+// line can grow to 2 MiB), gateHeldBytes (2 MiB) of notifications and
+// requests in flight (or one line, when nothing else is), and the
+// decoding of the one being handled.
 const (
 	gateHighWater = 256
+	// gateMaxRequests bounds the agent's requests (permission, fs,
+	// terminal) the SDK holds unanswered. The relay answers each at once
+	// (a permission request may wait up to a second for the tool call it
+	// names).
+	gateMaxRequests = 16
+	// gateHeldBytes bounds the bytes of the notifications and requests in
+	// flight; one line is always let through when nothing is in flight.
+	gateHeldBytes = 2 << 20
 	// gateResync: if the client reports no progress for this long, the
-	// gate assumes it missed completions (an update the SDK rejected before
-	// the client saw it) and resets its count.
+	// gate assumes it missed completions (an update or a request the SDK
+	// rejected before the client saw it) and resets its counts.
 	gateResync = time.Second
-	// maxLineBytes mirrors the SDK's scanner limit; a longer line closes
-	// the SDK's connection, so it is protocol garbage here as well.
+	// maxLineBytes mirrors the SDK's scanner limit; a longer line is
+	// protocol garbage, as it was when the SDK read it whole.
 	maxLineBytes = 10 << 20
+	// gateReadBuffer is the gate's read buffer: a line that fits passes
+	// as it is, without a copy.
+	gateReadBuffer = 64 << 10
+	// gateClipNotes is how many cut or dropped lines the task log
+	// describes one by one; the rest are counted, and the count is logged
+	// when the gate closes.
+	gateClipNotes = 3
 )
 
 type lineGate struct {
 	br *bufio.Reader
 	// onGarbage must not keep line: it may point into br's buffer.
 	onGarbage func(why string, line []byte)
+	// note writes a line to the task log; nil discards.
+	note func(format string, args ...any)
 
-	cur      []byte // what is left of the current line for the SDK, in br's buffer
-	err      error
-	skipping bool   // inside a line longer than the read buffer
-	pending  []byte // that line so far, for inspection when it ends
+	cur  []byte // what is left of the current line for the SDK
+	err  error
+	long bool // inside a line longer than the read buffer
+	clip lineClipper
 
+	// Cut and dropped lines, for the task log (under mu: close reads
+	// them while the reader may still run).
+	cutLines, dropped int
+	rawCut, keptCut   int64
+
+	// queued and done count session/update notifications handed to the
+	// SDK and processed by the client (awaitProcessed reads them).
 	queued atomic.Int64
 	done   atomic.Int64
 	signal chan struct{}
+
+	mu       sync.Mutex
+	updates  []int            // sizes of the updates in flight, oldest first
+	requests map[string][]int // sizes of the requests in flight, by id
+	nreq     int              // requests in flight
+	held     int              // bytes of both in flight
 
 	closeOnce sync.Once
 	closed    chan struct{}
@@ -60,10 +108,24 @@ type lineGate struct {
 
 func newLineGate(r io.Reader, onGarbage func(why string, line []byte)) *lineGate {
 	return &lineGate{
-		br:        bufio.NewReaderSize(r, 64<<10),
+		br:        bufio.NewReaderSize(r, gateReadBuffer),
 		onGarbage: onGarbage,
 		signal:    make(chan struct{}, 1),
 		closed:    make(chan struct{}),
+		requests:  map[string][]int{},
+	}
+}
+
+func (g *lineGate) logf(format string, args ...any) {
+	if g.note != nil {
+		g.note(format, args...)
+	}
+}
+
+func (g *lineGate) wake() {
+	select {
+	case g.signal <- struct{}{}:
+	default:
 	}
 }
 
@@ -71,10 +133,64 @@ func newLineGate(r io.Reader, onGarbage func(why string, line []byte)) *lineGate
 // blocks.
 func (g *lineGate) processed() {
 	g.done.Add(1)
-	select {
-	case g.signal <- struct{}{}:
-	default:
+	g.mu.Lock()
+	if len(g.updates) > 0 {
+		g.held -= g.updates[0]
+		g.updates = g.updates[1:]
 	}
+	g.mu.Unlock()
+	g.wake()
+}
+
+// answered is called with every message the SDK writes to the agent; an
+// answer to one of the agent's requests releases it. It never blocks.
+func (g *lineGate) answered(msg []byte) {
+	var m struct {
+		ID     *json.RawMessage `json:"id"`
+		Method string           `json:"method"`
+	}
+	if json.Unmarshal(msg, &m) != nil || m.ID == nil || m.Method != "" {
+		return // the relay's own request or notification
+	}
+	id := idKey(*m.ID)
+	g.mu.Lock()
+	if sizes := g.requests[id]; len(sizes) > 0 {
+		g.held -= sizes[0]
+		g.nreq--
+		if len(sizes) == 1 {
+			delete(g.requests, id)
+		} else {
+			g.requests[id] = sizes[1:]
+		}
+	}
+	g.mu.Unlock()
+	g.wake()
+}
+
+// idKey is a JSON-RPC id in one spelling, as read and as the SDK echoes
+// it (it re-encodes the id it read).
+func idKey(raw json.RawMessage) string {
+	var v any
+	if json.Unmarshal(raw, &v) != nil {
+		return string(raw)
+	}
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+// writer wraps the agent's stdin for the SDK: every message it writes
+// (one per Write) goes through answered.
+func (g *lineGate) writer(w io.Writer) io.Writer { return answerWatch{w, g} }
+
+type answerWatch struct {
+	w io.Writer
+	g *lineGate
+}
+
+func (a answerWatch) Write(p []byte) (int, error) {
+	n, err := a.w.Write(p)
+	a.g.answered(p)
+	return n, err
 }
 
 // awaitProcessed waits, at most max, until every session/update the gate
@@ -95,8 +211,20 @@ func (g *lineGate) awaitProcessed(max time.Duration) {
 	}
 }
 
-// close releases a Read waiting for flow control.
-func (g *lineGate) close() { g.closeOnce.Do(func() { close(g.closed) }) }
+// close releases a Read waiting for flow control, and logs how many lines
+// were cut or dropped beyond those described one by one.
+func (g *lineGate) close() {
+	g.closeOnce.Do(func() {
+		close(g.closed)
+		g.mu.Lock()
+		cut, dropped, raw, kept := g.cutLines, g.dropped, g.rawCut, g.keptCut
+		g.mu.Unlock()
+		if cut+dropped > gateClipNotes {
+			g.logf("in all, %d long line(s) from the agent were cut (%d MiB read, %d KiB kept) and %d dropped, to bound what the run holds",
+				cut, raw>>20, kept>>10, dropped)
+		}
+	})
+}
 
 // Read implements io.Reader for the SDK's receive loop (one reader).
 func (g *lineGate) Read(p []byte) (int, error) {
@@ -104,35 +232,27 @@ func (g *lineGate) Read(p []byte) (int, error) {
 		if g.err != nil {
 			return 0, g.err
 		}
-		// No copy: ReadSlice's bytes stay valid until the next read from
-		// br, and the loop reads again only once g.cur is used up. What
-		// outlives that (a long line's fragments) is copied to pending.
+		// No copy for a line that fits the buffer: ReadSlice's bytes stay
+		// valid until the next read from br, and the loop reads again only
+		// once g.cur is used up. A longer line is copied, clipped, by the
+		// lineClipper as its fragments come.
 		line, err := g.br.ReadSlice('\n')
-		g.cur = line
 		switch {
 		case err == bufio.ErrBufferFull:
-			// A fragment of a long line: pass it through, inspect the
-			// line only as a whole.
-			if !g.skipping {
-				g.skipping = true
-				g.pending = append(g.pending[:0], g.cur...)
-			} else if len(g.pending) <= maxLineBytes {
-				g.pending = append(g.pending, g.cur...)
+			if !g.long {
+				g.long = true
+				g.clip.reset()
 			}
+			g.clip.write(line)
 			continue
 		case err != nil:
 			g.err = err
 		}
-		if g.skipping {
-			g.skipping = false
-			whole := append(g.pending, g.cur...)
-			g.pending = nil
-			if len(whole) > maxLineBytes {
-				g.bad("a line longer than 10 MiB", whole)
-				continue
-			}
-			g.inspect(whole)
-			continue
+		if g.long {
+			g.long = false
+			g.cur = g.endLong(line)
+		} else {
+			g.cur = line
 		}
 		if len(g.cur) > 0 {
 			g.inspect(g.cur)
@@ -141,6 +261,62 @@ func (g *lineGate) Read(p []byte) (int, error) {
 	n := copy(p, g.cur)
 	g.cur = g.cur[n:]
 	return n, nil
+}
+
+// endLong finishes a line longer than the read buffer with its last
+// fragment and returns what the SDK gets of it: the clipped line, or
+// nothing (a line dropped, or refused as garbage).
+func (g *lineGate) endLong(last []byte) []byte {
+	nl := len(last) > 0 && last[len(last)-1] == '\n'
+	if nl {
+		last = last[:len(last)-1]
+	}
+	c := &g.clip
+	c.write(last)
+	raw := c.raw
+	switch {
+	case raw > maxLineBytes:
+		g.bad("a line longer than 10 MiB", c.out)
+		return nil
+	case c.over && c.method != "" && !c.hasID:
+		// A notification needs no answer: dropped, and said so.
+		if g.tally(func() { g.dropped++ }) {
+			g.logf("dropped a %s notification of %d bytes from the agent: more than %d KiB even with its strings cut",
+				quoteMethod(c.method), raw, maxHeldLine>>10)
+		}
+		return nil
+	case c.over:
+		g.bad(fmt.Sprintf("a request or response of more than %d KiB even with its strings cut", maxHeldLine>>10), c.out)
+		return nil
+	}
+	if c.cutStrings > 0 {
+		if g.tally(func() {
+			g.cutLines, g.rawCut, g.keptCut = g.cutLines+1, g.rawCut+int64(raw), g.keptCut+int64(len(c.out))
+		}) {
+			g.logf("cut a %s line of %d bytes from the agent to %d: %d string(s) longer than %d KiB (%d KiB for its message text) cut, marked \"…[N bytes cut]\"",
+				quoteMethod(c.method), raw, len(c.out), c.cutStrings, clipOtherBytes>>10, clipTextBytes>>10)
+		}
+	}
+	if nl {
+		c.out = append(c.out, '\n')
+	}
+	return c.out
+}
+
+// tally counts a cut or dropped line with f, under g.mu, and reports
+// whether it is one of those the task log describes one by one.
+func (g *lineGate) tally(f func()) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	f()
+	return g.cutLines+g.dropped <= gateClipNotes
+}
+
+func quoteMethod(m string) string {
+	if m == "" {
+		return "response"
+	}
+	return fmt.Sprintf("%q", m)
 }
 
 // inspect classifies one complete line as the SDK will and applies flow
@@ -162,7 +338,9 @@ func (g *lineGate) inspect(line []byte) {
 	case m.Method == "" && m.ID == nil:
 		g.bad("a JSON line that is neither a request, a response nor a notification", t)
 	case m.Method == acp.ClientMethodSessionUpdate && m.ID == nil:
-		g.admit()
+		g.admit(len(line), "")
+	case m.Method != "" && m.ID != nil:
+		g.admit(len(line), idKey(*m.ID))
 	}
 }
 
@@ -174,21 +352,55 @@ func (g *lineGate) bad(why string, line []byte) {
 	})
 }
 
-// admit waits until fewer than gateHighWater session/update notifications
-// are in flight, then counts one more.
-func (g *lineGate) admit() {
-	for g.queued.Load()-g.done.Load() >= gateHighWater {
+// admit waits until the line (an update when id is "", else a request)
+// fits in flight, then counts it.
+func (g *lineGate) admit(n int, id string) {
+	for {
+		g.mu.Lock()
+		fits := g.held == 0 || g.held+n <= gateHeldBytes
+		if id == "" {
+			fits = fits && len(g.updates) < gateHighWater
+		} else {
+			fits = fits && g.nreq < gateMaxRequests
+		}
+		if fits {
+			g.count(n, id)
+			g.mu.Unlock()
+			return
+		}
+		g.mu.Unlock()
 		t := time.NewTimer(gateResync)
 		select {
 		case <-g.signal:
 		case <-g.closed:
 			t.Stop()
-			g.queued.Add(1)
+			g.mu.Lock()
+			g.count(n, id)
+			g.mu.Unlock()
 			return
 		case <-t.C:
-			g.done.Store(g.queued.Load())
+			g.resync()
 		}
 		t.Stop()
 	}
-	g.queued.Add(1)
+}
+
+// count records a line in flight. g.mu is held.
+func (g *lineGate) count(n int, id string) {
+	g.held += n
+	if id == "" {
+		g.updates = append(g.updates, n)
+		g.queued.Add(1)
+		return
+	}
+	g.requests[id] = append(g.requests[id], n)
+	g.nreq++
+}
+
+// resync forgets what is in flight (see gateResync).
+func (g *lineGate) resync() {
+	g.mu.Lock()
+	g.updates, g.requests, g.nreq, g.held = nil, map[string][]int{}, 0, 0
+	g.mu.Unlock()
+	g.done.Store(g.queued.Load())
 }

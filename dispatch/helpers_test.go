@@ -136,6 +136,7 @@ func newEnv(tb testing.TB, tweak ...func(*dispatch.Options)) *env {
 		{Name: "modes", Command: []string{bin, "modes"}, Enabled: true},
 		{Name: "hang", Command: []string{bin, "hang"}, Enabled: true},
 		{Name: "hanginit", Command: []string{bin, "hang-init"}, Enabled: true},
+		{Name: "hangnew", Command: []string{bin, "hang-new"}, Enabled: true},
 		{Name: "v2", Command: []string{bin, "v2"}, Enabled: true},
 		{Name: "missing", Command: []string{filepath.Join(dir, "no-such-agent")}, Enabled: true},
 		{Name: "off", Command: []string{bin}, Enabled: false},

@@ -116,9 +116,11 @@ func TestGateFlagsGarbageOnce(t *testing.T) {
 	}
 }
 
+// A line longer than the gate's read buffer whose strings are within
+// their bounds reaches the SDK whole (clip_test.go has the ones cut).
 func TestGateLongLinesPassWhole(t *testing.T) {
 	t.Parallel()
-	long := `{"jsonrpc":"2.0","method":"session/update","params":{"text":"` + strings.Repeat("a", 300<<10) + `"}}` + "\n"
+	long := `{"jsonrpc":"2.0","method":"session/update","params":{"text":"` + strings.Repeat("a", 200<<10) + `"}}` + "\n"
 	in := long + long
 	bad := false
 	g := newLineGate(strings.NewReader(in), func(string, []byte) { bad = true })

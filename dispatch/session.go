@@ -96,6 +96,13 @@ type session struct {
 	// teardown; "" without one.
 	emptyHome string
 
+	// The start-up deadline (startup.go): its length (zero: none), its
+	// timer, and whether the session is set up (under mu), after which it
+	// no longer applies.
+	startTimeout time.Duration
+	startTimer   *time.Timer
+	setUp        bool
+
 	p      *proc
 	rec    *runRecordHandle // nil without a Home
 	gate   *lineGate
@@ -293,6 +300,7 @@ func (s *session) start() error {
 		}()
 	}
 	s.gate = newLineGate(p.stdout, s.onGarbage)
+	s.gate.note = s.log.Printf
 	s.client.onUpdate = s.gate.processed
 	s.client.awaitUpdates = func() { s.gate.awaitProcessed(time.Second) }
 	// The connection's receive loop starts at once and reads the logger
@@ -300,10 +308,11 @@ func (s *session) start() error {
 	// SetLogger returns (a data race, seen under -race): it reads nothing
 	// of the agent until the logger is set.
 	ready := make(chan struct{})
-	s.conn = acp.NewClientSideConnection(s.client, p.stdin, heldReader{s.gate, ready})
+	s.conn = acp.NewClientSideConnection(s.client, s.gate.writer(p.stdin), heldReader{s.gate, ready})
 	s.conn.SetLogger(slog.New(slog.NewTextHandler(s.log, &slog.HandlerOptions{Level: slog.LevelDebug})))
 	close(ready)
 	s.timer = time.AfterFunc(s.timeout, func() { s.stop(causeTimeout) })
+	s.armStart()
 	s.bg.Add(1)
 	go s.watchdog()
 	return nil
@@ -448,7 +457,7 @@ func (s *session) setStage(st stage) {
 // stop asks the run to stop. It never blocks; the first cause wins.
 func (s *session) stop(c stopCause) {
 	s.mu.Lock()
-	if s.cause != causeNone {
+	if s.cause != causeNone || (c == causeStartTimeout && s.setUp) {
 		s.mu.Unlock()
 		return
 	}
@@ -460,7 +469,7 @@ func (s *session) stop(c stopCause) {
 	if cancel != nil {
 		cancel()
 	}
-	if (c == causeProtocol || c == causeUnsafeMode) && p != nil {
+	if (c == causeProtocol || c == causeUnsafeMode || c == causeStartTimeout) && p != nil {
 		p.killGroup()
 	}
 }
@@ -582,9 +591,11 @@ func (s *session) drive(onStarted func(note string) error) (res runResult) {
 	res.sessionMode = string(s.client.modeState().mode)
 	s.log.Printf("%s", s.setupNote(res.sessionMode))
 
-	// Setup is over: from here a stop goes through session/cancel.
+	// Setup is over: from here a stop goes through session/cancel, and
+	// the start-up deadline no longer applies.
 	s.mu.Lock()
 	s.setupCancel = nil
+	s.setUp = true
 	stopped := s.cause != causeNone
 	s.mu.Unlock()
 	if stopped {
@@ -753,6 +764,7 @@ type promptAnswer struct {
 // goroutine. It is called exactly once, after drive.
 func (s *session) teardown() {
 	s.timer.Stop()
+	s.disarmStart()
 	_ = s.p.stdin.Close() // EOF: a well-behaved agent exits now
 	polite := min(exitPoliteness, s.d.o.CancelGrace)
 	t := time.NewTimer(polite)
@@ -794,6 +806,8 @@ func (s *session) outcome(res runResult) model.Outcome {
 		why := s.unsafeWhy
 		s.mu.Unlock()
 		set(model.StateFailed, model.CodeAgentUnsafeMode, s.unsafeMessage(why, "during the run, at once"))
+	case cause == causeStartTimeout:
+		set(model.StateFailed, model.CodeAgentStartTimeout, s.startTimeoutMessage(stopStage))
 	case cause == causeProtocol:
 		set(model.StateFailed, model.CodeAgentCrashed,
 			fmt.Sprintf("the agent wrote %s on its stdout during %s and was killed; see the task log", garbage, stopStage))
@@ -853,7 +867,7 @@ func (s *session) outcome(res runResult) model.Outcome {
 		note = strings.TrimPrefix(note+"; "+f.Summary, "; ")
 	}
 	switch out.Code {
-	case model.CodeDispatchFailed, model.CodeAgentCrashed, model.CodeAgentRefused, model.CodeAgentAuthRequired:
+	case model.CodeDispatchFailed, model.CodeAgentCrashed, model.CodeAgentRefused, model.CodeAgentAuthRequired, model.CodeAgentStartTimeout:
 		if tail := s.tail.Tail(); tail != "" {
 			out.Message += "; the agent's stderr ended with: " + tail
 		}

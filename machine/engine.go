@@ -26,6 +26,11 @@ type Options struct {
 	Authority model.Authority
 	// MaxDispatch is the global dispatch limit (default 4).
 	MaxDispatch int
+	// MaxDispatchPerCaller is how many of those slots the tasks of one
+	// caller may hold at once (default DefaultMaxDispatchPerCaller: all
+	// but one); a caller's further tasks wait in submitted, and others'
+	// tasks are served meanwhile.
+	MaxDispatchPerCaller int
 	// MaxPromptBytes bounds a task's prompt (default model.DefaultMessageBytes).
 	MaxPromptBytes int
 	// NotifySubmitter makes every transition to a terminal state leave the
@@ -100,7 +105,7 @@ func New(o Options) *Engine {
 		store: o.Store, dispatcher: o.Dispatcher, registry: o.Registry,
 		authority: o.Authority, maxPrompt: o.MaxPromptBytes, onTerminal: o.OnTerminal, notify: o.NotifySubmitter,
 		now: func() time.Time { return o.Clock().UTC() }, log: o.Logger,
-		slots: newSlots(o.MaxDispatch), locks: map[string]*taskLock{},
+		slots: newSlots(o.MaxDispatch, o.MaxDispatchPerCaller), locks: map[string]*taskLock{},
 	}
 	e.slots.freed = e.evaluateLater
 	return e
@@ -151,7 +156,7 @@ func (e *Engine) Start(ctx context.Context) error {
 		return err
 	}
 	for i := len(ts) - 1; i >= 0; i-- { // oldest first
-		e.evaluateSoon(ts[i].ID)
+		e.evaluateSoon(ts[i])
 	}
 	return nil
 }
@@ -185,6 +190,7 @@ func (e *Engine) Quiesce() {
 	e.admit.Lock()
 	e.stopping = true
 	e.admit.Unlock()
+	e.slots.stop()
 	e.bgMu.Lock()
 	e.bgClosed = true
 	e.bgMu.Unlock()
@@ -211,16 +217,18 @@ func (e *Engine) Stop(ctx context.Context) error {
 }
 
 // evaluateSoon queues a submitted task for evaluation: it takes a dispatch
-// slot now, so tasks get slots in the order they are queued, or waits in
-// submitted for one to free; the evaluation itself runs in the background.
-func (e *Engine) evaluateSoon(id string) {
-	if e.quiescing() || !e.slots.acquire(id) {
+// slot now, so tasks get slots in the order they are queued (within their
+// caller's share), or waits in submitted for one to be handed to it; the
+// evaluation itself runs in the background.
+func (e *Engine) evaluateSoon(t model.Task) {
+	if e.quiescing() || !e.slots.acquire(t.ID, t.Caller) {
 		return // recovery, or a freed slot, evaluates it
 	}
-	e.evaluateLater(id)
+	e.evaluateLater(t.ID)
 }
 
-// evaluateLater evaluates a submitted task's gates in the background.
+// evaluateLater evaluates, in the background, the gates of a submitted
+// task that holds a dispatch slot.
 func (e *Engine) evaluateLater(id string) {
 	e.bgMu.Lock()
 	if e.bgClosed {
@@ -233,7 +241,7 @@ func (e *Engine) evaluateLater(id string) {
 	go func() {
 		defer e.bg.Done()
 		ctx := context.Background()
-		if _, err := e.tryEvaluate(ctx, id); err != nil && model.ErrorCode(err) != model.CodeStaleState {
+		if _, err := e.evaluateHeld(ctx, id); err != nil && model.ErrorCode(err) != model.CodeStaleState {
 			e.log.Error("evaluate task", "task_id", id, "err", err)
 		}
 	}()
@@ -283,7 +291,7 @@ func (e *Engine) Submit(ctx context.Context, caller string, r model.SubmitReques
 	e.changes.committed()
 	// The evaluation belongs to the task now, not to the request: it runs
 	// in the background, whatever becomes of the caller.
-	e.evaluateSoon(t.ID)
+	e.evaluateSoon(t)
 	return t, false, nil
 }
 
@@ -345,9 +353,22 @@ func CheckCwd(cwd string) error {
 }
 
 // tryEvaluate evaluates a submitted task's gates when a dispatch slot is
-// free; otherwise the task waits in submitted until one frees.
-func (e *Engine) tryEvaluate(ctx context.Context, id string) (model.Task, error) {
-	if e.quiescing() || !e.slots.acquire(id) {
+// free for it; otherwise the task waits in submitted until one is handed
+// to it.
+func (e *Engine) tryEvaluate(ctx context.Context, t model.Task) (model.Task, error) {
+	if e.quiescing() || !e.slots.acquire(t.ID, t.Caller) {
+		return e.store.GetTask(ctx, t.ID)
+	}
+	return e.evaluateHeld(ctx, t.ID)
+}
+
+// evaluateHeld evaluates the gates of a task that holds a dispatch slot:
+// it keeps the slot if it was authorized, and gives it back otherwise (a
+// task that ended meanwhile, whose slot went back when it ended, has
+// nothing to give back).
+func (e *Engine) evaluateHeld(ctx context.Context, id string) (model.Task, error) {
+	if e.quiescing() {
+		e.slots.release(id) // no hand-over once quiesced: it stays free
 		return e.store.GetTask(ctx, id)
 	}
 	t, err := e.transition(ctx, id, "", e.evaluate)
@@ -428,7 +449,7 @@ func (e *Engine) Fire(ctx context.Context, id string, expect model.State, trigge
 		if t.State != expect {
 			return t, staleErr(id, expect, t.State)
 		}
-		return e.tryEvaluate(ctx, id)
+		return e.tryEvaluate(ctx, t)
 	}
 	return e.transition(ctx, id, "", func(_ context.Context, t model.Task) (step, error) {
 		if t.State != expect {

@@ -287,7 +287,8 @@ func TestStartedOnlyFromAuthorized(t *testing.T) {
 
 func TestDispatchLimitHoldsTasksInSubmitted(t *testing.T) {
 	t.Parallel()
-	r := newRig(t, machine.Options{Authority: &allowAuthority{}, MaxDispatch: 2})
+	// One caller's tasks, allowed every slot: the global limit alone.
+	r := newRig(t, machine.Options{Authority: &allowAuthority{}, MaxDispatch: 2, MaxDispatchPerCaller: 2})
 	ctx := context.Background()
 	var tasks []model.Task
 	for i := 0; i < 5; i++ {
@@ -548,7 +549,8 @@ func TestNotifySubmitterAtEveryEnd(t *testing.T) {
 	task := blocked.submitSettled(t, model.SubmitRequest{})
 	got := notices(t, blocked, "codex")
 	if task.State != model.StateBlocked || len(got) != 1 ||
-		got[0].Body != "task "+task.ID+" blocked (authority_not_configured): "+task.Message {
+		got[0].Body != "task "+task.ID+" blocked (authority_not_configured)\nthe relay's message, quoted:\n> "+task.Message ||
+		got[0].Notice == nil || *got[0].Notice != model.NoticeOf(task) {
 		t.Errorf("blocked task %+v, notices %+v", task, got)
 	}
 }

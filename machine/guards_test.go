@@ -55,7 +55,8 @@ func TestAuthorityIsNotConsultedInsideAGuard(t *testing.T) {
 	t.Parallel()
 	for _, deny := range []bool{false, true} {
 		auth := &stackAuthority{deny: deny, calls: map[string]int{}}
-		r := newRig(t, machine.Options{Authority: auth})
+		// Every slot to the one caller: four tasks are evaluated at once.
+		r := newRig(t, machine.Options{Authority: auth, MaxDispatchPerCaller: machine.DefaultMaxDispatch})
 		var ids []string
 		for range 3 {
 			task := r.submitSettled(t, model.SubmitRequest{})

@@ -34,6 +34,7 @@ const (
 	CodeAgentMaxTurnRequests               Code = "agent_max_turn_requests"
 	CodeAgentAuthRequired                  Code = "agent_auth_required"
 	CodeAgentUnsafeMode                    Code = "agent_unsafe_mode"
+	CodeAgentStartTimeout                  Code = "agent_start_timeout"
 	CodeTaskTimeout                        Code = "task_timeout"
 	CodeCanceledBySubmitter                Code = "canceled_by_submitter"
 	CodeCanceledByOperator                 Code = "canceled_by_operator"
@@ -92,7 +93,7 @@ func AllTaskCodes() []Code {
 		CodeStateChangingRequiresGuardedClaude, CodeDispatchFailed,
 		CodeDispatchInterrupted, CodeAgentCrashed, CodeAgentRefused,
 		CodeAgentMaxTokens, CodeAgentMaxTurnRequests, CodeAgentAuthRequired,
-		CodeAgentUnsafeMode, CodeTaskTimeout, CodeCanceledBySubmitter, CodeCanceledByOperator}
+		CodeAgentUnsafeMode, CodeAgentStartTimeout, CodeTaskTimeout, CodeCanceledBySubmitter, CodeCanceledByOperator}
 }
 
 // AllRequestCodes lists every code a refused request can carry.

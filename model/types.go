@@ -153,19 +153,6 @@ type Transition struct {
 	NoticeID string
 }
 
-// EndNotice is the body of the relay's message to a task's submitter when
-// the task ends: its id, its final state and its result or code.
-func EndNotice(t Task) string {
-	body := "task " + t.ID + " " + string(t.State)
-	switch {
-	case t.State == StateCompleted:
-		body += ": " + t.Result
-	case t.Code != "":
-		body += " (" + string(t.Code) + "): " + t.Message
-	}
-	return body
-}
-
 // Message is a passive message between two agents.
 type Message struct {
 	ID        string       `json:"message_id"`
@@ -179,6 +166,9 @@ type Message struct {
 	CreatedAt time.Time    `json:"created_at"`
 	ReadAt    *time.Time   `json:"read_at,omitempty"`
 	AckedAt   *time.Time   `json:"acked_at,omitempty"`
+	// Notice is set on the relay's end-of-task notices (from "relay"):
+	// the notice's fields, read back from its body (see EndNotice).
+	Notice *Notice `json:"notice,omitempty"`
 }
 
 // AuditEvent is one row of the append-only, hash-chained audit log.

@@ -19,6 +19,13 @@ import (
 func (r messageRow) message() (model.Message, error) {
 	m := model.Message{ID: r.ID, From: r.From, To: r.To, Body: r.Body, ContextID: r.ContextID,
 		ReplyTo: r.ReplyTo, State: model.MessageState(r.State)}
+	if r.From == model.RelayAgent {
+		// Only the relay writes as the relay: no agent's message can
+		// carry a notice, whatever its body says.
+		if n, ok := model.ParseNotice(r.Body); ok {
+			m.Notice = &n
+		}
+	}
 	var err error
 	if m.Artifacts, err = fromJSONArray[model.Artifact](r.Artifacts); err != nil {
 		return m, fmt.Errorf("message %s: artifacts: %w", r.ID, err)

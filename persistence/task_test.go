@@ -292,10 +292,14 @@ func TestTerminalTransitionLeavesItsNotice(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := "task T-1 failed (agent_crashed): exit 2"
+	want := "task T-1 failed (agent_crashed)\nthe relay's message, quoted:\n> exit 2"
 	if m.From != model.RelayAgent || m.To != "codex" || m.Body != want || m.ContextID != "C-1" ||
 		m.State != model.MessageStored || !m.CreatedAt.Equal(at) {
 		t.Errorf("notice = %+v, want from relay to codex %q at %v", m, want, at)
+	}
+	// T-1 is not a relay-made id, so the body reads back as no notice.
+	if m.Notice != nil {
+		t.Errorf("notice fields %+v read from a task id the relay never makes", m.Notice)
 	}
 	if n := count(t, db, "audit_log", "kind = 'message.stored' AND message_id = 'MSG-end' AND actor = 'relay'"); n != 1 {
 		t.Errorf("notice audited %d times", n)

@@ -60,6 +60,7 @@ func Catalogue() []CodeInfo {
 		t(model.CodeAgentMaxTurnRequests, model.StateFailed, "the agent ended its turn with stop reason max_turn_requests", "narrow the task"),
 		t(model.CodeAgentAuthRequired, model.StateFailed, "the agent needs its user to log in; the relay never authenticates for it", "run the agent's own login command, then retry"),
 		t(model.CodeAgentUnsafeMode, model.StateFailed, "the agent's session was, or switched to, a mode its hardening profile does not accept for the task's mode; it was stopped (before the prompt, or at once during the run)", "read the task message for the mode seen; check the agent's own settings (defaultMode) and `relay agents` for its profile"),
+		t(model.CodeAgentStartTimeout, model.StateFailed, "the agent did not get through its start-up (initialize, session/new and setting the session's mode) within limits.start_timeout; it was killed and its dispatch slot freed", "run `relay agents probe NAME` and read the task log (the agent may be waiting for a login or a prompt of its own); raise [limits] start_timeout if it is only slow to start"),
 		t(model.CodeTaskTimeout, model.StateFailed, "the task ran longer than limits.task_timeout and was stopped", "raise [limits] task_timeout or split the task"),
 		t(model.CodeCanceledBySubmitter, model.StateCanceled, "the submitter canceled the task", ""),
 		t(model.CodeCanceledByOperator, model.StateCanceled, "an operator canceled the task", ""),

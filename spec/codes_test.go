@@ -32,7 +32,7 @@ var (
 		"authority_invalid_response", "authority_denied",
 		"state_changing_requires_guarded_claude", "dispatch_failed",
 		"dispatch_interrupted", "agent_crashed", "agent_refused", "agent_max_tokens",
-		"agent_max_turn_requests", "agent_auth_required", "agent_unsafe_mode", "task_timeout",
+		"agent_max_turn_requests", "agent_auth_required", "agent_unsafe_mode", "agent_start_timeout", "task_timeout",
 		"canceled_by_submitter", "canceled_by_operator",
 	}
 	contractRequestCodes = []model.Code{
@@ -67,6 +67,7 @@ var (
 		"agent_max_tokens":                       model.StateFailed,
 		"agent_max_turn_requests":                model.StateFailed,
 		"agent_unsafe_mode":                      model.StateFailed,
+		"agent_start_timeout":                    model.StateFailed,
 		"task_timeout":                           model.StateFailed,
 		"canceled_by_submitter":                  model.StateCanceled,
 		"canceled_by_operator":                   model.StateCanceled,

@@ -166,7 +166,7 @@ func (d *daemon) run(ctx context.Context) (err error) {
 		shim = []string{p}
 	}
 	disp := dispatch.New(dispatch.Options{
-		Registry: registry, Home: d.home, TaskTimeout: cfg.Limits.TaskTimeout, Logger: d.log,
+		Registry: registry, Home: d.home, TaskTimeout: cfg.Limits.TaskTimeout, StartTimeout: cfg.Limits.StartTimeout, Logger: d.log,
 		Shim: shim,
 		OnProbe: func(name string, p dispatch.Probe) {
 			if err := db.RecordProbe(context.Background(), persistence.Probe{Name: name, WorkedLive: p.OK, At: p.At, Reason: p.Reason}); err != nil {
@@ -198,7 +198,8 @@ func (d *daemon) run(ctx context.Context) (err error) {
 	eng := machine.New(machine.Options{
 		Store: db, Dispatcher: disp, Registry: registry,
 		Authority:   authority,
-		MaxDispatch: cfg.Limits.MaxDispatch, MaxPromptBytes: cfg.Limits.MessageBytes,
+		MaxDispatch: cfg.Limits.MaxDispatch, MaxDispatchPerCaller: cfg.Limits.DispatchPerCaller(),
+		MaxPromptBytes:  cfg.Limits.MessageBytes,
 		NotifySubmitter: true, Logger: d.log,
 	})
 	svc := service.New(service.Options{

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"os/exec"
 	"path"
 	"slices"
@@ -28,12 +29,27 @@ func topLevel(pkg string) string {
 	return strings.SplitN(rel, "/", 2)[0]
 }
 
+// goList runs go list with args and returns its standard output only:
+// what go list says on stderr (a warning such as "ignoring symlink" for a
+// linked directory under the module) is no package. On failure the error
+// carries stderr.
+func goList(args ...string) ([]byte, error) {
+	var stderr bytes.Buffer
+	cmd := exec.Command("go", append([]string{"list"}, args...)...)
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return append(out, stderr.Bytes()...), err
+	}
+	return out, nil
+}
+
 // TestDependencyRule fails on any import edge the layout forbids, in the
 // non-test code of every package (go list without -test, as tailscale's
 // deps_test does).
 func TestDependencyRule(t *testing.T) {
 	t.Parallel()
-	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}} {{join .Imports " "}}`, module+"/...").CombinedOutput()
+	out, err := goList("-f", `{{.ImportPath}} {{join .Imports " "}}`, module+"/...")
 	if err != nil {
 		t.Fatalf("go list: %v\n%s", err, out)
 	}
@@ -74,7 +90,7 @@ func TestDependencyRule(t *testing.T) {
 // TestModelIsStandardLibraryOnly checks model's whole dependency closure.
 func TestModelIsStandardLibraryOnly(t *testing.T) {
 	t.Parallel()
-	out, err := exec.Command("go", "list", "-deps", "-f", `{{if not .Standard}}{{.ImportPath}}{{end}}`, module+"/model").CombinedOutput()
+	out, err := goList("-deps", "-f", `{{if not .Standard}}{{.ImportPath}}{{end}}`, module+"/model")
 	if err != nil {
 		t.Fatalf("go list: %v\n%s", err, out)
 	}
@@ -117,7 +133,7 @@ var testOnlyPackages = []string{
 // list reports it) with its imports.
 func modulePackages(t *testing.T) map[string][]string {
 	t.Helper()
-	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}} {{join .Imports " "}}`, module+"/...").CombinedOutput()
+	out, err := goList("-f", `{{.ImportPath}} {{join .Imports " "}}`, module+"/...")
 	if err != nil {
 		t.Fatalf("go list: %v\n%s", err, out)
 	}
@@ -201,7 +217,7 @@ func TestProductImportsNoTestOnlyPackageCatches(t *testing.T) {
 // flags and runtime hooks) nor any fake, benchmark or test helper.
 func TestRelayBinaryHasNoTestCode(t *testing.T) {
 	t.Parallel()
-	out, err := exec.Command("go", "list", "-deps", module+"/cmd/relay").CombinedOutput()
+	out, err := goList("-deps", module+"/cmd/relay")
 	if err != nil {
 		t.Fatalf("go list: %v\n%s", err, out)
 	}
@@ -218,7 +234,7 @@ func TestRelayBinaryHasNoTestCode(t *testing.T) {
 // API's, facade/socketapi).
 func TestCoreHasNoConfigParserNorHTTP(t *testing.T) {
 	t.Parallel()
-	out, err := exec.Command("go", "list", "-deps", module+"/gates", module+"/machine", module+"/spec").CombinedOutput()
+	out, err := goList("-deps", module+"/gates", module+"/machine", module+"/spec")
 	if err != nil {
 		t.Fatalf("go list: %v\n%s", err, out)
 	}

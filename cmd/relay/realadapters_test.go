@@ -211,8 +211,8 @@ probe_timeout = "60s"
 	watch.requireGone(t, "after the daemon stopped", 5*time.Second)
 	seen := watch.seenLines()
 	for _, w := range []struct{ what, marker string }{
-		{"claude-agent-acp (node)", "node_modules/.bin/claude-agent-acp"},
-		{"codex-acp launcher (node)", "node_modules/.bin/codex-acp"},
+		{"claude-agent-acp (node)", "node_modules/@zed-industries/claude-agent-acp/dist/index.js"},
+		{"codex-acp launcher (node)", "node_modules/@zed-industries/codex-acp/bin/codex-acp.js"},
 		{"codex-acp native binary (the launcher's child)", "node_modules/@zed-industries/codex-acp-"}, // its platform package
 	} {
 		found := false

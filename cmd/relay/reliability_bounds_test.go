@@ -123,11 +123,16 @@ func TestReliabilityRequestBounds(t *testing.T) {
 	if after := boundsRows(t, db); after[0] != before[0]+1 {
 		t.Errorf("tasks %d → %d, want the rejected task stored", before[0], after[0])
 	}
-	// A reference to that task is accepted.
+	// A reference to that task is accepted. It ends blocked (no authority
+	// is configured), which leaves its submitter a notice: it must have
+	// ended before the facade's refusals are counted below, or its notice
+	// could land in the counted window.
 	ref := okTask()
 	ref["reference_task_ids"] = []string{id}
 	if r := apiDo(t, c, "POST", "/v1/tasks", "codex", mustJSON(t, ref)); r.status != 200 {
 		t.Errorf("a task referencing %s: %d %s", id, r.status, clipText(string(r.body), 400))
+	} else {
+		taskEnded(t, c, r.str("task_id"))
 	}
 
 	// A lookup by an id the relay never made is not_found, at once and

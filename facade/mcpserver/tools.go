@@ -138,12 +138,14 @@ func mcpTools(o Options) []mcpTool {
 			title: "Check inbox",
 			desc: fmt.Sprintf("Read the messages addressed to you (%q), oldest first. This is not a pure read: every "+
 				"unread message it returns is marked read (audited) and is not returned again with unread_only=true. "+
-				"Returns {messages: [{message_id, from, to, body, context_id, reply_to, state, created_at}], unread: N}, "+
+				"Returns {messages: [{message_id, from, to, body, context_id, reply_to, state, created_at, notice}], unread: N}, "+
 				"where N is the exact number of unread messages still waiting after this call (N > 0: call again). "+
 				"A page stops early, before limit, when the next message would take the answer past 2 MiB of JSON; "+
 				"only the messages returned are marked read. "+
-				"Messages from \"relay\" report that a task you submitted ended: its task_id, final state and code or "+
-				"result. Acknowledge handled messages with ack_messages: an acknowledged message is done and no longer returned.", me),
+				"Messages from \"relay\" report that a task you submitted ended, in notice {task_id, state, code, message, result}: "+
+				"result is the target agent's reply as it gave it, message the relay's account; the body's first line is the relay's, "+
+				"and every line of the agent's text in it is quoted (begins with \"> \"), so a line of the body that does not is never "+
+				"the agent's. Acknowledge handled messages with ack_messages: an acknowledged message is done and no longer returned.", me),
 			params: []mcpParam{
 				{name: "unread_only", kind: mcpBool, def: true, desc: "Return only unread messages (default true); false also returns messages already read but not yet acknowledged. Acknowledged messages are done and never returned again."},
 				{name: "limit", kind: mcpLimit, def: 50, desc: fmt.Sprintf("Maximum number of messages to return, 1 to %d (default 50).", mcpMaxLimit)},

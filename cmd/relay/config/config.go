@@ -131,12 +131,39 @@ type LimitsConfig struct {
 	// TaskTimeout bounds one task's run (key task_timeout, default
 	// DefaultTaskTimeout); then the task fails with task_timeout.
 	TaskTimeout time.Duration
+	// StartTimeout bounds one task's start-up: from the agent's spawn
+	// until its ACP session is set up (initialize, session/new, the
+	// hardening's mode), key start_timeout, default DefaultStartTimeout;
+	// then the agent is killed and the task fails agent_start_timeout.
+	StartTimeout time.Duration
 	// ProbeTimeout bounds `relay agents probe` (key probe_timeout, default
 	// DefaultProbeTimeout).
 	ProbeTimeout time.Duration
 	// MaxDispatch is how many tasks may run at once (key max_dispatch,
 	// default DefaultMaxDispatch); more wait in submitted.
 	MaxDispatch int
+	// MaxDispatchPerCaller is how many of those one caller's tasks may
+	// hold at once (key max_dispatch_per_caller, at most MaxDispatch);
+	// zero means the default, DefaultMaxDispatchPerCaller(MaxDispatch):
+	// all slots but one, so that one caller never holds every slot. A
+	// caller's further tasks wait in submitted while other callers' tasks
+	// are served.
+	MaxDispatchPerCaller int
+}
+
+// DispatchPerCaller is the share of the dispatch slots one caller may
+// hold: MaxDispatchPerCaller, or its default.
+func (l LimitsConfig) DispatchPerCaller() int {
+	if l.MaxDispatchPerCaller > 0 {
+		return l.MaxDispatchPerCaller
+	}
+	return DefaultMaxDispatchPerCaller(l.MaxDispatch)
+}
+
+// DefaultMaxDispatchPerCaller is the default of max_dispatch_per_caller
+// for a given max_dispatch: all but one slot, at least one.
+func DefaultMaxDispatchPerCaller(maxDispatch int) int {
+	return machine.DefaultMaxDispatchPerCaller(maxDispatch)
 }
 
 // StorageConfig is the [storage] table.
@@ -170,6 +197,7 @@ const (
 	DefaultAuthorityTimeout = gates.DefaultAuthorityTimeout
 	DefaultMessageBytes     = model.DefaultMessageBytes
 	DefaultTaskTimeout      = dispatch.DefaultTaskTimeout
+	DefaultStartTimeout     = dispatch.DefaultStartTimeout
 	DefaultProbeTimeout     = dispatch.DefaultProbeTimeout
 	DefaultMaxDispatch      = machine.DefaultMaxDispatch
 	DefaultVerifiedWithin   = dispatch.DefaultVerifiedWithin
@@ -203,6 +231,7 @@ func DefaultConfig() Config {
 		Limits: LimitsConfig{
 			MessageBytes: DefaultMessageBytes,
 			TaskTimeout:  DefaultTaskTimeout,
+			StartTimeout: DefaultStartTimeout,
 			ProbeTimeout: DefaultProbeTimeout,
 			MaxDispatch:  DefaultMaxDispatch,
 		},
@@ -314,11 +343,17 @@ func (c Config) Validate() error {
 	if err := checkPositiveDuration(c.Limits.TaskTimeout); err != nil {
 		return bad("limits.task_timeout", leafHint("limits.task_timeout", ""), err)
 	}
+	if err := checkPositiveDuration(c.Limits.StartTimeout); err != nil {
+		return bad("limits.start_timeout", leafHint("limits.start_timeout", ""), err)
+	}
 	if err := checkPositiveDuration(c.Limits.ProbeTimeout); err != nil {
 		return bad("limits.probe_timeout", leafHint("limits.probe_timeout", ""), err)
 	}
 	if c.Limits.MaxDispatch <= 0 {
 		return bad("limits.max_dispatch", leafHint("limits.max_dispatch", ""), fmt.Errorf("want a positive integer, got %d", c.Limits.MaxDispatch))
+	}
+	if err := checkPerCaller(c.Limits); err != nil {
+		return bad("limits.max_dispatch_per_caller", leafHint("limits.max_dispatch_per_caller", ""), err)
 	}
 	if err := checkSynchronous(c.Storage.Synchronous); err != nil {
 		return bad("storage.synchronous", leafHint("storage.synchronous", ""), err)

@@ -57,6 +57,7 @@ func TestDefaultConfig(t *testing.T) {
 		Limits: config.LimitsConfig{
 			MessageBytes: 262144,
 			TaskTimeout:  30 * time.Minute,
+			StartTimeout: 60 * time.Second,
 			ProbeTimeout: 60 * time.Second,
 			MaxDispatch:  4,
 		},
@@ -123,7 +124,9 @@ enabled = false
 message_bytes = 1024
 task_timeout = "1h30m"
 probe_timeout = "15s"
+start_timeout = "20s"
 max_dispatch = 16
+max_dispatch_per_caller = 5
 
 [storage]
 synchronous = "NORMAL"
@@ -144,7 +147,7 @@ func TestParseConfigFull(t *testing.T) {
 	want.Agents["gemini"] = config.AgentConfig{Command: []string{"gemini", "--acp"}, Enabled: false, EnabledSet: true, RequireVerified: true, VerifiedWithin: 168 * time.Hour}
 	want.Agents["my-agent_2"] = config.AgentConfig{Command: []string{"my-agent-acp"}, Enabled: true, VerifiedWithin: config.DefaultVerifiedWithin}
 	want.Agents["off"] = config.AgentConfig{Command: []string{"/usr/local/bin/My Agent/acp"}, Enabled: false, EnabledSet: true, VerifiedWithin: config.DefaultVerifiedWithin}
-	want.Limits = config.LimitsConfig{MessageBytes: 1024, TaskTimeout: 90 * time.Minute, ProbeTimeout: 15 * time.Second, MaxDispatch: 16}
+	want.Limits = config.LimitsConfig{MessageBytes: 1024, TaskTimeout: 90 * time.Minute, ProbeTimeout: 15 * time.Second, StartTimeout: 20 * time.Second, MaxDispatch: 16, MaxDispatchPerCaller: 5}
 	want.Storage.Synchronous = config.SynchronousNormal
 	want.Daemon.IdleTimeout = 90 * time.Second
 	if !reflect.DeepEqual(c, want) {
@@ -282,10 +285,15 @@ var badConfigs = []struct {
 
 	// Bad values.
 	{"zero max_dispatch", "[limits]\nmax_dispatch = 0\n", "limits.max_dispatch", 2, "want a positive integer, got 0"},
+	{"zero max_dispatch_per_caller", "[limits]\nmax_dispatch_per_caller = 0\n", "limits.max_dispatch_per_caller", 2, "want a positive integer, got 0"},
+	{"a share over the default max_dispatch", "[limits]\n\nmax_dispatch_per_caller = 5\n", "limits.max_dispatch_per_caller", 3, "5 is more than limits.max_dispatch (4)"},
+	{"a share over max_dispatch set after it", "limits.max_dispatch_per_caller = 3\nlimits.max_dispatch = 2\n", "limits.max_dispatch_per_caller", 1, "3 is more than limits.max_dispatch (2)"},
 	{"negative max_dispatch", "[limits]\nmax_dispatch = -1\n", "limits.max_dispatch", 2, "got -1"},
 	{"zero message_bytes", "[limits]\nmessage_bytes = 0\n", "limits.message_bytes", 2, "positive"},
 	{"negative duration", "[limits]\ntask_timeout = \"-5s\"\n", "limits.task_timeout", 2, `want a positive duration, got "-5s"`},
 	{"zero duration", "[limits]\nprobe_timeout = \"0s\"\n", "limits.probe_timeout", 2, "positive"},
+	{"zero start_timeout", "[limits]\nstart_timeout = \"0s\"\n", "limits.start_timeout", 2, "positive"},
+	{"start_timeout is a number", "[limits]\nstart_timeout = 60\n", "limits.start_timeout", 2, "want a duration string"},
 	{"zero duration without unit", "[authority]\ntimeout = \"0\"\n", "authority.timeout", 2, "positive"},
 	{"duration without unit", "[authority]\ntimeout = \"5\"\n", "authority.timeout", 2, "not a Go duration"},
 	{"unparsable duration", "[limits]\nprobe_timeout = \"one minute\"\n", "limits.probe_timeout", 2, `"one minute" is not a Go duration`},
@@ -476,7 +484,10 @@ func TestConfigValidate(t *testing.T) {
 		{"limits.message_bytes", func(c *config.Config) { c.Limits.MessageBytes = -1 }},
 		{"limits.task_timeout", func(c *config.Config) { c.Limits.TaskTimeout = -time.Second }},
 		{"limits.probe_timeout", func(c *config.Config) { c.Limits.ProbeTimeout = 0 }},
+		{"limits.start_timeout", func(c *config.Config) { c.Limits.StartTimeout = 0 }},
 		{"limits.max_dispatch", func(c *config.Config) { c.Limits.MaxDispatch = 0 }},
+		{"limits.max_dispatch_per_caller", func(c *config.Config) { c.Limits.MaxDispatchPerCaller = c.Limits.MaxDispatch + 1 }},
+		{"limits.max_dispatch_per_caller", func(c *config.Config) { c.Limits.MaxDispatchPerCaller = -1 }},
 		{"storage.synchronous", func(c *config.Config) { c.Storage.Synchronous = "" }},
 		{"daemon.idle_timeout", func(c *config.Config) { c.Daemon.IdleTimeout = -time.Second }},
 	}
@@ -558,7 +569,7 @@ max_dispatch = 2
 	// max_dispatch: 2 task_timeout: 30m0s
 	// invalid_config
 	// config.toml:2: limits.max_dispatc: unknown key (did you mean max_dispatch?)
-	// remove it or fix its spelling; the keys of [limits] are max_dispatch, message_bytes, probe_timeout, task_timeout
+	// remove it or fix its spelling; the keys of [limits] are max_dispatch, max_dispatch_per_caller, message_bytes, probe_timeout, start_timeout, task_timeout
 }
 
 func TestParseConfigMCPServers(t *testing.T) {
@@ -700,6 +711,32 @@ func TestParseConfigIdleTimeout(t *testing.T) {
 		c, err := config.ParseConfig([]byte(doc), "config.toml")
 		if err != nil || c.Daemon.IdleTimeout != want {
 			t.Errorf("%q: idle timeout %v, %v; want %v", doc, c.Daemon.IdleTimeout, err, want)
+		}
+	}
+}
+
+// One caller's share of the dispatch slots: what the file says, else all
+// slots but one (one when there is only one), so that with the defaults
+// one caller never holds every slot.
+func TestDispatchPerCaller(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		doc  string
+		want int
+	}{
+		{"", 3},
+		{"[limits]\nmax_dispatch = 1\n", 1},
+		{"[limits]\nmax_dispatch = 2\n", 1},
+		{"[limits]\nmax_dispatch = 10\n", 9},
+		{"[limits]\nmax_dispatch = 10\nmax_dispatch_per_caller = 2\n", 2},
+		{"[limits]\nmax_dispatch = 3\nmax_dispatch_per_caller = 3\n", 3},
+	} {
+		c, err := config.ParseConfig([]byte(tc.doc), "config.toml")
+		if err != nil {
+			t.Fatalf("%q: %v", tc.doc, err)
+		}
+		if got := c.Limits.DispatchPerCaller(); got != tc.want {
+			t.Errorf("%q: a caller's share is %d slots, want %d", tc.doc, got, tc.want)
 		}
 	}
 }

@@ -36,8 +36,10 @@ import (
 //	[limits]
 //	message_bytes = 262144                  # integer > 0
 //	task_timeout = "30m"
+//	start_timeout = "60s"                   # initialize + session/new (+ the mode): then agent_start_timeout
 //	probe_timeout = "60s"
 //	max_dispatch = 4                        # integer > 0
+//	max_dispatch_per_caller = 3             # 1..max_dispatch; default max_dispatch - 1 (at least 1)
 //
 //	[storage]
 //	synchronous = "NORMAL"                  # or "FULL"; see StorageConfig
@@ -93,6 +95,12 @@ func ParseConfig(data []byte, name string) (Config, error) {
 		return Config{}, d.fail(k, toml.Key{"agents", k[1], "command"}, leafHint("agents.*.command", k[1]),
 			"custom agent %q has no command; only the core agents have a default", k[1])
 	}
+	// The share of one caller is checked against max_dispatch, wherever
+	// either is written.
+	if err := checkPerCaller(cfg.Limits); err != nil {
+		k := toml.Key{"limits", "max_dispatch_per_caller"}
+		return Config{}, d.fail(k, k, leafHint(pattern(k), ""), "%s", err)
+	}
 	if err := cfg.Validate(); err != nil {
 		// Unreachable when the rules above and Validate agree; kept so that
 		// ParseConfig never returns a Config that Validate rejects.
@@ -134,8 +142,10 @@ type agentTable struct {
 
 type limitsTable struct {
 	MaxDispatch  countValue    `toml:"max_dispatch"`
+	PerCaller    countValue    `toml:"max_dispatch_per_caller"`
 	MessageBytes countValue    `toml:"message_bytes"`
 	ProbeTimeout durationValue `toml:"probe_timeout"`
+	StartTimeout durationValue `toml:"start_timeout"`
 	TaskTimeout  durationValue `toml:"task_timeout"`
 }
 
@@ -168,9 +178,11 @@ func (f *file) apply(cfg *Config) {
 		cfg.Agents[name] = a
 	}
 	f.Limits.MaxDispatch.merge(&cfg.Limits.MaxDispatch)
+	f.Limits.PerCaller.merge(&cfg.Limits.MaxDispatchPerCaller)
 	f.Limits.MessageBytes.merge(&cfg.Limits.MessageBytes)
 	f.Limits.ProbeTimeout.merge(&cfg.Limits.ProbeTimeout)
 	f.Limits.TaskTimeout.merge(&cfg.Limits.TaskTimeout)
+	f.Limits.StartTimeout.merge(&cfg.Limits.StartTimeout)
 	f.Storage.Synchronous.merge(&cfg.Storage.Synchronous)
 	f.Daemon.IdleTimeout.merge(&cfg.Daemon.IdleTimeout)
 }
@@ -406,6 +418,11 @@ var hints = map[string]hint{
 		want:    "a positive Go duration (default " + model.ShortDuration(DefaultTaskTimeout) + ")",
 		example: `task_timeout = "30m"`,
 	},
+	"limits.start_timeout": {
+		want: "a positive Go duration (default " + model.ShortDuration(DefaultStartTimeout) + "): how long an agent may take " +
+			"to answer initialize and session/new (and have its session's mode set) before it is killed (agent_start_timeout)",
+		example: `start_timeout = "60s"`,
+	},
 	"limits.probe_timeout": {
 		want:    "a positive Go duration (default " + model.ShortDuration(DefaultProbeTimeout) + ")",
 		example: `probe_timeout = "60s"`,
@@ -413,6 +430,11 @@ var hints = map[string]hint{
 	"limits.max_dispatch": {
 		want:    fmt.Sprintf("a positive number of tasks run at once (default %d)", DefaultMaxDispatch),
 		example: fmt.Sprintf("max_dispatch = %d", DefaultMaxDispatch),
+	},
+	"limits.max_dispatch_per_caller": {
+		want: "a positive number of tasks, at most max_dispatch (default max_dispatch - 1, at least 1): " +
+			"how many dispatch slots the tasks of one caller may hold at once",
+		example: fmt.Sprintf("max_dispatch_per_caller = %d", DefaultMaxDispatchPerCaller(DefaultMaxDispatch)),
 	},
 	"daemon.idle_timeout": {
 		want:    "a Go duration, 0 for never (default " + model.ShortDuration(DefaultIdleTimeout) + "): how long a daemon a facade started stays up with no facade connected and no task running or queued",

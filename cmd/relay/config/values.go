@@ -226,6 +226,18 @@ func parsePositiveInt(v any) (int, error) {
 	return int(n), nil
 }
 
+// checkPerCaller checks limits.max_dispatch_per_caller against
+// limits.max_dispatch (zero: the default, always within).
+func checkPerCaller(l LimitsConfig) error {
+	switch pc := l.MaxDispatchPerCaller; {
+	case pc < 0:
+		return fmt.Errorf("want a positive integer, got %d", pc)
+	case pc > l.MaxDispatch:
+		return fmt.Errorf("%d is more than limits.max_dispatch (%d); a caller's share is at most every slot", pc, l.MaxDispatch)
+	}
+	return nil
+}
+
 func checkSynchronous(s string) error {
 	if s != SynchronousFull && s != SynchronousNormal {
 		return fmt.Errorf("want %q or %q, got %s", SynchronousFull, SynchronousNormal, quote(s))

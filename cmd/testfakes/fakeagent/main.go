@@ -42,6 +42,12 @@
 //	                       text" for its own session
 //	foreign-mode           report current_mode_update bypassPermissions for
 //	                       session "sess-other", then hang
+//	flood BYTES SECONDS    for SECONDS (or until canceled), write session/update
+//	                       lines of about BYTES each on stdout as fast as the
+//	                       relay reads them — by turns a message chunk whose
+//	                       text is BYTES long and a tool call whose title and
+//	                       content are half that each — then log the count ("flooded") and
+//	                       end the turn with a short reply
 //	big-tool N             report a tool call whose id and title are N bytes,
 //	                       ask permission for it with an N-byte reject option id
 //	grandchild             start `sleep 300`, reply and write its pid to
@@ -74,7 +80,8 @@
 // default and plan), modes-refuse (offer them but refuse set_mode),
 // modes-die (offer them and exit, status 3, on set_mode),
 // options (offer a select config option "mode": build, plan; start at
-// build), hang-init (never answer initialize), v2 (claim ACP
+// build), hang-init (never answer initialize), hang-new (never answer
+// session/new), v2 (claim ACP
 // protocol version 2), die-first (the first process to create
 // $FAKEAGENT_ONCE exits 1 before initialize; the others are compliant). A startup behaviour that is also a prompt behaviour
 // (hang, echo, ...) applies to every prompt.
@@ -86,6 +93,10 @@
 //
 // The start event carries the values of the variables $FAKEAGENT_ENVLOG
 // names (comma-separated) that are set.
+//
+// With $FAKEAGENT_START_CHILD set to a path, the agent starts `sleep 300`
+// in its process group as it starts and appends the child's pid to that
+// file.
 //
 // Every event (start, initialize, session/new, set_mode, prompt,
 // permission outcome, fs/terminal errors, cancel, exit) is appended as one
@@ -211,7 +222,7 @@ func (a *agent) SetSessionConfigOption(_ context.Context, p acp.SetSessionConfig
 // the config option "mode", and takes any mode or option value.
 func (a *agent) compliant() bool {
 	switch a.startup {
-	case "auth", "auth-init", "modes", "modes-refuse", "modes-die", "options", "nomodes", "v2", "hang-init":
+	case "auth", "auth-init", "modes", "modes-refuse", "modes-die", "options", "nomodes", "v2", "hang-init", "hang-new":
 		return false
 	}
 	return true
@@ -233,7 +244,7 @@ func modeOption(value acp.SessionConfigValueId) []acp.SessionConfigOption {
 	}}}
 }
 
-func (a *agent) NewSession(_ context.Context, p acp.NewSessionRequest) (acp.NewSessionResponse, error) {
+func (a *agent) NewSession(ctx context.Context, p acp.NewSessionRequest) (acp.NewSessionResponse, error) {
 	var servers []string
 	for _, m := range p.McpServers {
 		if m.Stdio != nil {
@@ -255,6 +266,9 @@ func (a *agent) NewSession(_ context.Context, p acp.NewSessionRequest) (acp.NewS
 	switch a.startup {
 	case "auth":
 		return acp.NewSessionResponse{}, acp.NewAuthRequired(map[string]any{"hint": "log in first"})
+	case "hang-new":
+		<-ctx.Done()
+		return acp.NewSessionResponse{}, ctx.Err()
 	case "nomodes":
 	case "options":
 		a.mu.Lock()
@@ -433,6 +447,10 @@ func (a *agent) Prompt(ctx context.Context, p acp.PromptRequest) (acp.PromptResp
 			return a.reply(ctx, sid, "permission error: "+err.Error())
 		}
 		return a.reply(ctx, sid, "big tool done")
+	case behaviour == "flood" && len(words) > 2:
+		size, _ := strconv.Atoi(words[1])
+		secs, _ := strconv.ParseFloat(words[2], 64)
+		return a.flood(ctx, sid, size, time.Duration(secs*float64(time.Second)))
 	case strings.HasPrefix(behaviour, "tools-") && !strings.HasPrefix(behaviour, "tools-fail-"):
 		n, _ := strconv.Atoi(strings.TrimPrefix(behaviour, "tools-"))
 		for i := 0; i < n; i++ {
@@ -577,6 +595,40 @@ func (a *agent) Prompt(ctx context.Context, p acp.PromptRequest) (acp.PromptResp
 	default:
 		return a.reply(ctx, sid, text)
 	}
+}
+
+// flood writes prebuilt session/update lines of about size bytes straight
+// to stdout (the SDK's encoder would spend the time the relay is meant to
+// spend) until d has passed or the turn is canceled. Nothing else writes
+// to stdout meanwhile: the turn is the agent's only activity.
+func (a *agent) flood(ctx context.Context, sid acp.SessionId, size int, d time.Duration) (acp.PromptResponse, error) {
+	big, half := strings.Repeat("flood ", size/6), strings.Repeat("flood ", size/12)
+	line := func(u acp.SessionUpdate) []byte {
+		b, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "method": acp.ClientMethodSessionUpdate,
+			"params": acp.SessionNotification{SessionId: sid, Update: u}})
+		if err != nil {
+			panic(err)
+		}
+		return append(b, '\n')
+	}
+	lines := [][]byte{
+		line(acp.UpdateAgentMessageText(big)),
+		line(acp.StartToolCall("flood-tool", half, acp.WithStartKind(acp.ToolKindEdit),
+			acp.WithStartContent([]acp.ToolCallContent{acp.ToolContent(acp.TextBlock(half))}))),
+	}
+	var n, bytes int
+	for end := time.Now().Add(d); time.Now().Before(end) && ctx.Err() == nil; n++ {
+		l := lines[n%len(lines)]
+		if _, err := os.Stdout.Write(l); err != nil {
+			break
+		}
+		bytes += len(l)
+	}
+	a.log.event("flooded", map[string]any{"lines": n, "bytes": bytes})
+	if ctx.Err() != nil {
+		return acp.PromptResponse{StopReason: acp.StopReasonCancelled}, nil
+	}
+	return a.reply(ctx, sid, fmt.Sprintf(" flooded %d lines", n))
 }
 
 // permission reports a tool call, asks permission with the options the
@@ -793,6 +845,17 @@ func main() {
 		}
 	}
 	a.log.event("start", map[string]any{"args": os.Args[1:], "env": env})
+	if f := os.Getenv("FAKEAGENT_START_CHILD"); f != "" {
+		// A child in the agent's process group from the start, for the
+		// tests that check a group killed before any prompt.
+		cmd := exec.Command("sleep", "300")
+		if err := cmd.Start(); err == nil {
+			if pf, err := os.OpenFile(f, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600); err == nil {
+				fmt.Fprintln(pf, cmd.Process.Pid)
+				pf.Close()
+			}
+		}
+	}
 	fmt.Fprintln(os.Stderr, "fakeagent: started", os.Args[1:])
 	if a.startup == "die-first" {
 		// The first of its processes to start dies before initialize, as
