@@ -74,7 +74,8 @@
 //
 // Every event (start, initialize, session/new, set_mode, prompt,
 // permission outcome, fs/terminal errors, cancel, exit) is appended as one
-// JSON line to $FAKEAGENT_LOG when set.
+// JSON line to $FAKEAGENT_LOG when set; start carries the names of the
+// variables in the agent's environment (env, sorted).
 package main
 
 import (
@@ -683,6 +684,18 @@ func (a *agent) clientErr(kind string, err error) string {
 	return kind + " error: " + err.Error()
 }
 
+// envNames returns the names of the variables in the agent's
+// environment, sorted (never their values).
+func envNames() []string {
+	var names []string
+	for _, kv := range os.Environ() {
+		name, _, _ := strings.Cut(kv, "=")
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	return names
+}
+
 func main() {
 	a := &agent{ready: make(chan struct{})}
 	if len(os.Args) > 1 && !strings.HasPrefix(os.Args[1], "-") {
@@ -696,7 +709,7 @@ func main() {
 		}
 		a.log = &eventLog{f: f}
 	}
-	a.log.event("start", map[string]any{"args": os.Args[1:]})
+	a.log.event("start", map[string]any{"args": os.Args[1:], "env": envNames()})
 	fmt.Fprintln(os.Stderr, "fakeagent: started", os.Args[1:])
 	if a.startup == "die-first" {
 		// The first of its processes to start dies before initialize, as
