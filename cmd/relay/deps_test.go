@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os/exec"
 	"path"
 	"slices"
@@ -33,7 +34,7 @@ func topLevel(pkg string) string {
 // deps_test does).
 func TestDependencyRule(t *testing.T) {
 	t.Parallel()
-	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}} {{join .Imports " "}}`, module+"/...").CombinedOutput()
+	out, err := goList("-f", `{{.ImportPath}} {{join .Imports " "}}`, module+"/...")
 	if err != nil {
 		t.Fatalf("go list: %v\n%s", err, out)
 	}
@@ -74,7 +75,7 @@ func TestDependencyRule(t *testing.T) {
 // TestModelIsStandardLibraryOnly checks model's whole dependency closure.
 func TestModelIsStandardLibraryOnly(t *testing.T) {
 	t.Parallel()
-	out, err := exec.Command("go", "list", "-deps", "-f", `{{if not .Standard}}{{.ImportPath}}{{end}}`, module+"/model").CombinedOutput()
+	out, err := goList("-deps", "-f", `{{if not .Standard}}{{.ImportPath}}{{end}}`, module+"/model")
 	if err != nil {
 		t.Fatalf("go list: %v\n%s", err, out)
 	}
@@ -83,6 +84,17 @@ func TestModelIsStandardLibraryOnly(t *testing.T) {
 			t.Errorf("model depends on %s; it must use the standard library only", p)
 		}
 	}
+}
+
+// goList runs go list with args and returns its standard output; a
+// warning it prints (a symbolic link it ignores) goes to standard error
+// and is no package. On failure err carries that standard error.
+func goList(args ...string) ([]byte, error) {
+	out, err := exec.Command("go", append([]string{"list"}, args...)...).Output()
+	if ee, ok := err.(*exec.ExitError); ok {
+		err = fmt.Errorf("%w: %s", err, ee.Stderr)
+	}
+	return out, err
 }
 
 func contains(xs []string, x string) bool {
@@ -117,7 +129,7 @@ var testOnlyPackages = []string{
 // list reports it) with its imports.
 func modulePackages(t *testing.T) map[string][]string {
 	t.Helper()
-	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}} {{join .Imports " "}}`, module+"/...").CombinedOutput()
+	out, err := goList("-f", `{{.ImportPath}} {{join .Imports " "}}`, module+"/...")
 	if err != nil {
 		t.Fatalf("go list: %v\n%s", err, out)
 	}
@@ -201,7 +213,7 @@ func TestProductImportsNoTestOnlyPackageCatches(t *testing.T) {
 // flags and runtime hooks) nor any fake, benchmark or test helper.
 func TestRelayBinaryHasNoTestCode(t *testing.T) {
 	t.Parallel()
-	out, err := exec.Command("go", "list", "-deps", module+"/cmd/relay").CombinedOutput()
+	out, err := goList("-deps", module+"/cmd/relay")
 	if err != nil {
 		t.Fatalf("go list: %v\n%s", err, out)
 	}
@@ -218,7 +230,7 @@ func TestRelayBinaryHasNoTestCode(t *testing.T) {
 // API's, facade/socketapi).
 func TestCoreHasNoConfigParserNorHTTP(t *testing.T) {
 	t.Parallel()
-	out, err := exec.Command("go", "list", "-deps", module+"/gates", module+"/machine", module+"/spec").CombinedOutput()
+	out, err := goList("-deps", module+"/gates", module+"/machine", module+"/spec")
 	if err != nil {
 		t.Fatalf("go list: %v\n%s", err, out)
 	}
