@@ -160,10 +160,11 @@ func (d *daemon) run(ctx context.Context) (err error) {
 	}
 	// Agents and the authority adapter run under this very binary's shim,
 	// even if the file is replaced while the daemon runs: /proc/self/exe is
-	// resolved in the forked child.
+	// resolved in the forked child. A test build may name another
+	// (testswitch.go); a release build never does.
 	shim := []string{"/proc/self/exe", subreaper.Command}
-	if p := os.Getenv(testShimEnv); p != "" {
-		shim = []string{p}
+	if s := testShim(); s != nil {
+		shim = s
 	}
 	disp := dispatch.New(dispatch.Options{
 		Registry: registry, Home: d.home, TaskTimeout: cfg.Limits.TaskTimeout, Logger: d.log,
@@ -178,7 +179,7 @@ func (d *daemon) run(ctx context.Context) (err error) {
 				d.log.Error("save verification", "agent", v.Agent, "err", err)
 			}
 		},
-		Unhardened: unhardened(d.log),
+		Unhardened: testUnhardened(d.log),
 	})
 	// Agents a crashed daemon left behind (an adapter's native child
 	// survives Pdeathsig) are killed before recovery fails their tasks.
@@ -347,13 +348,6 @@ func (d *daemon) idleWatch(ctx context.Context, timeout time.Duration, srv *sock
 	}
 }
 
-// testShimEnv names a shim executable (cmd/testfakes/agentshim) the daemon uses
-// instead of its own `__agent-shim`. Only the tests set it: they build the
-// relay with the race detector, whose start-up costs a tenth of a CPU second
-// per process, and point this at a shim built without it. Whoever sets a
-// daemon's environment already chooses its PATH, so it grants nothing new.
-const testShimEnv = "RELAY_TEST_AGENT_SHIM"
-
 // logStartFailure logs why the daemon did not start: the code, message
 // and hint the operator sees, and the internal error behind them.
 func logStartFailure(log *slog.Logger, err error) {
@@ -409,24 +403,6 @@ func loadVerifications(ctx context.Context, db *persistence.DB, r *dispatch.Regi
 		r.SetVerification(v.Agent, v)
 	}
 	return nil
-}
-
-// unhardened reads the test-only switch dispatch.UnhardenedEnv: agents
-// whose sessions run without their hardening profile's session options
-// (still under the deny-all client), so that CI proves `relay agents
-// verify` detects what a profile prevents. It is loud about it.
-func unhardened(log *slog.Logger) []string {
-	var names []string
-	for _, n := range strings.Split(os.Getenv(dispatch.UnhardenedEnv), ",") {
-		if n = strings.TrimSpace(n); n != "" {
-			names = append(names, n)
-		}
-	}
-	if len(names) > 0 {
-		log.Warn("TEST ONLY: these agents run without their hardening profile's session options",
-			"env", dispatch.UnhardenedEnv, "agents", strings.Join(names, ","))
-	}
-	return names
 }
 
 // lockHome takes the home's single-instance lock. A second daemon on the

@@ -1,0 +1,34 @@
+//go:build relaytest
+
+package main
+
+import (
+	"log/slog"
+	"os"
+	"strings"
+
+	"github.com/hai-relay/relay/dispatch"
+)
+
+// testShim returns the shim testShimEnv names, or nil.
+func testShim() []string {
+	if p := os.Getenv(testShimEnv); p != "" {
+		return []string{p}
+	}
+	return nil
+}
+
+// testUnhardened returns the agents dispatch.UnhardenedEnv names, loudly.
+func testUnhardened(log *slog.Logger) []string {
+	var names []string
+	for _, n := range strings.Split(os.Getenv(dispatch.UnhardenedEnv), ",") {
+		if n = strings.TrimSpace(n); n != "" {
+			names = append(names, n)
+		}
+	}
+	if len(names) > 0 {
+		log.Warn("TEST ONLY: these agents run without their hardening profile's session options",
+			"env", dispatch.UnhardenedEnv, "agents", strings.Join(names, ","))
+	}
+	return names
+}
