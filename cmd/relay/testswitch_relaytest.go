@@ -10,6 +10,11 @@ import (
 	"github.com/hai-relay/relay/dispatch"
 )
 
+// testAutostartTaken are the test switches (testswitch.go) and GORACE: a
+// test daemon a facade starts takes them from the facade, so that the
+// tests' autostarted daemons run as their hand-started ones do.
+var testAutostartTaken = []string{testShimEnv, dispatch.UnhardenedEnv, "GORACE"}
+
 // testShim returns the shim testShimEnv names, or nil.
 func testShim() []string {
 	if p := os.Getenv(testShimEnv); p != "" {

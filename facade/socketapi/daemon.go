@@ -34,6 +34,49 @@ type DaemonStatus struct {
 	// to do ([daemon] idle_timeout), as a Go duration; "0s" means never.
 	// It is absent for a daemon started by hand, which never idles out.
 	IdleTimeout string `json:"idle_timeout,omitempty"`
+	// StartedBy says who started the daemon.
+	StartedBy StartedBy `json:"started_by"`
+	// Path is the PATH the daemon resolves agent commands through and
+	// gives every process it starts: the safe entries of PathPinned
+	// (symbolic links resolved).
+	Path string `json:"path"`
+	// PathSource says where PathPinned came from: "config" ([daemon]
+	// path), "pinned" (the file the first start by hand wrote in the
+	// home) or "default" (neither: the system's directories).
+	PathSource string `json:"path_source"`
+	// PathPinned is that PATH as configured or pinned.
+	PathPinned string `json:"path_pinned"`
+	// PathSkipped are the entries of PathPinned that are not used, and
+	// why (relative, missing, group- or other-writable, owned by another
+	// user).
+	PathSkipped []PathSkip `json:"path_skipped"`
+	// Env names the variables of the daemon's environment, which its
+	// agents start from, sorted. Names only: a value is never shown.
+	Env []string `json:"env"`
+	// EnvRemoved names the code-loading variables the daemon was started
+	// with and removed from its environment.
+	EnvRemoved []string `json:"env_removed"`
+}
+
+// StartedBy is who started a daemon.
+type StartedBy struct {
+	// By is "hand" (relay daemon) or "autostart" (a facade, relay mcp,
+	// that found no daemon).
+	By string `json:"by"`
+	// Agent is the agent of the facade that started it (autostart).
+	Agent string `json:"agent,omitempty"`
+	// PID is the facade's pid (autostart), else the daemon's parent's at
+	// its start (the shell or service manager).
+	PID int `json:"pid"`
+	// Cwd is the facade's working directory (autostart), else the one the
+	// daemon was started in. The daemon itself runs in its home.
+	Cwd string `json:"cwd"`
+}
+
+// PathSkip is one PATH entry a daemon does not use.
+type PathSkip struct {
+	Entry  string `json:"entry"`
+	Reason string `json:"reason"`
 }
 
 // Facade is one connected facade.
