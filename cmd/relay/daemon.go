@@ -364,6 +364,11 @@ func countTasks(ctx context.Context, eng *machine.Engine, states ...model.State)
 // ended within timeout, and no task queued or running. It looks every
 // quarter of the timeout (between 100 ms and 15 s), so the daemon stops
 // between timeout and 1.25 × timeout after it went idle.
+//
+// A request may arrive as it decides: idleStop stops serving, looks
+// again, and only then stops the daemon (requests held meanwhile are
+// answered daemon_unavailable, nothing done) or serves on. So a task
+// whose submit was answered is never left queued by an idle exit.
 func (d *daemon) idleWatch(ctx context.Context, timeout time.Duration, srv *socketapi.Server, eng *machine.Engine, stop func(string)) {
 	tick := time.NewTicker(min(max(timeout/4, 100*time.Millisecond), 15*time.Second))
 	defer tick.Stop()
@@ -374,26 +379,62 @@ func (d *daemon) idleWatch(ctx context.Context, timeout time.Duration, srv *sock
 			return
 		case <-tick.C:
 		}
+		at := time.Now()
 		inFlight, last := srv.Activity()
-		busy := inFlight > 0 || len(srv.Facades()) > 0
-		if !busy {
-			n, err := countTasks(ctx, eng, model.StateSubmitted, model.StateAuthorized, model.StateWorking)
-			busy = err != nil || n > 0 // a store that cannot answer is not proof of idleness
-		}
-		now := time.Now()
+		busy := inFlight > 0 || len(srv.Facades()) > 0 || d.tasksPending(ctx, eng)
 		if busy {
-			busySince = now
+			busySince = at
 			continue
 		}
 		if last.After(busySince) {
 			busySince = last
 		}
-		if idle := now.Sub(busySince); idle >= timeout {
-			d.log.Info("idle: no facade connected, no request and no task queued or running", "idle_for", idle.Round(time.Millisecond), "idle_timeout", timeout)
-			stop("idle")
-			return
+		idle := at.Sub(busySince)
+		if idle < timeout {
+			continue
+		}
+		if !d.idleStop(ctx, srv, eng, at) {
+			busySince = time.Now()
+			continue
+		}
+		d.log.Info("idle: no facade connected, no request and no task queued or running", "idle_for", idle.Round(time.Millisecond), "idle_timeout", timeout)
+		stop("idle")
+		return
+	}
+}
+
+// idleStop confirms an idle decision taken at at: it holds new requests
+// (socketapi.Server.Pause), waits for those being served, and looks
+// again. It returns true, still holding them, when nothing happened since
+// at (no request began or ended, none is held, no facade, no task queued
+// or running); else it serves on (Resume) and returns false.
+func (d *daemon) idleStop(ctx context.Context, srv *socketapi.Server, eng *machine.Engine, at time.Time) bool {
+	testStep := func() {
+		if step := testIdleStep(); step > 0 {
+			time.Sleep(step) // a test aims requests at the decision (testswitch.go)
 		}
 	}
+	testStep()
+	pctx, cancel := context.WithTimeout(ctx, time.Second)
+	err := srv.Pause(pctx)
+	cancel()
+	testStep()
+	if err == nil {
+		_, last := srv.Activity()
+		if !last.After(at) && srv.Held() == 0 && len(srv.Facades()) == 0 && !d.tasksPending(ctx, eng) {
+			return true
+		}
+	}
+	srv.Resume()
+	d.log.Debug("idle exit called off: a request came as the daemon decided to stop")
+	return false
+}
+
+// tasksPending reports whether a task is queued or running; a store that
+// cannot answer is not proof of idleness.
+func (d *daemon) tasksPending(ctx context.Context, eng *machine.Engine) bool {
+	n, err := countTasks(ctx, eng, model.StateSubmitted, model.StateAuthorized, model.StateWorking)
+	return err != nil || n > 0
 }
 
 // logStartFailure logs why the daemon did not start: the code, message

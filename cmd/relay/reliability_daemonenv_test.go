@@ -202,7 +202,7 @@ func TestReleaseBuildHasNoTestSwitches(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, name := range []string{testShimEnv} {
+		for _, name := range []string{testShimEnv, testIdleStepEnv} {
 			if got := bytes.Contains(b, []byte(name)); got != want {
 				t.Errorf("%s holds %s: %v, want %v", filepath.Base(bin), name, got, want)
 			}

@@ -15,4 +15,10 @@ package main
 //     agents without their hardening profile's session options, still
 //     under the deny-all client, so that CI proves `relay agents verify`
 //     detects what a profile prevents.
-const testShimEnv = "RELAY_TEST_AGENT_SHIM"
+//   - testIdleStepEnv (a Go duration) makes the idle exit wait that long
+//     after each of its decisions before acting on it, so that a test can
+//     aim requests at the moment a daemon decides to exit.
+const (
+	testShimEnv     = "RELAY_TEST_AGENT_SHIM"
+	testIdleStepEnv = "RELAY_TEST_IDLE_STEP"
+)

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/hai-relay/relay/dispatch"
 )
@@ -13,7 +14,7 @@ import (
 // testAutostartTaken are the test switches (testswitch.go) and GORACE: a
 // test daemon a facade starts takes them from the facade, so that the
 // tests' autostarted daemons run as their hand-started ones do.
-var testAutostartTaken = []string{testShimEnv, dispatch.UnhardenedEnv, "GORACE"}
+var testAutostartTaken = []string{testShimEnv, dispatch.UnhardenedEnv, testIdleStepEnv, "GORACE"}
 
 // testShim returns the shim testShimEnv names, or nil.
 func testShim() []string {
@@ -36,4 +37,10 @@ func testUnhardened(log *slog.Logger) []string {
 			"env", dispatch.UnhardenedEnv, "agents", strings.Join(names, ","))
 	}
 	return names
+}
+
+// testIdleStep returns testIdleStepEnv's duration, or 0.
+func testIdleStep() time.Duration {
+	d, _ := time.ParseDuration(os.Getenv(testIdleStepEnv))
+	return max(d, 0)
 }

@@ -2,7 +2,10 @@
 
 package main
 
-import "log/slog"
+import (
+	"log/slog"
+	"time"
+)
 
 // A release build has no test switch (testswitch.go).
 
@@ -11,3 +14,5 @@ var testAutostartTaken []string
 func testShim() []string { return nil }
 
 func testUnhardened(*slog.Logger) []string { return nil }
+
+func testIdleStep() time.Duration { return 0 }

@@ -142,17 +142,84 @@ func (s *Server) Activity() (inFlight int, last time.Time) {
 	return int(s.inFlight.Load()), time.Unix(0, s.lastActive.Load())
 }
 
-// trackActivity counts r in Activity; the returned func ends it.
-func (s *Server) trackActivity(r *http.Request) func() {
-	if r.Method == http.MethodGet && (r.URL.Path == "/v1/operator/status" || r.URL.Path == "/v1/version") {
-		return func() {}
+// Pause holds every request that arrives from now on before it is
+// served, then waits until no request counted by Activity is being
+// served (or ctx ends: its error). A held request is served after Resume,
+// or answered daemon_unavailable ("nothing was done") when Shutdown
+// begins. This is how the daemon stops when idle without racing a
+// request: stop serving first, look again, then stop for good or Resume.
+// Pause and Resume may be called more than once.
+func (s *Server) Pause(ctx context.Context) error {
+	s.gateMu.Lock()
+	if s.resume == nil {
+		s.resume = make(chan struct{})
 	}
-	s.inFlight.Add(1)
-	s.lastActive.Store(time.Now().UnixNano())
-	return func() {
+	s.gateMu.Unlock()
+	for s.inFlight.Load() > 0 {
+		t := time.NewTimer(time.Millisecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+	return nil
+}
+
+// Resume serves the requests Pause held, and every request after them.
+func (s *Server) Resume() {
+	s.gateMu.Lock()
+	defer s.gateMu.Unlock()
+	if s.resume != nil {
+		close(s.resume)
+		s.resume = nil
+	}
+}
+
+// Held returns the number of requests Pause is holding now.
+func (s *Server) Held() int {
+	s.gateMu.Lock()
+	defer s.gateMu.Unlock()
+	return s.held
+}
+
+// admit lets r be served: at once, or once Resume lets the requests Pause
+// held go; ok is false when Shutdown began first (r was not served). It
+// counts r in Activity, under the same lock Pause takes, so that a
+// request is either counted before Pause waits for the count to drain,
+// or held; the returned func ends it. GET /v1/operator/status and GET
+// /v1/version (which every client sends before its first call) are held
+// but not counted: looking at an idle daemon does not keep it up.
+func (s *Server) admit(r *http.Request) (end func(), ok bool) {
+	counted := !(r.Method == http.MethodGet && (r.URL.Path == "/v1/operator/status" || r.URL.Path == "/v1/version"))
+	s.gateMu.Lock()
+	for s.resume != nil {
+		wait := s.resume
+		s.held++
+		s.gateMu.Unlock()
+		select {
+		case <-wait:
+		case <-s.down.Done():
+		}
+		s.gateMu.Lock()
+		s.held--
+		if s.down.Err() != nil {
+			s.gateMu.Unlock()
+			return nil, false
+		}
+	}
+	if counted {
+		s.inFlight.Add(1)
 		s.lastActive.Store(time.Now().UnixNano())
-		s.inFlight.Add(-1)
 	}
+	s.gateMu.Unlock()
+	return func() {
+		if counted {
+			s.lastActive.Store(time.Now().UnixNano())
+			s.inFlight.Add(-1)
+		}
+	}, true
 }
 
 // facadeSet is the facades that announced themselves, by pid.
