@@ -100,19 +100,18 @@ func buildDaemonEnviron(own []string, autostarted bool, d config.DaemonConfig, p
 	}
 	set, take := d.Environ()
 	if autostarted {
-		acct := accountEnv()
-		for k, v := range acct {
+		for k, v := range accountEnv() {
 			if !slices.Contains(take, k) { // else [daemon] env takes it from the facade
 				m[k] = v
 			}
-		}
-		if _, ok := m["HOME"]; !ok && !slices.Contains(take, "HOME") {
-			de.notes = append(de.notes, fmt.Sprintf("no home directory for uid %d in the user database: HOME is not set (set HOME=/path in [daemon] env)", os.Getuid()))
 		}
 	}
 	for _, kv := range set {
 		name, value, _ := strings.Cut(kv, "=")
 		m[name] = value
+	}
+	if _, ok := m["HOME"]; !ok && autostarted {
+		de.notes = append(de.notes, fmt.Sprintf("no home directory for uid %d in the user database: HOME is not set (set HOME=/path in [daemon] env)", os.Getuid()))
 	}
 	m["PATH"] = path.String()
 	for k := range m {

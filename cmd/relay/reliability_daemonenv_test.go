@@ -583,3 +583,61 @@ func TestDaemonPathEntries(t *testing.T) {
 		t.Error("lookPath found a program that is nowhere")
 	}
 }
+
+// What a daemon's environment is made of, by who started it: an
+// autostarted one takes the locale, the time zone and the names [daemon]
+// env lists from the facade, its identity from the account, [daemon]
+// env's values and its PATH; one started by hand keeps what it has; no
+// code-loading variable either way.
+func TestDaemonEnviron(t *testing.T) {
+	t.Parallel()
+	acct, err := user.Current()
+	if err != nil {
+		t.Fatal(err)
+	}
+	facade := []string{"HOME=/project/home", "USER=mallory", "PATH=/project/bin:/usr/bin", "LANG=C.UTF-8", "LC_TIME=de_DE.UTF-8",
+		"TZ=UTC", "ANTHROPIC_API_KEY=sk-project", "OPENAI_API_KEY=sk-facade", "NODE_OPTIONS=--require /x.js", "LD_PRELOAD=/x.so",
+		"XDG_CONFIG_HOME=/project/cfg", "HTTPS_PROXY=http://proxy.project:3128"}
+	path := daemonPath{safe: []string{"/usr/local/bin", "/usr/bin"}}
+	cfg := config.DaemonConfig{Env: []string{"OPENAI_API_KEY", "HTTPS_PROXY=http://proxy.corp:3128"}}
+	get := func(de daemonEnviron) map[string]string {
+		m := map[string]string{}
+		for _, kv := range de.env {
+			k, v, _ := strings.Cut(kv, "=")
+			m[k] = v
+		}
+		return m
+	}
+
+	passed := autostartEnviron(facade, cfg)
+	if want := []string{"LANG=C.UTF-8", "LC_TIME=de_DE.UTF-8", "TZ=UTC", "OPENAI_API_KEY=sk-facade"}; !slices.Equal(passed, want) {
+		t.Errorf("a facade passes %q, want %q", passed, want)
+	}
+	if e := autostartEnviron(nil, config.DaemonConfig{}); e == nil {
+		t.Error("autostartEnviron(nil) is nil, which exec.Cmd takes for the whole environment")
+	}
+	auto := buildDaemonEnviron(facade, true, cfg, path)
+	m := get(auto)
+	for k, want := range map[string]string{"HOME": acct.HomeDir, "USER": acct.Username, "PATH": "/usr/local/bin:/usr/bin", "LANG": "C.UTF-8",
+		"TZ": "UTC", "OPENAI_API_KEY": "sk-facade", "HTTPS_PROXY": "http://proxy.corp:3128", "ANTHROPIC_API_KEY": "", "XDG_CONFIG_HOME": "",
+		"NODE_OPTIONS": "", "LD_PRELOAD": ""} {
+		if m[k] != want {
+			t.Errorf("autostarted: %s=%q, want %q", k, m[k], want)
+		}
+	}
+	if !slices.Contains(auto.removed, "NODE_OPTIONS") || !slices.Contains(auto.removed, "LD_PRELOAD") {
+		t.Errorf("autostarted: removed %v, want NODE_OPTIONS and LD_PRELOAD", auto.removed)
+	}
+
+	hand := get(buildDaemonEnviron(facade, false, cfg, path))
+	for k, want := range map[string]string{"HOME": "/project/home", "ANTHROPIC_API_KEY": "sk-project", "XDG_CONFIG_HOME": "/project/cfg",
+		"HTTPS_PROXY": "http://proxy.corp:3128", "PATH": "/usr/local/bin:/usr/bin", "NODE_OPTIONS": "", "LD_PRELOAD": ""} {
+		if hand[k] != want {
+			t.Errorf("by hand: %s=%q, want %q", k, hand[k], want)
+		}
+	}
+	// [daemon] env can take HOME from the facade on purpose.
+	if h := get(buildDaemonEnviron(facade, true, config.DaemonConfig{Env: []string{"HOME"}}, path))["HOME"]; h != "/project/home" {
+		t.Errorf("with [daemon] env = [\"HOME\"]: HOME=%q, want the facade's", h)
+	}
+}
