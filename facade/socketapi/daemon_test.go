@@ -155,7 +155,9 @@ func TestAPIPauseHoldsRequests(t *testing.T) {
 			t.Fatal(err)
 		}
 		answered := make(chan error, 1)
-		go func() { answered <- c.Connected(context.Background(), model.Conn{Agent: "claude", PID: 1, Kind: "mcp"}) }()
+		go func() {
+			answered <- c.Connected(context.Background(), model.Conn{Agent: "claude", PID: 1, Kind: "mcp"})
+		}()
 		held(t, srv, 1)
 		select {
 		case err := <-answered:
@@ -184,7 +186,9 @@ func TestAPIPauseHoldsRequests(t *testing.T) {
 			t.Fatal(err)
 		}
 		answered := make(chan error, 1)
-		go func() { answered <- c.Connected(context.Background(), model.Conn{Agent: "claude", PID: 1, Kind: "mcp"}) }()
+		go func() {
+			answered <- c.Connected(context.Background(), model.Conn{Agent: "claude", PID: 1, Kind: "mcp"})
+		}()
 		held(t, srv, 1)
 		stop()
 		err := <-answered
