@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/hai-relay/relay/model"
 )
 
 // errStopped is returned when the dispatcher was stopped.
@@ -132,6 +134,23 @@ type procSpec struct {
 	shim   []string // Options.Shim; empty: argv is started directly
 }
 
+// agentEnviron is the environment of an agent process: the daemon's
+// (base), then env (the dispatcher's, the profile's and the run's own
+// entries; a later entry wins), without the variables in unset and
+// without any code-loading variable (model.CodeLoadingVar), whoever set
+// it: a profile, a run or the daemon's environment.
+func agentEnviron(base, env, unset []string) []string {
+	out := append(slices.Clip(base), env...)
+	if len(unset) > 0 {
+		out = slices.DeleteFunc(out, func(kv string) bool {
+			k, _, _ := strings.Cut(kv, "=")
+			return slices.Contains(unset, k)
+		})
+	}
+	out, _ = model.WithoutCodeLoading(out)
+	return out
+}
+
 // shimReportWait bounds how long startProc waits for the shim to report
 // the agent's pid; shimKillWait how long reap waits for a shim told to
 // stop before it SIGKILLs the shim's whole group instead.
@@ -173,13 +192,7 @@ func startProc(sp *spawner, ps procSpec) (*proc, error) {
 		deathSig = syscall.SIGTERM
 	}
 	cmd.Dir = ps.dir
-	cmd.Env = append(os.Environ(), ps.env...)
-	if len(ps.unset) > 0 {
-		cmd.Env = slices.DeleteFunc(cmd.Env, func(kv string) bool {
-			k, _, _ := strings.Cut(kv, "=")
-			return slices.Contains(ps.unset, k)
-		})
-	}
+	cmd.Env = agentEnviron(os.Environ(), ps.env, ps.unset)
 	cmd.Stderr = ps.stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: deathSig}
 	// Wait copies stderr through a pipe; a process that escaped the group

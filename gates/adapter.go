@@ -43,7 +43,8 @@ type AuthorityOption func(*adapter)
 // WithEnv adds environment entries ("KEY=value") to the adapter's
 // environment, which otherwise holds only the relay's own PATH, HOME, LANG
 // and TZ (BaseEnv): an adapter sees no secret of the daemon's environment
-// that its configuration did not name.
+// that its configuration did not name. A code-loading variable
+// (model.CodeLoadingVar: NODE_OPTIONS, LD_PRELOAD, …) is dropped.
 func WithEnv(env ...string) AuthorityOption {
 	return func(a *adapter) { a.env = append(a.env, env...) }
 }
@@ -325,7 +326,9 @@ func (a *adapter) run(ctx context.Context, input []byte) (r runResult) {
 		cmd = exec.Command(a.shim[0], append(args, a.argv...)...)
 	}
 	cmd.Dir = a.dir
-	cmd.Env = append(baseEnv(os.Getenv), a.env...)
+	// Whatever the config or the daemon's environment holds, no
+	// code-loading variable reaches the adapter.
+	cmd.Env, _ = model.WithoutCodeLoading(append(baseEnv(os.Getenv), a.env...))
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdinR, stdoutW, stderrW
 	cmd.SysProcAttr = groupAttr(shimmed)
 	r.startErr = a.start(cmd)

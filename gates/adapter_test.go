@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -253,6 +254,30 @@ func TestAuthorityEnv(t *testing.T) {
 	v, _ := gates.Authority(context.Background(), auth, testRequest())
 	if v.Code != model.CodeAuthorityDenied || v.Detail["adapter_code"] != "lease_expired" {
 		t.Errorf("verdict %+v", v)
+	}
+}
+
+// No code-loading variable reaches the adapter, even one its config
+// names; the other entries do.
+func TestAuthorityEnvHasNoCodeLoadingVariables(t *testing.T) {
+	t.Parallel()
+	argv, log := fakeArgv(t, "allow-guarded")
+	auth := gates.NewAuthority(argv, 20*time.Second, gates.WithDir(t.TempDir()),
+		gates.WithEnv("NODE_OPTIONS=--require /planted/hook.js", "LD_PRELOAD=/planted/hook.so", "BASH_ENV=/planted/rc", "HAI_AUTHORITY_TOKEN=t"))
+	if v, _ := gates.Authority(context.Background(), auth, testRequest()); !v.Passed {
+		t.Fatalf("verdict %+v", v)
+	}
+	runs := gatestest.ReadFakeLog(t, log)
+	if len(runs) != 1 {
+		t.Fatalf("runs %+v, want one", runs)
+	}
+	for _, n := range []string{"NODE_OPTIONS", "LD_PRELOAD", "BASH_ENV"} {
+		if slices.Contains(runs[0].Env, n) {
+			t.Errorf("the adapter's environment holds the code-loading variable %s: %v", n, runs[0].Env)
+		}
+	}
+	if !slices.Contains(runs[0].Env, "HAI_AUTHORITY_TOKEN") {
+		t.Errorf("the adapter's environment lacks HAI_AUTHORITY_TOKEN: %v", runs[0].Env)
 	}
 }
 

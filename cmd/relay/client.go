@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"strconv"
 	"syscall"
 
 	"github.com/hai-relay/relay/facade/socketapi"
@@ -24,7 +25,7 @@ import (
 func dial(home, agent string, autostart bool, warn io.Writer) *socketapi.Client {
 	o := socketapi.ClientOptions{Agent: agent, BeforeDial: func() error { return clientHome(home, false, warn) }}
 	if autostart {
-		o.Autostart = func(ctx context.Context) error { return startDaemon(home, warn) }
+		o.Autostart = func(ctx context.Context) error { return startDaemon(home, agent, warn) }
 	}
 	return socketapi.NewClient(sockPath(home), o)
 }
@@ -48,9 +49,19 @@ func clientHome(home string, create bool, warn io.Writer) error {
 
 // startDaemon starts `relay daemon` on home in the background, never on a
 // home the current user does not own (the daemon would refuse it too, but
-// nothing is started at all).
-func startDaemon(home string, warn io.Writer) error {
+// nothing is started at all), for the facade of agent.
+//
+// The daemon serves every agent of every project, while this facade's
+// environment comes from its MCP client's config, which a project can set
+// (a checked-in .mcp.json with an env block): the daemon gets only what
+// autostartEnviron takes from it, runs in its home rather than in this
+// facade's directory, and is told who started it (daemonenv.go).
+func startDaemon(home, agent string, warn io.Writer) error {
 	if err := clientHome(home, true, warn); err != nil {
+		return err
+	}
+	cfg, err := loadHomeConfig(home, model.CodeDaemonUnavailable)
+	if err != nil {
 		return err
 	}
 	exe, err := os.Executable()
@@ -63,8 +74,17 @@ func startDaemon(home string, warn io.Writer) error {
 	}
 	defer devnull.Close()
 	// --autostarted: a daemon nobody started by hand exits once idle
-	// ([daemon] idle_timeout).
-	cmd := exec.Command(exe, "daemon", "--home", home, "--autostarted")
+	// ([daemon] idle_timeout) and takes little of its environment.
+	args := []string{"daemon", "--home", home, "--autostarted", "--by-pid", strconv.Itoa(os.Getpid())}
+	if agent != "" {
+		args = append(args, "--by-agent", agent)
+	}
+	if cwd, err := os.Getwd(); err == nil {
+		args = append(args, "--by-cwd", cwd)
+	}
+	cmd := exec.Command(exe, args...)
+	cmd.Env = autostartEnviron(os.Environ(), cfg.Daemon)
+	cmd.Dir = home
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = devnull, devnull, devnull // it logs to relay.log
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {

@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -33,16 +32,38 @@ func init() {
 func sockPath(home string) string { return filepath.Join(home, "relay.sock") }
 
 func runDaemon(ctx context.Context, e *env, args []string) error {
-	f := newFlags(e, "daemon", "[--home DIR] [--autostarted]")
-	auto := f.Bool("autostarted", false, "mark the daemon as started on demand (what a facade's autostart passes): it exits after [daemon] idle_timeout with no facade connected and no task running or queued")
+	f := newFlags(e, "daemon", "[--home DIR] [--pin-path] [--autostarted]")
+	auto := f.Bool("autostarted", false, "mark the daemon as started on demand (what a facade's autostart passes): it exits after [daemon] idle_timeout with no facade connected and no task running or queued, "+
+		"and takes only the locale, the time zone and [daemon] env from the environment it is started with")
+	repin := f.Bool("pin-path", false, "pin this shell's PATH as the one agent commands resolve through (the first start by hand does it; this replaces it)")
+	byAgent := f.String("by-agent", "", "the agent of the facade that autostarts the daemon (set by autostart)")
+	byPID := f.Int("by-pid", 0, "the pid of the facade that autostarts the daemon (set by autostart)")
+	byCwd := f.String("by-cwd", "", "the working directory of the facade that autostarts the daemon (set by autostart)")
+	for _, n := range []string{"by-agent", "by-pid", "by-cwd"} {
+		_ = f.MarkHidden(n)
+	}
 	if err := f.parse(args, 0); err != nil {
 		return err
+	}
+	if *repin && *auto {
+		return f.usageError("--pin-path pins the PATH of a start by hand; a daemon a facade starts (--autostarted) never pins one")
 	}
 	home, err := resolveHome(f.home, e.getenv)
 	if err != nil {
 		return err
 	}
-	d := &daemon{home: home, stderr: e.stderr, autostarted: *auto}
+	by := socketapi.StartedBy{By: "hand", PID: os.Getppid()}
+	by.Cwd, _ = os.Getwd()
+	if *auto {
+		by.By, by.Agent = "autostart", *byAgent
+		if *byPID > 0 {
+			by.PID = *byPID
+		}
+		if *byCwd != "" {
+			by.Cwd = *byCwd
+		}
+	}
+	d := &daemon{home: home, stderr: e.stderr, autostarted: *auto, repin: *repin, startedBy: by, ownProcess: true}
 	return d.run(ctx)
 }
 
@@ -53,8 +74,19 @@ type daemon struct {
 	stderr io.Writer
 	log    *slog.Logger
 	// autostarted: a facade started this daemon on demand; it exits when
-	// idle (idleWatch).
+	// idle (idleWatch), and takes little of its environment
+	// (daemonenv.go).
 	autostarted bool
+	// env is the environment the daemon runs with (environment).
+	env daemonEnviron
+	// repin: relay daemon --pin-path.
+	repin     bool
+	startedBy socketapi.StartedBy
+	// ownProcess: the daemon is this process (relay daemon), whose
+	// environment and working directory become the daemon's
+	// (daemonenv.go). A daemon run inside another program (a benchmark)
+	// leaves that program's alone.
+	ownProcess bool
 }
 
 func (d *daemon) run(ctx context.Context) (err error) {
@@ -113,11 +145,23 @@ func (d *daemon) run(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
+	// The test switches are read before the environment is rebuilt (a
+	// release build has none: testswitch.go).
+	shim := []string{"/proc/self/exe", subreaper.Command}
+	if s := testShim(); s != nil {
+		shim = s
+	}
+	path, err := d.environment(cfg.Daemon)
+	if err != nil {
+		return err
+	}
 	// Every relative program is resolved now, once: against the home
-	// (config.toml's directory) when it has a slash, on the daemon's PATH
-	// when it is a bare name. An agent runs in its task's cwd, where a
-	// relative program would otherwise be looked up.
-	cfg = cfg.ResolveCommands(d.home, exec.LookPath)
+	// (config.toml's directory) when it has a slash, through the daemon's
+	// PATH (daemonpath.go) when it is a bare name. An agent runs in its
+	// task's cwd, where a relative program would otherwise be looked up.
+	bare := cfg
+	cfg = cfg.ResolveCommands(d.home, path.lookPath)
+	d.logResolved(bare, path)
 	// A database the last daemon did not leave cleanly (it crashed, or the
 	// file changed since) is checked before it is used: a corrupt one is
 	// refused, untouched, rather than served until a read hits the damage.
@@ -151,20 +195,16 @@ func (d *daemon) run(ctx context.Context) (err error) {
 				"stop that process or fix the permissions (the file is left as it is), or pass another --home"}
 	}
 
-	registry := newRegistry(cfg)
+	registry := newRegistry(cfg, path.lookPath)
 	if err := loadProbes(ctx, db, registry); err != nil {
 		return err
 	}
 	if err := loadVerifications(ctx, db, registry); err != nil {
 		return err
 	}
-	// Agents and the authority adapter run under this very binary's shim,
-	// even if the file is replaced while the daemon runs: /proc/self/exe is
-	// resolved in the forked child.
-	shim := []string{"/proc/self/exe", subreaper.Command}
-	if p := os.Getenv(testShimEnv); p != "" {
-		shim = []string{p}
-	}
+	// Agents and the authority adapter run under this very binary's shim
+	// (shim, above), even if the file is replaced while the daemon runs:
+	// /proc/self/exe is resolved in the forked child.
 	disp := dispatch.New(dispatch.Options{
 		Registry: registry, Home: d.home, TaskTimeout: cfg.Limits.TaskTimeout, StartTimeout: cfg.Limits.StartTimeout, Logger: d.log,
 		Shim: shim,
@@ -178,7 +218,7 @@ func (d *daemon) run(ctx context.Context) (err error) {
 				d.log.Error("save verification", "agent", v.Agent, "err", err)
 			}
 		},
-		Unhardened: unhardened(d.log),
+		Unhardened: testUnhardened(d.log),
 	})
 	// Agents a crashed daemon left behind (an adapter's native child
 	// survives Pdeathsig) are killed before recovery fails their tasks.
@@ -215,6 +255,13 @@ func (d *daemon) run(ctx context.Context) (err error) {
 		return fmt.Errorf("recovery: %w", err)
 	}
 
+	// The PATH a first start by hand pins is written once the daemon has
+	// opened and recovered its database: a start refused before that
+	// changes nothing in the home; the socket, which clients wait for,
+	// comes after it.
+	if err := d.savePath(path); err != nil {
+		return err
+	}
 	ln, err := socketapi.Listen(sockPath(d.home))
 	if err != nil {
 		return err
@@ -239,7 +286,9 @@ func (d *daemon) run(ctx context.Context) (err error) {
 	srv.ServeDaemon(socketapi.DaemonHooks{
 		Status: func(ctx context.Context) (socketapi.DaemonStatus, error) {
 			st := socketapi.DaemonStatus{PID: os.Getpid(), Home: d.home, Version: Version, StartedAt: started.UTC(),
-				UptimeSeconds: int64(time.Since(started) / time.Second), Autostarted: d.autostarted}
+				UptimeSeconds: int64(time.Since(started) / time.Second), Autostarted: d.autostarted,
+				StartedBy: d.startedBy, Path: path.String(), PathSource: path.source, PathPinned: path.pinned,
+				PathSkipped: nonNilSlice(path.skipped), Env: nonNilSlice(d.env.names()), EnvRemoved: nonNilSlice(d.env.removed)}
 			if d.autostarted {
 				st.IdleTimeout = cfg.Daemon.IdleTimeout.String()
 			}
@@ -316,6 +365,11 @@ func countTasks(ctx context.Context, eng *machine.Engine, states ...model.State)
 // ended within timeout, and no task queued or running. It looks every
 // quarter of the timeout (between 100 ms and 15 s), so the daemon stops
 // between timeout and 1.25 × timeout after it went idle.
+//
+// A request may arrive as it decides: idleStop stops serving, looks
+// again, and only then stops the daemon (requests held meanwhile are
+// answered daemon_unavailable, nothing done) or serves on. So a task
+// whose submit was answered is never left queued by an idle exit.
 func (d *daemon) idleWatch(ctx context.Context, timeout time.Duration, srv *socketapi.Server, eng *machine.Engine, stop func(string)) {
 	tick := time.NewTicker(min(max(timeout/4, 100*time.Millisecond), 15*time.Second))
 	defer tick.Stop()
@@ -326,34 +380,63 @@ func (d *daemon) idleWatch(ctx context.Context, timeout time.Duration, srv *sock
 			return
 		case <-tick.C:
 		}
+		at := time.Now()
 		inFlight, last := srv.Activity()
-		busy := inFlight > 0 || len(srv.Facades()) > 0
-		if !busy {
-			n, err := countTasks(ctx, eng, model.StateSubmitted, model.StateAuthorized, model.StateWorking)
-			busy = err != nil || n > 0 // a store that cannot answer is not proof of idleness
-		}
-		now := time.Now()
+		busy := inFlight > 0 || len(srv.Facades()) > 0 || d.tasksPending(ctx, eng)
 		if busy {
-			busySince = now
+			busySince = at
 			continue
 		}
 		if last.After(busySince) {
 			busySince = last
 		}
-		if idle := now.Sub(busySince); idle >= timeout {
-			d.log.Info("idle: no facade connected, no request and no task queued or running", "idle_for", idle.Round(time.Millisecond), "idle_timeout", timeout)
-			stop("idle")
-			return
+		idle := at.Sub(busySince)
+		if idle < timeout {
+			continue
 		}
+		if !d.idleStop(ctx, srv, eng, at) {
+			busySince = time.Now()
+			continue
+		}
+		d.log.Info("idle: no facade connected, no request and no task queued or running", "idle_for", idle.Round(time.Millisecond), "idle_timeout", timeout)
+		stop("idle")
+		return
 	}
 }
 
-// testShimEnv names a shim executable (cmd/testfakes/agentshim) the daemon uses
-// instead of its own `__agent-shim`. Only the tests set it: they build the
-// relay with the race detector, whose start-up costs a tenth of a CPU second
-// per process, and point this at a shim built without it. Whoever sets a
-// daemon's environment already chooses its PATH, so it grants nothing new.
-const testShimEnv = "RELAY_TEST_AGENT_SHIM"
+// idleStop confirms an idle decision taken at at: it holds new requests
+// (socketapi.Server.Pause), waits for those being served, and looks
+// again. It returns true, still holding them, when nothing happened since
+// at (no request began or ended, none is held, no facade, no task queued
+// or running); else it serves on (Resume) and returns false.
+func (d *daemon) idleStop(ctx context.Context, srv *socketapi.Server, eng *machine.Engine, at time.Time) bool {
+	testStep := func() {
+		if step := testIdleStep(); step > 0 {
+			time.Sleep(step) // a test aims requests at the decision (testswitch.go)
+		}
+	}
+	testStep()
+	pctx, cancel := context.WithTimeout(ctx, time.Second)
+	err := srv.Pause(pctx)
+	cancel()
+	testStep()
+	if err == nil {
+		_, last := srv.Activity()
+		if !last.After(at) && srv.Held() == 0 && len(srv.Facades()) == 0 && !d.tasksPending(ctx, eng) {
+			return true
+		}
+	}
+	srv.Resume()
+	d.log.Debug("idle exit called off: a request came as the daemon decided to stop")
+	return false
+}
+
+// tasksPending reports whether a task is queued or running; a store that
+// cannot answer is not proof of idleness.
+func (d *daemon) tasksPending(ctx context.Context, eng *machine.Engine) bool {
+	n, err := countTasks(ctx, eng, model.StateSubmitted, model.StateAuthorized, model.StateWorking)
+	return err != nil || n > 0
+}
 
 // logStartFailure logs why the daemon did not start: the code, message
 // and hint the operator sees, and the internal error behind them.
@@ -372,8 +455,9 @@ func logStartFailure(log *slog.Logger, err error) {
 	log.Error("relay daemon cannot start", attrs...)
 }
 
-// newRegistry builds the agent registry from the config.
-func newRegistry(cfg config.Config) *dispatch.Registry {
+// newRegistry builds the agent registry from the config; lookPath is the
+// daemon's (daemonPath.lookPath), for the configured signal.
+func newRegistry(cfg config.Config, lookPath func(string) (string, error)) *dispatch.Registry {
 	var specs []dispatch.AgentSpec
 	for _, n := range cfg.AgentNames() {
 		a, _ := cfg.Agent(n)
@@ -384,7 +468,7 @@ func newRegistry(cfg config.Config) *dispatch.Registry {
 		specs = append(specs, dispatch.AgentSpec{Name: n, Command: a.Command, Enabled: a.Enabled, EnabledSet: a.EnabledSet, MCPServers: servers,
 			RequireVerified: a.RequireVerified, VerifiedWithin: a.VerifiedWithin})
 	}
-	return dispatch.NewRegistry(specs, nil, nil)
+	return dispatch.NewRegistry(specs, lookPath, nil)
 }
 
 // loadProbes restores the last probe outcome of each agent.
@@ -410,24 +494,6 @@ func loadVerifications(ctx context.Context, db *persistence.DB, r *dispatch.Regi
 		r.SetVerification(v.Agent, v)
 	}
 	return nil
-}
-
-// unhardened reads the test-only switch dispatch.UnhardenedEnv: agents
-// whose sessions run without their hardening profile's session options
-// (still under the deny-all client), so that CI proves `relay agents
-// verify` detects what a profile prevents. It is loud about it.
-func unhardened(log *slog.Logger) []string {
-	var names []string
-	for _, n := range strings.Split(os.Getenv(dispatch.UnhardenedEnv), ",") {
-		if n = strings.TrimSpace(n); n != "" {
-			names = append(names, n)
-		}
-	}
-	if len(names) > 0 {
-		log.Warn("TEST ONLY: these agents run without their hardening profile's session options",
-			"env", dispatch.UnhardenedEnv, "agents", strings.Join(names, ","))
-	}
-	return names
 }
 
 // lockHome takes the home's single-instance lock. A second daemon on the

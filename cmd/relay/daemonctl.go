@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -13,7 +14,7 @@ import (
 )
 
 func init() {
-	register(command{name: "daemon status", summary: "show the home's daemon: pid, version, uptime, tasks running and queued, connected facades", run: runDaemonStatus})
+	register(command{name: "daemon status", summary: "show the home's daemon: pid, version, uptime, tasks running and queued, connected facades, who started it, its PATH and the names of its environment's variables", run: runDaemonStatus})
 	register(command{name: "daemon stop", summary: "stop the home's daemon gracefully (as SIGTERM does) and wait until it is gone", run: runDaemonStop})
 }
 
@@ -73,6 +74,26 @@ func runDaemonStatus(ctx context.Context, e *env, args []string) error {
 		fmt.Fprintf(e.stdout, "  started by:  autostart (never exits when idle: [daemon] idle_timeout = \"0\")\n")
 	default:
 		fmt.Fprintf(e.stdout, "  started by:  autostart (exits after %s idle)\n", safeText(st.IdleTimeout))
+	}
+	by := st.StartedBy
+	switch {
+	case by.By == "autostart" && by.Agent != "":
+		fmt.Fprintf(e.stdout, "  started from: the facade of %s (pid %d) in %s\n", safeText(by.Agent), by.PID, safeText(by.Cwd))
+	case by.By != "":
+		fmt.Fprintf(e.stdout, "  started from: pid %d in %s (the daemon runs in its home)\n", by.PID, safeText(by.Cwd))
+	}
+	where := map[string]string{
+		pathFromConfig:  "[daemon] path in config.toml",
+		pathFromPinned:  "pinned in " + filepath.Join(st.Home, pinnedPathFile),
+		pathFromDefault: "the default: none pinned; start the daemon once by hand to pin your shell's",
+	}[st.PathSource]
+	fmt.Fprintf(e.stdout, "  path:        %s (%s)\n", safeText(st.Path), safeText(where))
+	for _, sk := range st.PathSkipped {
+		fmt.Fprintf(e.stdout, "  skipped:     %s: %s\n", safeText(sk.Entry), safeText(sk.Reason))
+	}
+	fmt.Fprintf(e.stdout, "  environment: %s (names only)\n", safeText(strings.Join(st.Env, " ")))
+	if len(st.EnvRemoved) > 0 {
+		fmt.Fprintf(e.stdout, "  removed:     %s (code-loading: nothing the daemon starts gets them)\n", safeText(strings.Join(st.EnvRemoved, " ")))
 	}
 	return nil
 }

@@ -34,7 +34,9 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	relayBin = filepath.Join(dir, "relay")
-	args := []string{"build", "-o", relayBin}
+	// The test build: its test switches (testswitch.go) exist only with
+	// this tag; releaseBin is the relay as users build it.
+	args := []string{"build", "-tags", "relaytest", "-o", relayBin}
 	if raceEnabled {
 		args = append(args, "-race")
 	}
@@ -45,6 +47,7 @@ func TestMain(m *testing.M) {
 	// Agents and authority adapters run under a shim built without the
 	// race detector (testShimEnv), except where a test unsets it to check
 	// the relay's own __agent-shim.
+	buildDir = dir
 	shim := filepath.Join(dir, "agentshim")
 	if out, err := exec.Command("go", "build", "-o", shim, dispatchtest.ShimPackage).CombinedOutput(); err != nil {
 		fmt.Fprintf(os.Stderr, "build agent shim: %v\n%s", err, out)
@@ -56,6 +59,31 @@ func TestMain(m *testing.M) {
 	dispatchtest.Cleanup()
 	os.RemoveAll(dir)
 	os.Exit(code)
+}
+
+// buildDir holds the binaries TestMain and releaseBin build.
+var buildDir string
+
+var release struct {
+	once sync.Once
+	bin  string
+	err  error
+	out  []byte
+}
+
+// releaseBin returns the relay built as a user builds it: without the
+// relaytest tag, so without any test switch, and without the race
+// detector. Built once, on first use (about 2 s with a warm cache).
+func releaseBin(t *testing.T) string {
+	t.Helper()
+	release.once.Do(func() {
+		release.bin = filepath.Join(buildDir, "relay-release")
+		release.out, release.err = exec.Command("go", "build", "-o", release.bin, ".").CombinedOutput()
+	})
+	if release.err != nil {
+		t.Fatalf("build the release relay: %v\n%s", release.err, release.out)
+	}
+	return release.bin
 }
 
 // syncBuffer is a bytes.Buffer safe for a subprocess to write while a test

@@ -40,7 +40,7 @@ var homeFiles = []struct {
 	kind fs.FileMode // 0: regular file
 }{
 	{"relay.lock", 0}, {"relay.log", 0}, {"relay.log.1", 0}, {"relay.log.2", 0}, {"relay.log.3", 0},
-	{"relay.log.4", 0}, {"relay.log.5", 0}, {"config.toml", 0},
+	{"relay.log.4", 0}, {"relay.log.5", 0}, {"config.toml", 0}, {pinnedPathFile, 0}, {pinnedPathFile + ".new", 0},
 	{"relay.db", 0}, {"relay.db-wal", 0}, {"relay.db-shm", 0}, {"relay.sock", fs.ModeSocket},
 	{"logs", fs.ModeDir}, {"run", fs.ModeDir}, {"profiles", fs.ModeDir},
 }

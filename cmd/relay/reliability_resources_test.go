@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
@@ -34,11 +33,7 @@ func rssBinary(t *testing.T) (bin string, boundKiB int) {
 	if !raceEnabled {
 		return relayBin, 100 << 10
 	}
-	bin = filepath.Join(t.TempDir(), "relay-norace")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("build a relay without -race: %v\n%s", err, out)
-	}
-	return bin, 100 << 10
+	return releaseBin(t), 100 << 10
 }
 
 // seedMessages stores n messages to codex over the socket API, from conns

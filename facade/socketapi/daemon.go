@@ -34,6 +34,49 @@ type DaemonStatus struct {
 	// to do ([daemon] idle_timeout), as a Go duration; "0s" means never.
 	// It is absent for a daemon started by hand, which never idles out.
 	IdleTimeout string `json:"idle_timeout,omitempty"`
+	// StartedBy says who started the daemon.
+	StartedBy StartedBy `json:"started_by"`
+	// Path is the PATH the daemon resolves agent commands through and
+	// gives every process it starts: the safe entries of PathPinned
+	// (symbolic links resolved).
+	Path string `json:"path"`
+	// PathSource says where PathPinned came from: "config" ([daemon]
+	// path), "pinned" (the file the first start by hand wrote in the
+	// home) or "default" (neither: the system's directories).
+	PathSource string `json:"path_source"`
+	// PathPinned is that PATH as configured or pinned.
+	PathPinned string `json:"path_pinned"`
+	// PathSkipped are the entries of PathPinned that are not used, and
+	// why (relative, missing, group- or other-writable, owned by another
+	// user).
+	PathSkipped []PathSkip `json:"path_skipped"`
+	// Env names the variables of the daemon's environment, which its
+	// agents start from, sorted. Names only: a value is never shown.
+	Env []string `json:"env"`
+	// EnvRemoved names the code-loading variables the daemon was started
+	// with and removed from its environment.
+	EnvRemoved []string `json:"env_removed"`
+}
+
+// StartedBy is who started a daemon.
+type StartedBy struct {
+	// By is "hand" (relay daemon) or "autostart" (a facade, relay mcp,
+	// that found no daemon).
+	By string `json:"by"`
+	// Agent is the agent of the facade that started it (autostart).
+	Agent string `json:"agent,omitempty"`
+	// PID is the facade's pid (autostart), else the daemon's parent's at
+	// its start (the shell or service manager).
+	PID int `json:"pid"`
+	// Cwd is the facade's working directory (autostart), else the one the
+	// daemon was started in. The daemon itself runs in its home.
+	Cwd string `json:"cwd"`
+}
+
+// PathSkip is one PATH entry a daemon does not use.
+type PathSkip struct {
+	Entry  string `json:"entry"`
+	Reason string `json:"reason"`
 }
 
 // Facade is one connected facade.
@@ -99,17 +142,84 @@ func (s *Server) Activity() (inFlight int, last time.Time) {
 	return int(s.inFlight.Load()), time.Unix(0, s.lastActive.Load())
 }
 
-// trackActivity counts r in Activity; the returned func ends it.
-func (s *Server) trackActivity(r *http.Request) func() {
-	if r.Method == http.MethodGet && (r.URL.Path == "/v1/operator/status" || r.URL.Path == "/v1/version") {
-		return func() {}
+// Pause holds every request that arrives from now on before it is
+// served, then waits until no request counted by Activity is being
+// served (or ctx ends: its error). A held request is served after Resume,
+// or answered daemon_unavailable ("nothing was done") when Shutdown
+// begins. This is how the daemon stops when idle without racing a
+// request: stop serving first, look again, then stop for good or Resume.
+// Pause and Resume may be called more than once.
+func (s *Server) Pause(ctx context.Context) error {
+	s.gateMu.Lock()
+	if s.resume == nil {
+		s.resume = make(chan struct{})
 	}
-	s.inFlight.Add(1)
-	s.lastActive.Store(time.Now().UnixNano())
-	return func() {
+	s.gateMu.Unlock()
+	for s.inFlight.Load() > 0 {
+		t := time.NewTimer(time.Millisecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+	return nil
+}
+
+// Resume serves the requests Pause held, and every request after them.
+func (s *Server) Resume() {
+	s.gateMu.Lock()
+	defer s.gateMu.Unlock()
+	if s.resume != nil {
+		close(s.resume)
+		s.resume = nil
+	}
+}
+
+// Held returns the number of requests Pause is holding now.
+func (s *Server) Held() int {
+	s.gateMu.Lock()
+	defer s.gateMu.Unlock()
+	return s.held
+}
+
+// admit lets r be served: at once, or once Resume lets the requests Pause
+// held go; ok is false when Shutdown began first (r was not served). It
+// counts r in Activity, under the same lock Pause takes, so that a
+// request is either counted before Pause waits for the count to drain,
+// or held; the returned func ends it. GET /v1/operator/status and GET
+// /v1/version (which every client sends before its first call) are held
+// but not counted: looking at an idle daemon does not keep it up.
+func (s *Server) admit(r *http.Request) (end func(), ok bool) {
+	counted := !(r.Method == http.MethodGet && (r.URL.Path == "/v1/operator/status" || r.URL.Path == "/v1/version"))
+	s.gateMu.Lock()
+	for s.resume != nil {
+		wait := s.resume
+		s.held++
+		s.gateMu.Unlock()
+		select {
+		case <-wait:
+		case <-s.down.Done():
+		}
+		s.gateMu.Lock()
+		s.held--
+		if s.down.Err() != nil {
+			s.gateMu.Unlock()
+			return nil, false
+		}
+	}
+	if counted {
+		s.inFlight.Add(1)
 		s.lastActive.Store(time.Now().UnixNano())
-		s.inFlight.Add(-1)
 	}
+	s.gateMu.Unlock()
+	return func() {
+		if counted {
+			s.lastActive.Store(time.Now().UnixNano())
+			s.inFlight.Add(-1)
+		}
+	}, true
 }
 
 // facadeSet is the facades that announced themselves, by pid.

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -104,4 +105,110 @@ func TestAPIDaemonFacadeGone(t *testing.T) {
 	if got := fs.live(); len(got) != 0 {
 		t.Fatalf("live facades after its process ended = %+v, want none", got)
 	}
+}
+
+// Pause holds new requests without answering them; Resume serves them;
+// Shutdown answers those still held daemon_unavailable, with nothing
+// done. Pause waits for the requests being served.
+func TestAPIPauseHoldsRequests(t *testing.T) {
+	t.Parallel()
+	serve := func(t *testing.T) (*Server, string, func()) {
+		sock := filepath.Join(apiShortDir(t), "relay.sock")
+		ln, err := Listen(sock)
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := NewServer(&apiFakeService{}, ServerOptions{Version: "test-1"})
+		done := make(chan error, 1)
+		go func() { done <- srv.Serve(ln) }()
+		var once sync.Once
+		stop := func() {
+			once.Do(func() {
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				defer cancel()
+				_ = srv.Shutdown(ctx)
+				<-done
+			})
+		}
+		t.Cleanup(stop)
+		return srv, sock, stop
+	}
+	held := func(t *testing.T, srv *Server, n int) {
+		t.Helper()
+		deadline := time.Now().Add(5 * time.Second)
+		for srv.Held() != n {
+			if time.Now().After(deadline) {
+				t.Fatalf("%d requests held, want %d", srv.Held(), n)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+
+	t.Run("resume serves them", func(t *testing.T) {
+		t.Parallel()
+		srv, sock, _ := serve(t)
+		c := apiNewClient(t, sock, ClientOptions{Agent: "claude"})
+		if _, err := c.Version(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if err := srv.Pause(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		answered := make(chan error, 1)
+		go func() {
+			answered <- c.Connected(context.Background(), model.Conn{Agent: "claude", PID: 1, Kind: "mcp"})
+		}()
+		held(t, srv, 1)
+		select {
+		case err := <-answered:
+			t.Fatalf("a request was answered while paused: %v", err)
+		case <-time.After(50 * time.Millisecond):
+		}
+		if n, _ := srv.Activity(); n != 0 {
+			t.Errorf("a held request counts as in flight (%d)", n)
+		}
+		srv.Resume()
+		if err := <-answered; err != nil {
+			t.Fatalf("the held request, resumed: %v", err)
+		}
+		if len(srv.Facades()) != 1 {
+			t.Error("the resumed request was not served")
+		}
+	})
+	t.Run("shutdown refuses them", func(t *testing.T) {
+		t.Parallel()
+		srv, sock, stop := serve(t)
+		c := apiNewClient(t, sock, ClientOptions{Agent: "claude"})
+		if _, err := c.Version(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if err := srv.Pause(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		answered := make(chan error, 1)
+		go func() {
+			answered <- c.Connected(context.Background(), model.Conn{Agent: "claude", PID: 1, Kind: "mcp"})
+		}()
+		held(t, srv, 1)
+		stop()
+		err := <-answered
+		if model.ErrorCode(err) != model.CodeDaemonUnavailable || len(srv.Facades()) != 0 {
+			t.Fatalf("a held request at shutdown: %v (facades %v); want daemon_unavailable, nothing done", err, srv.Facades())
+		}
+	})
+	t.Run("pause waits for requests in flight", func(t *testing.T) {
+		t.Parallel()
+		srv, _, _ := serve(t)
+		srv.inFlight.Add(1) // a request being served
+		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+		defer cancel()
+		if err := srv.Pause(ctx); err == nil {
+			t.Fatal("Pause returned with a request in flight")
+		}
+		srv.inFlight.Add(-1)
+		if err := srv.Pause(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		srv.Resume()
+	})
 }

@@ -129,6 +129,12 @@ type Server struct {
 	facades    facadeSet
 	inFlight   atomic.Int64
 	lastActive atomic.Int64 // unix nanoseconds
+
+	// gateMu guards resume (non-nil while Pause holds requests; Resume
+	// closes it) and held, the requests waiting on it (admit).
+	gateMu sync.Mutex
+	resume chan struct{}
+	held   int
 }
 
 // shutdownCtx is canceled when Shutdown begins.
@@ -236,7 +242,14 @@ func (s *Server) Shutdown(ctx context.Context) error {
 
 // ServeHTTP serves one API request; tests may call it directly.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	defer s.trackActivity(r)()
+	end, ok := s.admit(r)
+	if !ok {
+		s.writeError(w, r, &model.Error{Code: model.CodeDaemonUnavailable,
+			Message: "the relay daemon stopped before it served this request; nothing was done",
+			Hint:    "send it again: a facade starts a new daemon (or start one with `relay daemon`)"})
+		return
+	}
+	defer end()
 	defer func() {
 		if v := recover(); v != nil {
 			if v == http.ErrAbortHandler {

@@ -51,6 +51,34 @@ type DaemonConfig struct {
 	// a Go duration, default DefaultIdleTimeout). Zero means never. A
 	// daemon started by hand never exits on its own.
 	IdleTimeout time.Duration
+	// Path is the PATH agent commands (and the authority adapter's) are
+	// resolved through, and the PATH every child of the daemon gets (key
+	// path, an array of absolute directories). Nil means the PATH pinned
+	// in the home by the first start by hand (docs/reliability.md); an
+	// entry that is not safe (not owned by the user or root, or group- or
+	// other-writable, or below such a directory) is skipped and logged
+	// either way.
+	Path []string
+	// Env is what the daemon's environment holds beyond what it takes by
+	// itself (key env, an array of strings): "NAME" takes NAME's value
+	// from the environment of whoever starts the daemon — for a daemon a
+	// facade started, the facade's, which its MCP client's config sets;
+	// "NAME=value" sets it. A code-loading variable or PATH is refused
+	// (PATH is Path's).
+	Env []string
+}
+
+// Environ returns the "NAME=value" entries of Env, and the names Env
+// takes from the starting environment (its bare names), in order.
+func (d DaemonConfig) Environ() (set []string, take []string) {
+	for _, e := range d.Env {
+		if strings.Contains(e, "=") {
+			set = append(set, e)
+		} else {
+			take = append(take, e)
+		}
+	}
+	return set, take
 }
 
 // AuthorityConfig is the [authority] table: the external authority adapter
@@ -262,10 +290,12 @@ func (c Config) Agent(name string) (AgentConfig, bool) {
 //   - a program with a slash that is not absolute (./bin/agent,
 //     tools/adapter) is joined to dir, the directory of config.toml;
 //   - a bare name (claude-agent-acp) is looked up with lookPath (the
-//     daemon passes exec.LookPath: its own PATH, never the current
-//     directory); a name not found is kept as written, so the agent is
-//     reported configured-but-not-found as before, and an authority
-//     adapter not found still fails to start, closed;
+//     daemon passes its pinned lookup: the safe entries of [daemon] path
+//     or of the PATH pinned in the home, never the PATH of whoever
+//     started it, never the current directory); a name not found is
+//     kept as written, so the agent is reported configured-but-not-found
+//     as before, and an authority adapter not found still fails to
+//     start, closed;
 //   - an absolute program is kept.
 //
 // The arguments are kept as written. c itself is not changed.
@@ -360,6 +390,15 @@ func (c Config) Validate() error {
 	}
 	if c.Daemon.IdleTimeout < 0 {
 		return bad("daemon.idle_timeout", leafHint("daemon.idle_timeout", ""), fmt.Errorf("want a duration of 0 or more, got %s", c.Daemon.IdleTimeout))
+	}
+	if err := checkPathList(c.Daemon.Path); err != nil {
+		return bad("daemon.path", leafHint("daemon.path", ""), err)
+	}
+	if err := checkEnvList(c.Daemon.Env, true); err != nil {
+		return bad("daemon.env", leafHint("daemon.env", ""), err)
+	}
+	if err := checkEnvList(c.Authority.Env, false); err != nil {
+		return bad("authority.env", leafHint("authority.env", ""), err)
 	}
 	return nil
 }

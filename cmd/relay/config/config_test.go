@@ -310,6 +310,16 @@ var badConfigs = []struct {
 	{"negative idle_timeout", "[daemon]\nidle_timeout = \"-1m\"\n", "daemon.idle_timeout", 2, `want a duration of 0 or more, got "-1m"`},
 	{"idle_timeout without unit", "[daemon]\nidle_timeout = \"10\"\n", "daemon.idle_timeout", 2, "not a Go duration"},
 	{"synchronous OFF", "[storage]\nsynchronous = \"OFF\"\n", "storage.synchronous", 2, `got "OFF"`},
+	{"daemon path as a string", "[daemon]\npath = \"/usr/bin:/bin\"\n", "daemon.path", 2, `want an array of directories such as ["/usr/bin", "/bin"]`},
+	{"relative daemon path", "[daemon]\npath = [\"/usr/bin\", \"bin\"]\n", "daemon.path", 2, `element 1, "bin", is not an absolute directory`},
+	{"empty daemon path entry", "[daemon]\npath = [\"\"]\n", "daemon.path", 2, `element 0, "", is not an absolute directory`},
+	{"empty daemon path", "[daemon]\npath = []\n", "daemon.path", 2, "the array is empty"},
+	{"daemon env names NODE_OPTIONS", "[daemon]\nenv = [\"TZ=UTC\", \"NODE_OPTIONS=--require /x.js\"]\n", "daemon.env", 2, "element 1 names NODE_OPTIONS, a variable that makes programs load code"},
+	{"daemon env takes LD_PRELOAD", "[daemon]\nenv = [\"LD_PRELOAD\"]\n", "daemon.env", 2, "names LD_PRELOAD"},
+	{"daemon env names PATH", "[daemon]\nenv = [\"PATH=/x\"]\n", "daemon.env", 2, "the daemon's PATH is [daemon] path"},
+	{"authority env names BASH_ENV", "[authority]\nenv = [\"BASH_ENV=/x\"]\n", "authority.env", 2, "names BASH_ENV"},
+	{"mcp server env names NODE_OPTIONS", "[agents.claude]\nmcp_servers = [{name = \"hai\", command = [\"hai-mcp\"], env = {NODE_OPTIONS = \"--require /x.js\"}}]\n",
+		"agents.claude.mcp_servers", 2, "env.NODE_OPTIONS: names NODE_OPTIONS"},
 
 	// Agent names.
 	{"upper-case agent", "[agents.Claude]\nenabled = false\n", "agents.Claude", 1, "does not match"},
@@ -490,6 +500,9 @@ func TestConfigValidate(t *testing.T) {
 		{"limits.max_dispatch_per_caller", func(c *config.Config) { c.Limits.MaxDispatchPerCaller = -1 }},
 		{"storage.synchronous", func(c *config.Config) { c.Storage.Synchronous = "" }},
 		{"daemon.idle_timeout", func(c *config.Config) { c.Daemon.IdleTimeout = -time.Second }},
+		{"daemon.path", func(c *config.Config) { c.Daemon.Path = []string{"relative/bin"} }},
+		{"daemon.env", func(c *config.Config) { c.Daemon.Env = []string{"LD_PRELOAD=/x.so"} }},
+		{"authority.env", func(c *config.Config) { c.Authority.Env = []string{"NODE_OPTIONS"} }},
 	}
 	for _, tt := range tests {
 		c := config.DefaultConfig()
@@ -738,5 +751,28 @@ func TestDispatchPerCaller(t *testing.T) {
 		if got := c.Limits.DispatchPerCaller(); got != tc.want {
 			t.Errorf("%q: a caller's share is %d slots, want %d", tc.doc, got, tc.want)
 		}
+	}
+}
+
+// [daemon] path and env: what the file says, in order; Environ splits
+// the entries that set a value from the names taken from the starter.
+func TestParseConfigDaemonPathAndEnv(t *testing.T) {
+	t.Parallel()
+	c, err := config.ParseConfig([]byte("[daemon]\npath = [\"/opt/agents/bin\", \"/usr/bin\"]\nenv = [\"ANTHROPIC_API_KEY\", \"TZ=UTC\", \"HTTPS_PROXY=http://p:3128\"]\n"), "config.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"/opt/agents/bin", "/usr/bin"}; !slices.Equal(c.Daemon.Path, want) {
+		t.Errorf("path %q, want %q", c.Daemon.Path, want)
+	}
+	set, take := c.Daemon.Environ()
+	if want := []string{"TZ=UTC", "HTTPS_PROXY=http://p:3128"}; !slices.Equal(set, want) {
+		t.Errorf("set %q, want %q", set, want)
+	}
+	if want := []string{"ANTHROPIC_API_KEY"}; !slices.Equal(take, want) {
+		t.Errorf("take %q, want %q", take, want)
+	}
+	if d := config.DefaultConfig().Daemon; d.Path != nil || d.Env != nil {
+		t.Errorf("the default [daemon] has path %q, env %q; want neither (the pinned PATH, nothing added)", d.Path, d.Env)
 	}
 }

@@ -46,6 +46,8 @@ import (
 //
 //	[daemon]
 //	idle_timeout = "10m"                    # Go duration, >= 0; "0" = never
+//	path = ["/usr/local/bin", "/usr/bin"]   # absolute dirs; absent: the pinned PATH
+//	env = ["ANTHROPIC_API_KEY", "TZ=UTC"]   # NAME (taken from the starter) or NAME=value
 //
 // Agent names match [a-z0-9][a-z0-9_-]{0,63}; "relay" is reserved. Keys are
 // case-sensitive. Nothing malformed is ignored or replaced by a default: a
@@ -154,7 +156,9 @@ type storageTable struct {
 }
 
 type daemonTable struct {
-	IdleTimeout idleValue `toml:"idle_timeout"`
+	Env         daemonEnvValue `toml:"env"`
+	IdleTimeout idleValue      `toml:"idle_timeout"`
+	Path        pathValue      `toml:"path"`
 }
 
 // apply merges what the file set over cfg. A custom agent starts enabled,
@@ -185,6 +189,8 @@ func (f *file) apply(cfg *Config) {
 	f.Limits.StartTimeout.merge(&cfg.Limits.StartTimeout)
 	f.Storage.Synchronous.merge(&cfg.Storage.Synchronous)
 	f.Daemon.IdleTimeout.merge(&cfg.Daemon.IdleTimeout)
+	f.Daemon.Path.merge(&cfg.Daemon.Path)
+	f.Daemon.Env.merge(&cfg.Daemon.Env)
 }
 
 // value is one key's value as the file set it.
@@ -217,14 +223,28 @@ type (
 	mcpValue      struct{ value[[]MCPServer] }
 	syncValue     struct{ value[string] }
 	idleValue     struct{ value[time.Duration] }
+	pathValue     struct{ value[[]string] }
+	// daemonEnvValue is [daemon] env: an env list that may not name PATH.
+	daemonEnvValue struct{ value[[]string] }
 )
 
-func (x *argvValue) UnmarshalTOML(v any) error     { return x.keep(parseArgv(v)) }
-func (x *envValue) UnmarshalTOML(v any) error      { return x.keep(parseEnvList(v)) }
-func (x *durationValue) UnmarshalTOML(v any) error { return x.keep(parseDuration(v)) }
-func (x *countValue) UnmarshalTOML(v any) error    { return x.keep(parsePositiveInt(v)) }
-func (x *idleValue) UnmarshalTOML(v any) error     { return x.keep(parseIdleTimeout(v)) }
-func (x *mcpValue) UnmarshalTOML(v any) error      { return x.keep(parseMCPServers(v)) }
+func (x *argvValue) UnmarshalTOML(v any) error      { return x.keep(parseArgv(v)) }
+func (x *envValue) UnmarshalTOML(v any) error       { return x.keep(parseEnvKeys(v, false)) }
+func (x *daemonEnvValue) UnmarshalTOML(v any) error { return x.keep(parseEnvKeys(v, true)) }
+func (x *pathValue) UnmarshalTOML(v any) error      { return x.keep(parsePathList(v)) }
+func (x *durationValue) UnmarshalTOML(v any) error  { return x.keep(parseDuration(v)) }
+func (x *countValue) UnmarshalTOML(v any) error     { return x.keep(parsePositiveInt(v)) }
+func (x *idleValue) UnmarshalTOML(v any) error      { return x.keep(parseIdleTimeout(v)) }
+func (x *mcpValue) UnmarshalTOML(v any) error       { return x.keep(parseMCPServers(v)) }
+
+// parseEnvKeys is parseEnvList, then checkEnvList.
+func parseEnvKeys(v any, daemon bool) ([]string, error) {
+	env, err := parseEnvList(v)
+	if err != nil {
+		return env, err
+	}
+	return env, checkEnvList(env, daemon)
+}
 
 func (x *boolValue) UnmarshalTOML(v any) error {
 	b, ok := v.(bool)
@@ -435,6 +455,14 @@ var hints = map[string]hint{
 		want: "a positive number of tasks, at most max_dispatch (default max_dispatch - 1, at least 1): " +
 			"how many dispatch slots the tasks of one caller may hold at once",
 		example: fmt.Sprintf("max_dispatch_per_caller = %d", DefaultMaxDispatchPerCaller(DefaultMaxDispatch)),
+	},
+	"daemon.path": {
+		want:    "an array of absolute directories: the PATH agent commands are found through and the daemon's children get (default: the PATH the first `relay daemon` by hand pinned in the home)",
+		example: `path = ["/home/me/.local/bin", "/usr/local/bin", "/usr/bin", "/bin"]`,
+	},
+	"daemon.env": {
+		want:    `an array of "NAME" (taken from the environment of whoever starts the daemon: for an autostarted one, the facade's, which any project's MCP config can set) or "NAME=value" entries, added to the daemon's environment and so its agents'`,
+		example: `env = ["ANTHROPIC_API_KEY", "HTTPS_PROXY=http://proxy.example:3128"]`,
 	},
 	"daemon.idle_timeout": {
 		want:    "a Go duration, 0 for never (default " + model.ShortDuration(DefaultIdleTimeout) + "): how long a daemon a facade started stays up with no facade connected and no task running or queued",

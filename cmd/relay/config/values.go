@@ -3,11 +3,14 @@ package config
 import (
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/hai-relay/relay/model"
 )
 
 // parseArgv takes a TOML array of strings and checks it with checkArgv.
@@ -51,6 +54,58 @@ func parseEnvList(v any) ([]string, error) {
 		env[i] = s
 	}
 	return env, nil
+}
+
+// checkEnvList refuses an env list that names a code-loading variable
+// (model.CodeLoadingVar), which never reaches anything the relay starts,
+// or, for [daemon] env (daemon), PATH, which is [daemon] path's.
+func checkEnvList(env []string, daemon bool) error {
+	for i, e := range env {
+		name, _, _ := strings.Cut(e, "=")
+		switch {
+		case model.CodeLoadingVar(name):
+			return fmt.Errorf("element %d names %s, a variable that makes programs load code; the relay never passes one on "+
+				"(to use it for an agent, set it in a wrapper script and make that script the agent's command)", i, name)
+		case daemon && name == "PATH":
+			return fmt.Errorf("element %d names PATH; the daemon's PATH is [daemon] path (an array of directories)", i)
+		}
+	}
+	return nil
+}
+
+// parsePathList reads [daemon] path: an array of directories, checked by
+// checkPathList.
+func parsePathList(v any) ([]string, error) {
+	arr, ok := v.([]any)
+	if !ok {
+		if s, isString := v.(string); isString {
+			return nil, fmt.Errorf("want an array of directories such as %s, got %s", tomlArray(strings.Split(s, ":")), describe(v))
+		}
+		return nil, fmt.Errorf("want an array of directories, got %s", describe(v))
+	}
+	dirs := make([]string, len(arr))
+	for i, el := range arr {
+		s, ok := el.(string)
+		if !ok {
+			return nil, fmt.Errorf("element %d is %s, want a directory", i, describe(el))
+		}
+		dirs[i] = s
+	}
+	if len(dirs) == 0 {
+		return nil, errors.New("the array is empty; want the directories agent commands are found in (remove the key to use the pinned PATH)")
+	}
+	return dirs, checkPathList(dirs)
+}
+
+// checkPathList refuses a directory list with an entry that is not an
+// absolute path or holds a ':' (which PATH cannot carry).
+func checkPathList(dirs []string) error {
+	for i, d := range dirs {
+		if !filepath.IsAbs(d) || strings.ContainsAny(d, ":\x00") {
+			return fmt.Errorf("element %d, %s, is not an absolute directory without ':'; a relative entry would be looked up in whatever directory a program runs in", i, quote(d))
+		}
+	}
+	return nil
 }
 
 func envNameShape(name string) bool {
@@ -105,6 +160,9 @@ func parseMCPServers(v any) ([]MCPServer, error) {
 					es, ok := ev.(string)
 					if !ok || ek == "" || strings.ContainsAny(ek, "=\x00") {
 						return nil, fmt.Errorf("entry %d: env.%s must be a string under a variable name", i, ek)
+					}
+					if err := checkEnvList([]string{ek}, false); err != nil {
+						return nil, fmt.Errorf("entry %d: env.%s: %s", i, ek, strings.TrimPrefix(err.Error(), "element 0 "))
 					}
 					srv.Env[ek] = es
 				}

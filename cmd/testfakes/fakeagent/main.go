@@ -92,7 +92,8 @@
 // with the name $FAKEAGENT_NAME ("fakeagent" when unset).
 //
 // The start event carries the values of the variables $FAKEAGENT_ENVLOG
-// names (comma-separated) that are set.
+// names (comma-separated) that are set, and the names of every variable
+// the agent got (env_names).
 //
 // With $FAKEAGENT_START_CHILD set to a path, the agent starts `sleep 300`
 // in its process group as it starts and appends the child's pid to that
@@ -100,7 +101,8 @@
 //
 // Every event (start, initialize, session/new, set_mode, prompt,
 // permission outcome, fs/terminal errors, cancel, exit) is appended as one
-// JSON line to $FAKEAGENT_LOG when set.
+// JSON line to $FAKEAGENT_LOG when set; start carries the names of the
+// variables in the agent's environment (env, sorted).
 package main
 
 import (
@@ -825,6 +827,18 @@ func (a *agent) clientErr(kind string, err error) string {
 	return kind + " error: " + err.Error()
 }
 
+// envNames returns the names of the variables in the agent's
+// environment, sorted (never their values).
+func envNames() []string {
+	var names []string
+	for _, kv := range os.Environ() {
+		name, _, _ := strings.Cut(kv, "=")
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	return names
+}
+
 func main() {
 	a := &agent{ready: make(chan struct{})}
 	if len(os.Args) > 1 && !strings.HasPrefix(os.Args[1], "-") {
@@ -844,7 +858,7 @@ func main() {
 			env[k] = v
 		}
 	}
-	a.log.event("start", map[string]any{"args": os.Args[1:], "env": env})
+	a.log.event("start", map[string]any{"args": os.Args[1:], "env": env, "env_names": envNames()})
 	if f := os.Getenv("FAKEAGENT_START_CHILD"); f != "" {
 		// A child in the agent's process group from the start, for the
 		// tests that check a group killed before any prompt.
