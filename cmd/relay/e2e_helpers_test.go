@@ -121,7 +121,7 @@ func newHome(t *testing.T, config string) string {
 }
 
 // fullConfig wires the fake authority (in the given mode) and points every
-// core agent at the fake ACP agent.
+// core agent at the fake ACP agent (dispatchtest.FakeAdapter).
 // ownShim, in a daemon's environment, has it run agents and adapters under
 // its own __agent-shim rather than the tests' race-free build (TestMain).
 const ownShim = testShimEnv + "="
@@ -132,13 +132,14 @@ const fakeAuthorityEnv = `["FAKEAUTHORITY_LOG", "FAKEAUTHORITY_DELAY", "FAKEAUTH
 func fullConfig(t *testing.T, authMode string, extra string) string {
 	t.Helper()
 	auth := gatestest.BuildFakeAuthority(t)
-	agent := dispatchtest.BuildFakeAgent(t)
 	var b strings.Builder
 	// The adapter sees only the environment its config names: the fake's
 	// knobs are passed from the daemon's environment when a test sets them.
 	fmt.Fprintf(&b, "[authority]\ncommand = [%q, %q]\ntimeout = \"5s\"\nenv = %s\n\n", auth, authMode, fakeAuthorityEnv)
 	for _, n := range []string{"claude", "codex", "gemini", "cursor", "opencode", "hermes"} {
-		fmt.Fprintf(&b, "[agents.%s]\ncommand = [%q]\n\n", n, agent)
+		// Installed as the adapter each profiled name runs: the daemon
+		// identifies it as that adapter, under that adapter's profile.
+		fmt.Fprintf(&b, "[agents.%s]\ncommand = [%q]\n\n", n, dispatchtest.FakeAdapter(t, n))
 	}
 	b.WriteString(extra)
 	return b.String()

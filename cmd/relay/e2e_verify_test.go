@@ -30,10 +30,17 @@ func TestE2EVerify(t *testing.T) {
 	}
 	claude, hermes := rep.Verifications[0], rep.Verifications[1]
 	if claude.Status != model.HardeningFailed || !strings.HasPrefix(claude.Reason, "inconclusive: 6 of 6 attempts not run") ||
-		claude.Profile != "claude-agent-acp" || len(claude.Attempts) != 6 {
+		claude.Profile != "claude-agent-acp 0.101.x" || len(claude.Attempts) != 8 {
 		t.Errorf("claude: %+v", claude)
 	}
 	for _, a := range claude.Attempts {
+		if a.Control {
+			// The fake echoes its prompt: it completes, without the token.
+			if a.Passed || !strings.Contains(a.Detail, "its answer lacks the token") {
+				t.Errorf("claude %s control: %+v, want failed", a.Mode, a)
+			}
+			continue
+		}
 		if a.StoppedBy != model.StopNotRun || !strings.Contains(a.Detail, "never reached the model") {
 			t.Errorf("claude %s %s: %s (%s), want not run", a.Mode, a.Name, a.StoppedBy, a.Detail)
 		}

@@ -138,7 +138,7 @@ func agentStartEnv(t *testing.T, log string) [][]string {
 	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
 		var ev struct {
 			Event string   `json:"event"`
-			Env   []string `json:"env"`
+			Env   []string `json:"env_names"`
 		}
 		if err := json.Unmarshal([]byte(line), &ev); err != nil {
 			t.Fatalf("agent log line %q: %v", line, err)
@@ -280,7 +280,7 @@ command = [%q, %q]
 
 [daemon]
 env = [%q]
-`, auth, authLog, dispatchtest.BuildFakeAgent(t), ie.node, filepath.Join(ie.dir, "acp-agent.mjs"), "FAKEAGENT_LOG="+agentLog))
+`, auth, authLog, dispatchtest.FakeAdapter(t, "opencode"), ie.node, filepath.Join(ie.dir, "acp-agent.mjs"), "FAKEAGENT_LOG="+agentLog))
 	t.Cleanup(func() { cli(t, home, "daemon", "stop") })
 
 	poisoned, facadePID := poisonedFacade(t, bin, home, "codex", p.dir, p.env(withoutEnv(os.Environ(), testShimEnv, "TZ")))

@@ -45,11 +45,10 @@ func rawControl(s string) (string, bool) {
 func TestReliabilityCLIEscapesControlCharacters(t *testing.T) {
 	t.Parallel()
 	auth := gatestest.BuildFakeAuthority(t)
-	agent := dispatchtest.BuildFakeAgent(t)
 	var cfg strings.Builder
 	fmt.Fprintf(&cfg, "[authority]\ncommand = [%q, \"allow-guarded\"]\ntimeout = \"5s\"\n\n", auth)
 	for _, n := range []string{"claude", "codex"} {
-		fmt.Fprintf(&cfg, "[agents.%s]\ncommand = [%q]\n\n", n, agent)
+		fmt.Fprintf(&cfg, "[agents.%s]\ncommand = [%q]\n\n", n, dispatchtest.FakeAdapter(t, n))
 	}
 	// An agent whose command does not exist: `relay agents` shows the
 	// command and why it is not configured, both naming it.
