@@ -107,6 +107,14 @@ func messageSize(m model.Message) int { return model.EncodedLen(m) }
 // ("message.stored", actor m.From), in one transaction. The caller supplies
 // ID, From and To (recipient rules are the facade's); a zero CreatedAt is
 // stamped with the clock. A duplicate ID is an invalid_args error.
+//
+// In the same transaction, before anything is written, the message must
+// fit its recipient's quota (Options.InboxMessages, InboxBytes: else
+// recipient_inbox_full) and leave the free-space reserve
+// (Options.MinFreeBytes: else storage_full); a refused message leaves no
+// row and no audit row. The refusal is not audited: each one would append
+// (and fsync) a row to the chain, so a sender that keeps trying would
+// grow the database again; it is in the daemon's log.
 func (db *DB) CreateMessage(ctx context.Context, m model.Message) (model.Message, error) {
 	switch {
 	case m.ID == "":
@@ -125,7 +133,15 @@ func (db *DB) CreateMessage(ctx context.Context, m model.Message) (model.Message
 	if m.Artifacts == nil {
 		m.Artifacts = []model.Artifact{}
 	}
-	err = db.write(ctx, func(ctx context.Context, w *writeTx) error { return insertMessage(ctx, w, m) })
+	err = db.write(ctx, func(ctx context.Context, w *writeTx) error {
+		if err := db.checkInbox(ctx, w, m); err != nil {
+			return err
+		}
+		if err := db.checkRoom(ctx, w, len(m.Body)); err != nil {
+			return err
+		}
+		return insertMessage(ctx, w, m)
+	})
 	if err != nil {
 		return model.Message{}, wrap("create message", err)
 	}
