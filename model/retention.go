@@ -41,8 +41,11 @@ type PruneReport struct {
 	ReclaimedBytes int64 `json:"reclaimed_bytes"`
 	FreeBytes      int64 `json:"free_bytes"`
 	// DatabaseBytes is the database's size after the pass.
-	DatabaseBytes int64     `json:"database_bytes"`
-	At            time.Time `json:"at"`
+	DatabaseBytes int64 `json:"database_bytes"`
+	// More says the pass stopped at its time budget with more to remove
+	// (or free pages still to give back): run it again.
+	More bool      `json:"more"`
+	At   time.Time `json:"at"`
 }
 
 // PruneCount is one kind of row a prune pass removes.

@@ -67,6 +67,11 @@ type PruneOptions struct {
 	// daemon's own passes, "operator" for `relay prune`); Trigger says
 	// why ("start", "periodic", "operator").
 	Actor, Trigger string
+	// Budget, when set, bounds the pass's time: once it is spent no
+	// further batch or vacuum step starts (each pass does at least one
+	// of each, so passes always progress), and the report says More.
+	// Zero runs to the end.
+	Budget time.Duration
 }
 
 // PruneResult is a pass's report, and the ids of the tasks it removed
@@ -74,6 +79,8 @@ type PruneOptions struct {
 type PruneResult struct {
 	model.PruneReport
 	TaskIDs []string
+	// stop says the budget is spent.
+	stop func() bool
 }
 
 // cutoff is where a pass stops: rows stamped before it go. Times are
@@ -142,6 +149,12 @@ func (db *DB) Prune(ctx context.Context, o PruneOptions) (PruneResult, error) {
 	now := db.now()
 	msgCut, taskCut := cutoffOf(now, o.Policy.AckedMessages), cutoffOf(now, o.Policy.TerminalTasks)
 	var res PruneResult
+	res.stop = func() bool { return false }
+	if o.Budget > 0 {
+		// The budget runs on the monotonic clock, not the store's.
+		end := time.Now().Add(o.Budget)
+		res.stop = func() bool { return !time.Now().Before(end) }
+	}
 	res.DryRun, res.At = o.DryRun, now
 	res.AckedMessages = newPruneCount(o.Policy.AckedMessages, msgCut)
 	res.TerminalTasks = newPruneCount(o.Policy.TerminalTasks, taskCut)
@@ -167,7 +180,7 @@ func (db *DB) Prune(ctx context.Context, o PruneOptions) (PruneResult, error) {
 			return res, err
 		}
 	}
-	if taskCut != nil {
+	if taskCut != nil && !res.More {
 		err := db.pruneBatches(ctx, &res, &res.TerminalTasks, func(ctx context.Context, w *writeTx) (batchOut, error) {
 			return db.pruneTasks(ctx, w, o, taskCut)
 		})
@@ -224,6 +237,10 @@ func (db *DB) pruneBatches(ctx context.Context, res *PruneResult, pc *model.Prun
 			res.TaskIDs = append(res.TaskIDs, b.ids...)
 		}
 		if !b.more {
+			return nil
+		}
+		if res.stop() {
+			res.More = true
 			return nil
 		}
 	}
@@ -364,15 +381,27 @@ func (db *DB) vacuum(ctx context.Context, res *PruneResult) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
+		if res.More {
+			break // the budget is spent; the next pass gives them back
+		}
 		before := st.freePages
 		if err := db.write(ctx, func(ctx context.Context, w *writeTx) error { return step(ctx, w, true) }); err != nil {
 			// The rows are gone already; what could not be given back
-			// stays free inside the file, for later writes.
+			// stays free inside the file, for later writes. A step
+			// needs room in the WAL for the pages it moves: on a disk
+			// that is full, the pass ends with them free inside.
+			res.ReclaimedBytes = first.size() - st.size()
 			res.FreeBytes, res.DatabaseBytes = st.free(), st.size()
+			if model.ErrorCode(err) == model.CodeStorageFull {
+				return nil
+			}
 			return wrap("prune: vacuum", err)
 		}
 		if st.freePages >= before {
 			break
+		}
+		if st.freePages > 0 && res.stop() {
+			res.More = true
 		}
 	}
 	res.ReclaimedBytes = first.size() - st.size()

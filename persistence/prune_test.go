@@ -450,3 +450,48 @@ func BenchmarkPruneBatch(b *testing.B) {
 		}
 	})
 }
+
+// A pass with a time budget stops between batches once it is spent,
+// after at least one batch, and says More; passes run again until More
+// is false remove everything, each batch once.
+func TestPruneBudgetStopsBetweenBatches(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	clock := newTestClock(t0)
+	db := MustOpen(t, filepath.Join(t.TempDir(), "relay.db"), Options{Clock: clock.now, Synchronous: SyncNormal,
+		InboxMessages: NoLimit, InboxBytes: NoLimit})
+	n := pruneMessageBatch + 5
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = seqID("M", i)
+		if err := trySend(db, ids[i], "claude", "b"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := db.Ack(ctx, "claude", ids); err != nil {
+		t.Fatal(err)
+	}
+	clock.advance(time.Hour)
+	policy := model.RetentionPolicy{AckedMessages: time.Minute}
+	total, passes := 0, 0
+	for {
+		res, err := db.Prune(ctx, PruneOptions{Policy: policy, Budget: time.Nanosecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		passes++
+		total += res.AckedMessages.Removed
+		if res.Batches > 1 {
+			t.Errorf("pass %d took %d batches with a spent budget", passes, res.Batches)
+		}
+		if !res.More {
+			break
+		}
+		if passes > 5 {
+			t.Fatal("passes never ended")
+		}
+	}
+	if total != n || passes != 2 {
+		t.Errorf("removed %d in %d passes, want %d in 2", total, passes, n)
+	}
+}
