@@ -54,8 +54,21 @@ func BenchmarkTransitionFull(b *testing.B)            { benchTransitions(b, Sync
 func BenchmarkTransitionNormal4Verdicts(b *testing.B) { benchTransitions(b, SyncNormal, 4) }
 
 func BenchmarkCreateMessage(b *testing.B) {
+	// Every message goes to one recipient: with a quota it would be full
+	// after DefaultInboxMessages. BenchmarkCreateMessageQuota checks it.
+	benchCreateMessage(b, Options{InboxMessages: NoLimit, InboxBytes: NoLimit})
+}
+
+// BenchmarkCreateMessageQuota is BenchmarkCreateMessage with the inbox
+// quota checked at every insert (a quota too large to be reached): the
+// check's own cost.
+func BenchmarkCreateMessageQuota(b *testing.B) {
+	benchCreateMessage(b, Options{InboxMessages: 1 << 30, InboxBytes: 1 << 50})
+}
+
+func benchCreateMessage(b *testing.B, o Options) {
 	ctx := context.Background()
-	db := MustOpen(b, filepath.Join(b.TempDir(), "relay.db"), Options{})
+	db := MustOpen(b, filepath.Join(b.TempDir(), "relay.db"), o)
 	i := 0
 	start := cpuTime()
 	for b.Loop() {

@@ -213,15 +213,10 @@ func Open(ctx context.Context, path string, opts Options) (*DB, error) {
 	// The writer never checkpoints on commit (wal_autocheckpoint 0): the
 	// checkpointer does it beside it (checkpointLoop), so that no write
 	// waits for a checkpoint's copy and fsync of the main file.
-	//
-	// auto_vacuum(INCREMENTAL) takes effect only on a new, empty file (it
-	// is applied before journal_mode, whose first write fixes the
-	// format): there it keeps the pointer map that lets Prune give freed
-	// pages back to the filesystem (incremental_vacuum). On an existing
-	// database it changes nothing, not even a byte of the file: one made
-	// without it reuses its freed pages instead.
+	if err := createIncremental(ctx, abs, busy); err != nil {
+		return nil, err
+	}
 	wdsn := dsn(abs, busy, []string{
-		"auto_vacuum(INCREMENTAL)",
 		"journal_mode(WAL)",
 		"synchronous(" + syncMode + ")",
 		"foreign_keys(1)",
@@ -431,6 +426,29 @@ func ownerOnly(path string) error {
 				return fmt.Errorf("persistence: make %s owner-only: %w", p, err)
 			}
 		}
+	}
+	return nil
+}
+
+// createIncremental makes a new database (an empty file, as ownerOnly
+// left it) with auto_vacuum=INCREMENTAL, set before journal_mode=WAL,
+// whose first write fixes the file's format: it keeps the pointer map
+// that lets Prune give freed pages back to the filesystem
+// (incremental_vacuum). An existing database is not touched (the pragma
+// on it would be a write, refused on a read-only file): one made without
+// it reuses its freed pages instead.
+func createIncremental(ctx context.Context, path string, busy time.Duration) error {
+	fi, err := os.Stat(path)
+	if err != nil || fi.Size() > 0 {
+		return nil // not new (or gone: the open reports it)
+	}
+	c, err := sql.Open("sqlite", dsn(path, busy, []string{"auto_vacuum(INCREMENTAL)", "journal_mode(WAL)"}, ""))
+	if err != nil {
+		return fmt.Errorf("persistence: create %s: %w", path, err)
+	}
+	defer c.Close()
+	if err := c.PingContext(ctx); err != nil {
+		return openError(path, err)
 	}
 	return nil
 }

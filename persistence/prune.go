@@ -189,7 +189,25 @@ func (db *DB) Prune(ctx context.Context, o PruneOptions) (PruneResult, error) {
 		}
 	}
 	err := db.vacuum(ctx, &res)
+	if err == nil && res.AckedMessages.Removed+res.TerminalTasks.Removed > 0 {
+		db.truncateWAL(ctx)
+	}
 	return res, err
+}
+
+// truncateWAL copies the WAL into the database file and truncates the WAL
+// to nothing, on the writer's connection between two batches (it waits
+// for that connection as a write would), so that what a pass freed is
+// back on the filesystem at once: the file shrinks by the pages the
+// vacuum gave back only once they are checkpointed, and the WAL keeps
+// the size the pass's own writes gave it until it is truncated. A reader
+// in the middle of a read may hold it up for the busy timeout; a
+// checkpoint that cannot finish is left to the next one.
+func (db *DB) truncateWAL(ctx context.Context) {
+	db.gw.ckptMu.Lock()
+	defer db.gw.ckptMu.Unlock()
+	var busy, frames, copied int
+	_ = db.writer.DB.QueryRowContext(ctx, `PRAGMA wal_checkpoint(TRUNCATE)`).Scan(&busy, &frames, &copied)
 }
 
 func newPruneCount(keep time.Duration, c *cutoff) model.PruneCount {

@@ -25,6 +25,14 @@ const (
 	// pruning): new messages and tasks are refused (storage_full) once
 	// less would be left.
 	DefaultMinFreeBytes = 64 << 20
+	// MinReserveBytes is the least reserve that guarantees those writes
+	// room: the WAL may grow by walCatchUpFrames (8 MiB) before the
+	// writer starts it over, and by one more transaction meanwhile, of
+	// at most ackChunkBytes (4 MiB) of acknowledged bodies or
+	// vacuumStepPages (4 MiB) moved by a vacuum step. The config refuses
+	// a smaller one (TestReliabilityStorageFullOnASmallFilesystem saw an
+	// acknowledgement of 8.5 MiB of messages fail with 5 MiB free).
+	MinReserveBytes = 16 << 20
 )
 
 // NoLimit, as Options.InboxMessages, InboxBytes or MinFreeBytes, turns

@@ -328,3 +328,38 @@ func TestReserveRefusesNewWritesButNotDrains(t *testing.T) {
 		t.Error("a refused write was stored")
 	}
 }
+
+// Acknowledging rewrites each message's row, body included (its size
+// changes), so one transaction acknowledging 20 MiB of messages would
+// take the WAL to 20 MiB at once, which a disk that fills does not have.
+// Ack commits in chunks of ackChunkBytes, between which the writer
+// checkpoints, and the WAL stays within its usual bound.
+func TestAckOfLargeMessagesKeepsTheWALSmall(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := MustOpen(t, filepath.Join(t.TempDir(), "relay.db"), Options{Synchronous: SyncNormal, InboxBytes: NoLimit})
+	highWater := watchWAL(t, db)
+	body := strings.Repeat("w", 256<<10)
+	var ids []string
+	for i := range 80 {
+		ids = append(ids, seqID("M", i))
+		if err := trySend(db, ids[i], "claude", body); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sent := highWater()
+	n, err := db.Ack(ctx, "claude", ids)
+	if err != nil || n != len(ids) {
+		t.Fatalf("Ack = %d, %v", n, err)
+	}
+	t.Logf("WAL high-water %d KiB after sending, %d KiB after acknowledging 20 MiB", sent>>10, highWater()>>10)
+	if highWater() > walBound {
+		t.Errorf("acknowledging 20 MiB of messages took the WAL to %d KiB, bound %d KiB", highWater()>>10, walBound>>10)
+	}
+	if u, _ := db.InboxUsage(ctx, "claude"); u != (InboxUsage{}) {
+		t.Errorf("usage after acknowledging everything = %+v", u)
+	}
+	if n := count(t, db, "audit_log", "kind = 'message.acked'"); n != len(ids) {
+		t.Errorf("%d message.acked audit rows, want %d", n, len(ids))
+	}
+}
