@@ -55,13 +55,16 @@ func TestDefaultConfig(t *testing.T) {
 		Authority: config.AuthorityConfig{Command: nil, Timeout: 5 * time.Second},
 		Agents:    c.Agents,
 		Limits: config.LimitsConfig{
-			MessageBytes: 262144,
-			TaskTimeout:  30 * time.Minute,
-			ProbeTimeout: 60 * time.Second,
-			MaxDispatch:  4,
+			MessageBytes:  262144,
+			TaskTimeout:   30 * time.Minute,
+			ProbeTimeout:  60 * time.Second,
+			MaxDispatch:   4,
+			InboxMessages: 1000,
+			InboxBytes:    64 << 20,
 		},
-		Storage: config.StorageConfig{Synchronous: "FULL"},
-		Daemon:  config.DaemonConfig{IdleTimeout: 10 * time.Minute},
+		Storage:   config.StorageConfig{Synchronous: "FULL", MinFreeBytes: 64 << 20},
+		Retention: config.RetentionConfig{AckedMessages: 30 * 24 * time.Hour, TerminalTasks: 90 * 24 * time.Hour},
+		Daemon:    config.DaemonConfig{IdleTimeout: 10 * time.Minute},
 	}
 	if !reflect.DeepEqual(c, want) {
 		t.Errorf("DefaultConfig() =\n%+v\nwant\n%+v", c, want)
@@ -124,9 +127,16 @@ message_bytes = 1024
 task_timeout = "1h30m"
 probe_timeout = "15s"
 max_dispatch = 16
+inbox_messages = 0          # no limit
+inbox_bytes = 1048576
 
 [storage]
 synchronous = "NORMAL"
+min_free_bytes = 0
+
+[retention]
+acked_messages = "0"        # keep forever
+terminal_tasks = "168h"
 
 [daemon]
 idle_timeout = "90s"
@@ -144,8 +154,10 @@ func TestParseConfigFull(t *testing.T) {
 	want.Agents["gemini"] = config.AgentConfig{Command: []string{"gemini", "--acp"}, Enabled: false, EnabledSet: true, RequireVerified: true, VerifiedWithin: 168 * time.Hour}
 	want.Agents["my-agent_2"] = config.AgentConfig{Command: []string{"my-agent-acp"}, Enabled: true, VerifiedWithin: config.DefaultVerifiedWithin}
 	want.Agents["off"] = config.AgentConfig{Command: []string{"/usr/local/bin/My Agent/acp"}, Enabled: false, EnabledSet: true, VerifiedWithin: config.DefaultVerifiedWithin}
-	want.Limits = config.LimitsConfig{MessageBytes: 1024, TaskTimeout: 90 * time.Minute, ProbeTimeout: 15 * time.Second, MaxDispatch: 16}
-	want.Storage.Synchronous = config.SynchronousNormal
+	want.Limits = config.LimitsConfig{MessageBytes: 1024, TaskTimeout: 90 * time.Minute, ProbeTimeout: 15 * time.Second, MaxDispatch: 16,
+		InboxMessages: 0, InboxBytes: 1 << 20}
+	want.Storage = config.StorageConfig{Synchronous: config.SynchronousNormal, MinFreeBytes: 0}
+	want.Retention = config.RetentionConfig{AckedMessages: 0, TerminalTasks: 168 * time.Hour}
 	want.Daemon.IdleTimeout = 90 * time.Second
 	if !reflect.DeepEqual(c, want) {
 		t.Errorf("ParseConfig =\n%+v\nwant\n%+v", c, want)
@@ -252,6 +264,8 @@ var badConfigs = []struct {
 	{"unknown authority key", "[authority]\ncomand = [\"a\"]\n", "authority.comand", 2, "did you mean command?"},
 	{"unknown storage key", "[storage]\nsync = \"FULL\"\n", "storage.sync", 2, "unknown key"},
 	{"misspelt daemon key", "[daemon]\nidle_timout = \"5m\"\n", "daemon.idle_timout", 2, "did you mean idle_timeout?"},
+	{"misspelt retention key", "[retention]\nacked_message = \"1h\"\n", "retention.acked_message", 2, "did you mean acked_messages?"},
+	{"quota under limits' neighbour", "[storage]\ninbox_messages = 5\n", "storage.inbox_messages", 2, "unknown key"},
 
 	// Tables that are not tables.
 	{"limits is a number", "limits = 3\n", "limits", 1, "want a table, got integer 3"},
@@ -302,6 +316,15 @@ var badConfigs = []struct {
 	{"negative idle_timeout", "[daemon]\nidle_timeout = \"-1m\"\n", "daemon.idle_timeout", 2, `want a duration of 0 or more, got "-1m"`},
 	{"idle_timeout without unit", "[daemon]\nidle_timeout = \"10\"\n", "daemon.idle_timeout", 2, "not a Go duration"},
 	{"synchronous OFF", "[storage]\nsynchronous = \"OFF\"\n", "storage.synchronous", 2, `got "OFF"`},
+	{"negative inbox_messages", "[limits]\ninbox_messages = -1\n", "limits.inbox_messages", 2, "want an integer of 0 or more, got -1"},
+	{"inbox_bytes is a string", "[limits]\ninbox_bytes = \"64MiB\"\n", "limits.inbox_bytes", 2, `want an integer of 0 or more, got string "64MiB"`},
+	{"inbox_bytes under message_bytes", "[limits]\nmessage_bytes = 2048\ninbox_bytes = 1024\n", "limits.inbox_bytes", 3, "could never be delivered"},
+	{"message_bytes over inbox_bytes", "[limits]\nmessage_bytes = 100000000\n", "limits.message_bytes", 2, "could never be delivered"},
+	{"negative min_free_bytes", "[storage]\nmin_free_bytes = -5\n", "storage.min_free_bytes", 2, "got -5"},
+	{"min_free_bytes too small", "[storage]\nmin_free_bytes = 1048576\n", "storage.min_free_bytes", 2, "at least 16777216 bytes"},
+	{"retention is a number", "[retention]\nacked_messages = 30\n", "retention.acked_messages", 2, `or "0" to keep forever, got integer 30`},
+	{"retention in days", "[retention]\nterminal_tasks = \"90d\"\n", "retention.terminal_tasks", 2, `30 days is "720h"`},
+	{"negative retention", "[retention]\nterminal_tasks = \"-1h\"\n", "retention.terminal_tasks", 2, `want a duration of 0 or more, got "-1h"`},
 
 	// Agent names.
 	{"upper-case agent", "[agents.Claude]\nenabled = false\n", "agents.Claude", 1, "does not match"},
@@ -479,6 +502,13 @@ func TestConfigValidate(t *testing.T) {
 		{"limits.max_dispatch", func(c *config.Config) { c.Limits.MaxDispatch = 0 }},
 		{"storage.synchronous", func(c *config.Config) { c.Storage.Synchronous = "" }},
 		{"daemon.idle_timeout", func(c *config.Config) { c.Daemon.IdleTimeout = -time.Second }},
+		{"limits.inbox_messages", func(c *config.Config) { c.Limits.InboxMessages = -1 }},
+		{"limits.inbox_bytes", func(c *config.Config) { c.Limits.InboxBytes = -1 }},
+		{"limits.inbox_bytes", func(c *config.Config) { c.Limits.InboxBytes = 10 }},
+		{"storage.min_free_bytes", func(c *config.Config) { c.Storage.MinFreeBytes = -1 }},
+		{"storage.min_free_bytes", func(c *config.Config) { c.Storage.MinFreeBytes = 1 << 20 }},
+		{"retention.acked_messages", func(c *config.Config) { c.Retention.AckedMessages = -time.Second }},
+		{"retention.terminal_tasks", func(c *config.Config) { c.Retention.TerminalTasks = -time.Second }},
 	}
 	for _, tt := range tests {
 		c := config.DefaultConfig()
@@ -558,7 +588,7 @@ max_dispatch = 2
 	// max_dispatch: 2 task_timeout: 30m0s
 	// invalid_config
 	// config.toml:2: limits.max_dispatc: unknown key (did you mean max_dispatch?)
-	// remove it or fix its spelling; the keys of [limits] are max_dispatch, message_bytes, probe_timeout, task_timeout
+	// remove it or fix its spelling; the keys of [limits] are inbox_bytes, inbox_messages, max_dispatch, message_bytes, probe_timeout, task_timeout
 }
 
 func TestParseConfigMCPServers(t *testing.T) {
