@@ -426,3 +426,45 @@ func TestUpgradedDatabaseVerifiesAndPrunes(t *testing.T) {
 		t.Errorf("a write after pruning grew the file from %d to %d pages, with %d free", st.pages, after.pages, st.freePages)
 	}
 }
+
+// An old database (auto_vacuum none) is converted as docs/reliability.md
+// says, with the daemon stopped: PRAGMA auto_vacuum = INCREMENTAL, then
+// VACUUM. The audit chain verifies after it (VACUUM keeps every row and
+// the relay orders by its own seq columns, not rowids), and from then on
+// a prune gives the freed pages back to the filesystem.
+func TestVacuumMakesAnOldDatabaseGiveSpaceBack(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "relay.db")
+	clock := newTestClock(t0)
+	raw := rawOpen(t, path)
+	mustExec(t, raw, "PRAGMA journal_mode = WAL")
+	raw.Close()
+	old := MustOpen(t, path, Options{Clock: clock.now})
+	var ids []string
+	for i := range 20 {
+		ids = append(ids, seqID("M", i))
+		if err := trySend(old, ids[i], "claude", strings.Repeat("v", 16<<10)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := old.Ack(ctx, "claude", ids); err != nil {
+		t.Fatal(err)
+	}
+	if err := old.Close(); err != nil {
+		t.Fatal(err)
+	}
+	raw = rawOpen(t, path)
+	mustExec(t, raw, "PRAGMA auto_vacuum = INCREMENTAL")
+	mustExec(t, raw, "VACUUM")
+	raw.Close()
+	clock.advance(time.Hour)
+	db := MustOpen(t, path, Options{Clock: clock.now})
+	if rep, err := db.VerifyAudit(ctx); err != nil || !rep.OK || rep.Rows != 40 {
+		t.Fatalf("VerifyAudit after VACUUM = %+v, %v", rep, err)
+	}
+	res, err := db.Prune(ctx, PruneOptions{Policy: model.RetentionPolicy{AckedMessages: time.Minute}})
+	if err != nil || res.AckedMessages.Removed != 20 || res.ReclaimedBytes < 20*16<<10 {
+		t.Errorf("prune after the conversion = %+v, %v; want the 20 messages' pages given back", res.PruneReport, err)
+	}
+}
