@@ -218,6 +218,24 @@ func TestPruneCutoffIsConservative(t *testing.T) {
 	}
 }
 
+// importAcked stores n acknowledged messages with body, acknowledged at
+// t0, in one bulk write (Import), and returns their ids.
+func importAcked(t testing.TB, db *DB, n int, body string) []string {
+	t.Helper()
+	at := t0
+	h := History{}
+	ids := make([]string, n)
+	for i := range n {
+		ids[i] = seqID("M", i)
+		h.Messages = append(h.Messages, model.Message{ID: ids[i], From: "codex", To: "claude", Body: body,
+			State: model.MessageAcked, CreatedAt: at, ReadAt: &at, AckedAt: &at})
+	}
+	if err := db.Import(context.Background(), h); err != nil {
+		t.Fatal(err)
+	}
+	return ids
+}
+
 // A pass takes batches of bounded size, and on a database the relay
 // created (auto_vacuum=INCREMENTAL) gives the freed pages back: the file
 // shrinks. The next writes work as before.
@@ -226,21 +244,10 @@ func TestPruneBatchesAndGivesSpaceBack(t *testing.T) {
 	ctx := context.Background()
 	clock := newTestClock(t0)
 	path := filepath.Join(t.TempDir(), "relay.db")
-	db := MustOpen(t, path, Options{Clock: clock.now, Synchronous: SyncNormal, InboxMessages: NoLimit, InboxBytes: NoLimit})
+	db := MustOpen(t, path, Options{Clock: clock.now, Synchronous: SyncNormal})
 	body := strings.Repeat("b", 4<<10)
 	n := 2*pruneMessageBatch + 10
-	ids := make([]string, n)
-	for i := range n {
-		ids[i] = seqID("M", i)
-		if err := trySend(db, ids[i], "claude", body); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for chunk := range slices.Chunk(ids, MaxLimit) {
-		if _, err := db.Ack(ctx, "claude", chunk); err != nil {
-			t.Fatal(err)
-		}
-	}
+	importAcked(t, db, n, body)
 	clock.advance(time.Hour)
 	before, err := storageOf(db)
 	if err != nil {
@@ -458,19 +465,9 @@ func TestPruneBudgetStopsBetweenBatches(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	clock := newTestClock(t0)
-	db := MustOpen(t, filepath.Join(t.TempDir(), "relay.db"), Options{Clock: clock.now, Synchronous: SyncNormal,
-		InboxMessages: NoLimit, InboxBytes: NoLimit})
+	db := MustOpen(t, filepath.Join(t.TempDir(), "relay.db"), Options{Clock: clock.now, Synchronous: SyncNormal})
 	n := pruneMessageBatch + 5
-	ids := make([]string, n)
-	for i := range ids {
-		ids[i] = seqID("M", i)
-		if err := trySend(db, ids[i], "claude", "b"); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if _, err := db.Ack(ctx, "claude", ids); err != nil {
-		t.Fatal(err)
-	}
+	importAcked(t, db, n, "b")
 	clock.advance(time.Hour)
 	policy := model.RetentionPolicy{AckedMessages: time.Minute}
 	total, passes := 0, 0

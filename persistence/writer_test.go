@@ -563,7 +563,7 @@ const walBound = 2 * walCatchUpFrames * (4096 + 24)
 
 // watchWAL records the WAL file's size after every batch the writer
 // commits, so a test sees the WAL's high-water mark, not only its size at
-// the end. It must be called before the first write.
+// the end. It must be called while no write is in flight.
 func watchWAL(t *testing.T, db *DB) (highWater func() int64) {
 	t.Helper()
 	var most atomic.Int64

@@ -378,7 +378,7 @@ func readsAnswer(t *testing.T, c *http.Client, home string) {
 }
 
 // storage_full on a real filesystem that fills: a 40 MiB tmpfs holds the
-// home, and another program's file takes all but 24 MiB of it. The daemon
+// home, and another program's file takes all but 20 MiB of it. The daemon
 // keeps 16 MiB free ([storage] min_free_bytes, the least it takes):
 // sending 256 KiB messages ends in storage_full with a hint, while there
 // is room left for what empties the disk. Then reads answer, the
@@ -404,7 +404,7 @@ func TestReliabilityStorageFullOnASmallFilesystem(t *testing.T) {
 		t.Fatal(err)
 	}
 	other := filepath.Join(fs, "other")
-	if err := os.WriteFile(other, bytes.Repeat([]byte{'o'}, int(fsFree(t, fs)-24<<20)), 0o600); err != nil {
+	if err := os.WriteFile(other, bytes.Repeat([]byte{'o'}, int(fsFree(t, fs)-20<<20)), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	d := launchDaemonEnv(t, home, nil)
