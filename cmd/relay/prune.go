@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/hai-relay/relay/model"
@@ -92,7 +93,7 @@ func printPrune(e *env, r model.PruneReport) {
 	}
 	line := func(c model.PruneCount, what, since, key, bytes string) {
 		if c.Before == nil {
-			fmt.Fprintf(e.stdout, "%s: kept forever ([retention] %s = \"0\")\n", what, key)
+			fmt.Fprintf(e.stdout, "%s: kept forever (a period of 0: [retention] %s or --%s)\n", what, key, strings.ReplaceAll(key, "_", "-"))
 			return
 		}
 		fmt.Fprintf(e.stdout, "%s: %s %d, %s of %s (%s over %s ago: before %s)\n", what, verb, c.Removed,
