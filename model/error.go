@@ -63,7 +63,11 @@ const (
 	// daemon's quota or file-size limit) is full; nothing of it was
 	// stored, and reads go on working.
 	CodeStorageFull Code = "storage_full"
-	CodeInternal    Code = "internal"
+	// CodeRecipientInboxFull: a message was refused because its
+	// recipient's unacknowledged messages already reach the recipient's
+	// quota ([limits] inbox_messages or inbox_bytes); nothing was stored.
+	CodeRecipientInboxFull Code = "recipient_inbox_full"
+	CodeInternal           Code = "internal"
 )
 
 // Engine codes: typed refusals of the lifecycle engine itself.
@@ -100,7 +104,7 @@ func AllTaskCodes() []Code {
 func AllRequestCodes() []Code {
 	return []Code{CodeInvalidArgs, CodeUnknownAgent, CodeInvalidRecipient,
 		CodeBroadcastNotSupported, CodePayloadTooLarge, CodeInvalidCwd, CodeNotFound,
-		CodeTaskNotCancelable, CodeIdempotencyConflict, CodeDaemonUnavailable, CodeDaemonAlreadyRunning, CodeOutcomeUnknown, CodeStorageFull, CodeInternal}
+		CodeTaskNotCancelable, CodeIdempotencyConflict, CodeDaemonUnavailable, CodeDaemonAlreadyRunning, CodeOutcomeUnknown, CodeStorageFull, CodeRecipientInboxFull, CodeInternal}
 }
 
 // AllEngineCodes lists the engine's own refusal codes.

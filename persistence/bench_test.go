@@ -54,8 +54,37 @@ func BenchmarkTransitionFull(b *testing.B)            { benchTransitions(b, Sync
 func BenchmarkTransitionNormal4Verdicts(b *testing.B) { benchTransitions(b, SyncNormal, 4) }
 
 func BenchmarkCreateMessage(b *testing.B) {
+	// Every message goes to one recipient: with a quota it would be full
+	// after DefaultInboxMessages. BenchmarkCreateMessageQuota checks it.
+	benchCreateMessage(b, Options{InboxMessages: NoLimit, InboxBytes: NoLimit})
+}
+
+// BenchmarkCreateMessageQuota is BenchmarkCreateMessage with the inbox
+// quota checked at every insert (a quota too large to be reached): the
+// check's own cost.
+func BenchmarkCreateMessageQuota(b *testing.B) {
+	benchCreateMessage(b, Options{InboxMessages: 1 << 30, InboxBytes: 1 << 50})
+}
+
+// BenchmarkCreateMessageNoAutoVacuum is BenchmarkCreateMessage on a
+// database made as the relay made them before auto_vacuum=INCREMENTAL
+// (which keeps a pointer map up to date at every write): that pointer
+// map's cost.
+func BenchmarkCreateMessageNoAutoVacuum(b *testing.B) {
+	path := filepath.Join(b.TempDir(), "relay.db")
+	raw := rawOpen(b, path)
+	mustExec(b, raw, "PRAGMA journal_mode = WAL")
+	raw.Close()
+	benchCreateMessageAt(b, path, Options{InboxMessages: NoLimit, InboxBytes: NoLimit})
+}
+
+func benchCreateMessage(b *testing.B, o Options) {
+	benchCreateMessageAt(b, filepath.Join(b.TempDir(), "relay.db"), o)
+}
+
+func benchCreateMessageAt(b *testing.B, path string, o Options) {
 	ctx := context.Background()
-	db := MustOpen(b, filepath.Join(b.TempDir(), "relay.db"), Options{})
+	db := MustOpen(b, path, o)
 	i := 0
 	start := cpuTime()
 	for b.Loop() {

@@ -84,6 +84,21 @@ type Options struct {
 	// ListMessages and ListTasks (see model.AnswerBytes, the default for
 	// 0); tests lower it.
 	AnswerBytes int
+	// InboxMessages and InboxBytes are each recipient's quota: how many
+	// unacknowledged messages it may hold, and how many bytes of bodies
+	// they may hold. A message that would take its recipient past either
+	// is refused (recipient_inbox_full) and not stored; the relay's own
+	// end-of-task notices are never refused (see Transition). 0 means the
+	// default (DefaultInboxMessages, DefaultInboxBytes), NoLimit none.
+	InboxMessages int
+	InboxBytes    int64
+	// MinFreeBytes is the free space kept for the writes that drain the
+	// store: a new message or task that would leave less free (on the
+	// database's filesystem, plus the pages free inside the file) is
+	// refused with storage_full, while acknowledgements, inbox reads,
+	// transitions and pruning go on. 0 means DefaultMinFreeBytes, NoLimit
+	// none (only a full disk refuses writes).
+	MinFreeBytes int64
 
 	// migrations replaces the embedded migrations; tests use it to inject
 	// a failing one.
@@ -98,6 +113,8 @@ type DB struct {
 	reader *bun.DB
 	// answerBytes is Options.AnswerBytes, defaulted.
 	answerBytes int
+	// limits are the inbox quota and the free-space reserve.
+	limits limits
 	// wstmts are prepared on the writer's one connection; rq runs reads
 	// on the reader pool with its prepared statements.
 	wstmts *stmtCache
@@ -187,11 +204,18 @@ func Open(ctx context.Context, path string, opts Options) (*DB, error) {
 	if answer == 0 {
 		answer = model.AnswerBytes
 	}
-	db := &DB{path: abs, clock: clock, answerBytes: answer}
+	lim, err := newLimits(opts)
+	if err != nil {
+		return nil, err
+	}
+	db := &DB{path: abs, clock: clock, answerBytes: answer, limits: lim}
 
 	// The writer never checkpoints on commit (wal_autocheckpoint 0): the
 	// checkpointer does it beside it (checkpointLoop), so that no write
 	// waits for a checkpoint's copy and fsync of the main file.
+	if err := createIncremental(ctx, abs, busy); err != nil {
+		return nil, err
+	}
 	wdsn := dsn(abs, busy, []string{
 		"journal_mode(WAL)",
 		"synchronous(" + syncMode + ")",
@@ -402,6 +426,29 @@ func ownerOnly(path string) error {
 				return fmt.Errorf("persistence: make %s owner-only: %w", p, err)
 			}
 		}
+	}
+	return nil
+}
+
+// createIncremental makes a new database (an empty file, as ownerOnly
+// left it) with auto_vacuum=INCREMENTAL, set before journal_mode=WAL,
+// whose first write fixes the file's format: it keeps the pointer map
+// that lets Prune give freed pages back to the filesystem
+// (incremental_vacuum). An existing database is not touched (the pragma
+// on it would be a write, refused on a read-only file): one made without
+// it reuses its freed pages instead.
+func createIncremental(ctx context.Context, path string, busy time.Duration) error {
+	fi, err := os.Stat(path)
+	if err != nil || fi.Size() > 0 {
+		return nil // not new (or gone: the open reports it)
+	}
+	c, err := sql.Open("sqlite", dsn(path, busy, []string{"auto_vacuum(INCREMENTAL)", "journal_mode(WAL)"}, ""))
+	if err != nil {
+		return fmt.Errorf("persistence: create %s: %w", path, err)
+	}
+	defer c.Close()
+	if err := c.PingContext(ctx); err != nil {
+		return openError(path, err)
 	}
 	return nil
 }

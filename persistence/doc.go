@@ -87,7 +87,8 @@
 //	                   prompt_bytes, artifacts, reference_task_ids (counts)
 //	gate.verdict       gate, passed, code, message, and the verdict's detail
 //	                   keys (prefixed "detail." if they clash)
-//	task.transition    from, to, trigger, code, message
+//	task.transition    from, to, trigger, code, message, and with a
+//	                   result result_sha256, result_bytes
 //	permission.denied  the caller's keys, target, denied_permissions
 //	message.stored     from, to, body_sha256, body_bytes, artifacts,
 //	                   context_id, reply_to
@@ -98,9 +99,28 @@
 //	agent.verify       agent, status, verified_at, attempts (count),
 //	                   stopped.<stop> (count per stop), adapter_version,
 //	                   profile, reason (those not empty)
+//	retention.pruned   what (acked_messages or terminal_tasks), count,
+//	                   bytes, before, ids (comma-separated), trigger: one
+//	                   row per prune batch
 //
-// plus whatever other packages append with (*DB).Audit. Bodies and prompts
-// are kept in their own tables; the audit log holds their SHA-256.
+// plus whatever other packages append with (*DB).Audit. Bodies, prompts
+// and results are kept in their own tables; the audit log holds their
+// SHA-256, so Prune can remove them and the chain still verifies and
+// vouches for them. The audit log itself is never pruned.
+//
+// # Quotas, the free-space reserve and retention
+//
+// CreateMessage refuses a message that would take its recipient past its
+// quota of unacknowledged messages or body bytes (recipient_inbox_full),
+// counted from inbox_usage, which triggers keep in step with the
+// messages table in every write's own transaction. CreateMessage and
+// CreateTask refuse a write that would leave less free space than
+// Options.MinFreeBytes (storage_full), so that acknowledgements, inbox
+// reads, transitions and Prune still have room on a disk that fills.
+// Prune removes acknowledged messages and ended tasks older than a
+// retention policy, in bounded batches, and on a database created with
+// auto_vacuum=INCREMENTAL (every one Open creates) gives the freed pages
+// back to the filesystem.
 //
 // Statements are prepared once per pool: the hot ones at Open, the others
 // (each listing's filter combination) on first use, outside the caller's

@@ -114,6 +114,14 @@ func messageSize(m model.Message) int { return model.EncodedLen(m) }
 // ("message.stored", actor m.From), in one transaction. The caller supplies
 // ID, From and To (recipient rules are the facade's); a zero CreatedAt is
 // stamped with the clock. A duplicate ID is an invalid_args error.
+//
+// In the same transaction, before anything is written, the message must
+// fit its recipient's quota (Options.InboxMessages, InboxBytes: else
+// recipient_inbox_full) and leave the free-space reserve
+// (Options.MinFreeBytes: else storage_full); a refused message leaves no
+// row and no audit row. The refusal is not audited: each one would append
+// (and fsync) a row to the chain, so a sender that keeps trying would
+// grow the database again; it is in the daemon's log.
 func (db *DB) CreateMessage(ctx context.Context, m model.Message) (model.Message, error) {
 	switch {
 	case m.ID == "":
@@ -132,7 +140,15 @@ func (db *DB) CreateMessage(ctx context.Context, m model.Message) (model.Message
 	if m.Artifacts == nil {
 		m.Artifacts = []model.Artifact{}
 	}
-	err = db.write(ctx, func(ctx context.Context, w *writeTx) error { return insertMessage(ctx, w, m) })
+	err = db.write(ctx, func(ctx context.Context, w *writeTx) error {
+		if err := db.checkInbox(ctx, w, m); err != nil {
+			return err
+		}
+		if err := db.checkRoom(ctx, w, len(m.Body)); err != nil {
+			return err
+		}
+		return insertMessage(ctx, w, m)
+	})
 	if err != nil {
 		return model.Message{}, wrap("create message", err)
 	}
@@ -300,11 +316,25 @@ func (db *DB) Inbox(ctx context.Context, to string, unreadOnly bool, limit int) 
 // maxNamed is how many missing ids a refused Ack names.
 const maxNamed = 5
 
+// ackChunkBytes bounds the message bodies one Ack transaction rewrites.
+// Acknowledging a message changes its row's size (state, acked_at), so
+// SQLite writes the whole row again, body included, to the WAL: an Ack of
+// a thousand messages of 256 KiB in one transaction would need 256 MiB of
+// WAL at once, which a disk that fills does not have. In chunks, the
+// writer checkpoints between them and the WAL starts over in its own
+// space (TestAckOfLargeMessagesKeepsTheWALSmall).
+const ackChunkBytes = 4 << 20
+
 // Ack marks to's messages acked (and read, if they were not), with one
 // "message.acked" audit row each, and returns how many changed; messages
 // already acked do not count. If any id is not one of to's messages, it
 // returns a CodeNotFound error naming them and changes nothing. At most
 // MaxLimit ids at once.
+//
+// The acknowledgements commit in transactions of at most ackChunkBytes of
+// bodies each (at least one message), oldest first. A failure part-way
+// (a full disk) leaves the earlier chunks acknowledged; acknowledging
+// again is harmless, so a retry finishes the job.
 func (db *DB) Ack(ctx context.Context, to string, ids []string) (int, error) {
 	if to == "" {
 		return 0, invalidArgs("ack without a recipient")
@@ -316,70 +346,130 @@ func (db *DB) Ack(ctx context.Context, to string, ids []string) (int, error) {
 	if len(ids) > MaxLimit {
 		return 0, invalidArgs("at most %d message ids at once, got %d", MaxLimit, len(ids))
 	}
+	// Only the recipient's own messages are visible here, so an id that
+	// exists but belongs to another agent is reported exactly like one
+	// that does not exist. A message is never deleted unless acked (see
+	// Prune), so one found here is still there to acknowledge below, or
+	// acknowledged already.
+	var hits []ackHit
+	err := db.readTx(ctx, func(ctx context.Context, q querier) error {
+		var err error
+		hits, err = ackHits(ctx, q, to, ids)
+		return err
+	})
+	if err != nil {
+		return 0, wrap("ack", err)
+	}
+	if len(hits) != len(ids) {
+		return 0, ackMissing(to, ids, hits)
+	}
 	now := db.now()
 	nowText := formatTime(now)
 	changed := 0
-	// Only the recipient's own messages are visible here, so an id that
-	// exists but belongs to another agent is reported exactly like one
-	// that does not exist.
-	query := sqlgen().NewSelect().Model((*messageRow)(nil)).Column("id", "from_agent", "state").
-		Where("to_agent = ?").Where("id IN (" + placeholders(len(ids)) + ")").Order("seq").String()
+	for len(hits) > 0 {
+		n, size := 0, int64(0)
+		for n < len(hits) && (n == 0 || size+hits[n].bytes <= ackChunkBytes) {
+			size += hits[n].bytes
+			n++
+		}
+		chunk := make([]string, n)
+		for i, h := range hits[:n] {
+			chunk[i] = h.id
+		}
+		hits = hits[n:]
+		var done int
+		err := db.write(ctx, func(ctx context.Context, w *writeTx) error {
+			// The states as they are now: another call may have read
+			// or acknowledged some since.
+			cur, err := ackHits(ctx, w, to, chunk)
+			if err != nil {
+				return err
+			}
+			done = 0
+			for _, h := range cur {
+				if h.state == string(model.MessageAcked) {
+					continue
+				}
+				if _, err := w.ExecContext(ctx, qAckOne, string(model.MessageAcked), nowText, nowText, h.id); err != nil {
+					return err
+				}
+				if err := w.audit(ctx, model.AuditEvent{At: now, Kind: "message.acked", Actor: to, MessageID: h.id,
+					Data: auditData{"from": h.from, "to": to, "previous_state": h.state}}); err != nil {
+					return err
+				}
+				done++
+			}
+			return nil
+		})
+		if err != nil {
+			return changed, wrap("ack", err)
+		}
+		changed += done
+	}
+	return changed, nil
+}
+
+// ackHit is one of the recipient's messages named by an Ack.
+type ackHit struct {
+	id, from, state string
+	bytes           int64
+}
+
+// ackQueries caches ackHits' query texts by the number of ids.
+var ackQueries sync.Map
+
+// ackHits reads to's messages among ids, oldest first.
+func ackHits(ctx context.Context, q querier, to string, ids []string) ([]ackHit, error) {
+	query, ok := ackQueries.Load(len(ids))
+	if !ok {
+		query = sqlgen().NewSelect().Model((*messageRow)(nil)).Column("id", "from_agent", "state").ColumnExpr("octet_length(body)").
+			Where("to_agent = ?").Where("id IN (" + placeholders(len(ids)) + ")").Order("seq").String()
+		ackQueries.Store(len(ids), query)
+	}
 	args := make([]any, 0, 1+len(ids))
 	args = append(args, to)
 	for _, id := range ids {
 		args = append(args, id)
 	}
-	err := db.write(ctx, func(ctx context.Context, w *writeTx) error {
-		rows, err := w.QueryContext(ctx, query, args...)
-		if err != nil {
-			return err
-		}
-		var hits []messageRow
-		if err := sqlgen().ScanRows(ctx, rows, &hits); err != nil {
-			return err
-		}
-		if len(hits) != len(ids) {
-			found := make(map[string]bool, len(hits))
-			for _, h := range hits {
-				found[h.ID] = true
-			}
-			// Name the first few missing ids, each clipped: the answer
-			// stays small whatever the caller sent.
-			var missing []string
-			n := 0
-			for _, id := range ids {
-				if found[id] {
-					continue
-				}
-				if n++; n <= maxNamed {
-					missing = append(missing, strconv.Quote(model.Echo(id)))
-				}
-			}
-			if n > maxNamed {
-				missing = append(missing, fmt.Sprintf("and %d more", n-maxNamed))
-			}
-			return &model.Error{Code: model.CodeNotFound,
-				Message: fmt.Sprintf("no message %s in %s's inbox; nothing was acknowledged", strings.Join(missing, ", "), to)}
-		}
-		for _, h := range hits {
-			if h.State == string(model.MessageAcked) {
-				continue
-			}
-			if _, err := w.ExecContext(ctx, qAckOne, string(model.MessageAcked), nowText, nowText, h.ID); err != nil {
-				return err
-			}
-			if err := w.audit(ctx, model.AuditEvent{At: now, Kind: "message.acked", Actor: to, MessageID: h.ID,
-				Data: auditData{"from": h.From, "to": to, "previous_state": h.State}}); err != nil {
-				return err
-			}
-			changed++
-		}
-		return nil
-	})
+	rows, err := q.QueryContext(ctx, query.(string), args...)
 	if err != nil {
-		return 0, wrap("ack", err)
+		return nil, err
 	}
-	return changed, nil
+	defer rows.Close()
+	var out []ackHit
+	for rows.Next() {
+		var h ackHit
+		if err := rows.Scan(&h.id, &h.from, &h.state, &h.bytes); err != nil {
+			return nil, err
+		}
+		out = append(out, h)
+	}
+	return out, rows.Err()
+}
+
+// ackMissing is the not_found of an Ack naming ids that are not to's
+// messages: the first few, each clipped, so that the answer stays small
+// whatever the caller sent.
+func ackMissing(to string, ids []string, hits []ackHit) error {
+	found := make(map[string]bool, len(hits))
+	for _, h := range hits {
+		found[h.id] = true
+	}
+	var missing []string
+	n := 0
+	for _, id := range ids {
+		if found[id] {
+			continue
+		}
+		if n++; n <= maxNamed {
+			missing = append(missing, strconv.Quote(model.Echo(id)))
+		}
+	}
+	if n > maxNamed {
+		missing = append(missing, fmt.Sprintf("and %d more", n-maxNamed))
+	}
+	return &model.Error{Code: model.CodeNotFound,
+		Message: fmt.Sprintf("no message %s in %s's inbox; nothing was acknowledged", strings.Join(missing, ", "), to)}
 }
 
 // GetMessage returns one message by id, or an error with CodeNotFound.

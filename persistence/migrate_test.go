@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 	"testing/fstest"
+	"time"
 
 	"github.com/hai-relay/relay/model"
 )
@@ -84,7 +85,9 @@ func migrateFrom(t *testing.T, prev int) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "relay.db")
 
-	old, err := Open(ctx, path, Options{MigrateTo: prev})
+	// The old schema has no inbox_usage (0006): the old handle writes
+	// without the quota, as the old code did.
+	old, err := Open(ctx, path, Options{MigrateTo: prev, InboxMessages: NoLimit, InboxBytes: NoLimit})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -338,5 +341,130 @@ func TestCheckRefusesUnknownValues(t *testing.T) {
 	if _, err := w.ExecContext(ctx, `INSERT INTO task_events (task_id, n, from_state, to_state, trigger_name, at)
 		VALUES ('no-such-task', 1, 'submitted', 'authorized', 'authorize', 'x')`); err == nil {
 		t.Error("event for a missing task accepted: foreign keys are off")
+	}
+}
+
+// A database made before 0006 (at 0004, the last schema released before
+// it) upgrades, verifies, and prunes: its audit chain verifies as it is
+// (0006 touches no audit row), inbox_usage is filled from the messages
+// already there, the quota holds from the first write, and a prune
+// removes its acknowledged messages and ended tasks with the chain still
+// verifying. It keeps its auto_vacuum mode (none): the freed pages are
+// not given back to the filesystem, and new writes reuse them instead of
+// growing the file.
+func TestUpgradedDatabaseVerifiesAndPrunes(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "relay.db")
+	clock := newTestClock(t0)
+	// A file as the relay made it before: no auto_vacuum either.
+	raw := rawOpen(t, path)
+	mustExec(t, raw, "PRAGMA journal_mode = WAL")
+	raw.Close()
+	old, err := Open(ctx, path, Options{MigrateTo: 4, Clock: clock.now, InboxMessages: NoLimit, InboxBytes: NoLimit})
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := strings.Repeat("old body ", 1000)
+	for i := range 30 {
+		if _, err := old.CreateMessage(ctx, model.Message{ID: seqID("M", i), From: "codex", To: "claude", Body: body}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := old.Ack(ctx, "claude", []string{seqID("M", 0), seqID("M", 1), seqID("M", 2)}); err != nil {
+		t.Fatal(err)
+	}
+	ended(t, old, "T-old", model.StateRejected)
+	if err := old.Close(); err != nil {
+		t.Fatal(err)
+	}
+	clock.advance(72 * time.Hour)
+
+	db := MustOpen(t, path, Options{Clock: clock.now, InboxMessages: 28})
+	if rep, err := db.VerifyAudit(ctx); err != nil || !rep.OK {
+		t.Fatalf("VerifyAudit after the upgrade = %+v, %v", rep, err)
+	}
+	if u, err := db.InboxUsage(ctx, "claude"); err != nil || u != (InboxUsage{Messages: 27, Bytes: 27 * int64(len(body))}) {
+		t.Errorf("claude's usage after the upgrade = %+v, %v; want the 27 unacknowledged messages", u, err)
+	}
+	if u, _ := db.InboxUsage(ctx, "codex"); u.Messages != 1 {
+		t.Errorf("codex's usage after the upgrade = %+v; want T-old's notice", u)
+	}
+	if err := trySend(db, "M-28th", "claude", "fits"); err != nil {
+		t.Fatal(err)
+	}
+	wantCode(t, trySend(db, "M-29th", "claude", "over"), model.CodeRecipientInboxFull)
+	if _, err := db.Ack(ctx, "codex", []string{"N-T-old"}); err != nil {
+		t.Fatal(err)
+	}
+	clock.advance(time.Hour)
+	res, err := db.Prune(ctx, PruneOptions{Policy: model.RetentionPolicy{AckedMessages: 30 * time.Minute, TerminalTasks: 24 * time.Hour}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.AckedMessages.Removed != 4 || res.TerminalTasks.Removed != 1 {
+		t.Errorf("prune of the upgraded database = %+v; want 4 messages and 1 task", res.PruneReport)
+	}
+	if rep, err := db.VerifyAudit(ctx); err != nil || !rep.OK {
+		t.Fatalf("VerifyAudit after pruning the upgraded database = %+v, %v", rep, err)
+	}
+	st, err := storageOf(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.autoVacuum != 0 || res.ReclaimedBytes != 0 || res.FreeBytes == 0 || res.FreeBytes != st.free() {
+		t.Errorf("upgraded database: auto_vacuum %d, pass %+v; want none, nothing given back, the pages free inside", st.autoVacuum, res.PruneReport)
+	}
+	// The freed pages take the next writes: the file does not grow.
+	if _, err := db.Ack(ctx, "claude", []string{seqID("M", 3), seqID("M", 4)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := trySend(db, "M-reuse", "claude", body); err != nil {
+		t.Fatal(err)
+	}
+	if after, _ := storageOf(db); after.pages > st.pages {
+		t.Errorf("a write after pruning grew the file from %d to %d pages, with %d free", st.pages, after.pages, st.freePages)
+	}
+}
+
+// An old database (auto_vacuum none) is converted as docs/reliability.md
+// says, with the daemon stopped: PRAGMA auto_vacuum = INCREMENTAL, then
+// VACUUM. The audit chain verifies after it (VACUUM keeps every row and
+// the relay orders by its own seq columns, not rowids), and from then on
+// a prune gives the freed pages back to the filesystem.
+func TestVacuumMakesAnOldDatabaseGiveSpaceBack(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "relay.db")
+	clock := newTestClock(t0)
+	raw := rawOpen(t, path)
+	mustExec(t, raw, "PRAGMA journal_mode = WAL")
+	raw.Close()
+	old := MustOpen(t, path, Options{Clock: clock.now})
+	var ids []string
+	for i := range 20 {
+		ids = append(ids, seqID("M", i))
+		if err := trySend(old, ids[i], "claude", strings.Repeat("v", 16<<10)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := old.Ack(ctx, "claude", ids); err != nil {
+		t.Fatal(err)
+	}
+	if err := old.Close(); err != nil {
+		t.Fatal(err)
+	}
+	raw = rawOpen(t, path)
+	mustExec(t, raw, "PRAGMA auto_vacuum = INCREMENTAL")
+	mustExec(t, raw, "VACUUM")
+	raw.Close()
+	clock.advance(time.Hour)
+	db := MustOpen(t, path, Options{Clock: clock.now})
+	if rep, err := db.VerifyAudit(ctx); err != nil || !rep.OK || rep.Rows != 40 {
+		t.Fatalf("VerifyAudit after VACUUM = %+v, %v", rep, err)
+	}
+	res, err := db.Prune(ctx, PruneOptions{Policy: model.RetentionPolicy{AckedMessages: time.Minute}})
+	if err != nil || res.AckedMessages.Removed != 20 || res.ReclaimedBytes < 20*16<<10 {
+		t.Errorf("prune after the conversion = %+v, %v; want the 20 messages' pages given back", res.PruneReport, err)
 	}
 }

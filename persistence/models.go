@@ -97,6 +97,17 @@ type messageRow struct {
 	AckedAt   *string `bun:"acked_at"`
 }
 
+// inboxUsageRow is an inbox_usage row: one recipient's unacknowledged
+// messages and their body bytes, kept by the triggers of migration 0006
+// (quota.go reads it).
+type inboxUsageRow struct {
+	bun.BaseModel `bun:"table:inbox_usage"`
+
+	Agent    string `bun:"agent,pk"`
+	Messages int64  `bun:"messages"`
+	Bytes    int64  `bun:"bytes"`
+}
+
 // auditRow is an audit_log row (audit.go). Its text columns are nullable
 // here, although the relay never writes a NULL, so that VerifyAudit
 // reports a tampered NULL instead of failing to read the row.

@@ -46,6 +46,9 @@ var (
 	qStoredUpTo, qUnreadCount, qAckOne          string
 	messageBind                                 binder[messageRow]
 
+	// quota.go
+	qInboxUsage, qFreelistCount, qPageSize string
+
 	// import.go: every column bound, seq and n included.
 	qImportTask, qImportEvent, qImportVerdict, qImportMessage string
 	importTaskBind                                            binder[taskRow]
@@ -122,6 +125,9 @@ var buildStatements = sync.OnceFunc(func() {
 		SetColumn("state", "?").SetColumn("acked_at", "?").SetColumn("read_at", "IFNULL(read_at, ?)").
 		Where("id = ?").String()
 
+	qInboxUsage = g.NewSelect().Model((*inboxUsageRow)(nil)).Column("messages", "bytes").Where("agent = ?").String()
+	qFreelistCount, qPageSize = `PRAGMA freelist_count`, `PRAGMA page_size`
+
 	qProbeUpsert, probeBind = upsertOf[agentRow]("name")
 	qProbes = g.NewSelect().Model((*agentRow)(nil)).Order("name").String()
 	qVerificationUpsert, verificationBind = upsertOf[agentVerificationRow]("name")
@@ -134,8 +140,8 @@ var buildStatements = sync.OnceFunc(func() {
 
 	writerQueries = []string{qAuditHead, qAuditHeadUpdate, qAuditInsert, qTaskByIdem, qTaskState,
 		qTaskInsert, qTransition, qTransitionResult, qEventInsert, qVerdictInsert, qDenial,
-		qMessageInsert, qMarkReadUpTo, qStoredUpTo, qUnreadCount, qAckOne, qSavepoint, qRollbackTo, qRelease}
-	readerQueries = []string{qAuditHead, qTaskByID, qTaskExists, qTaskEvents, qTaskVerdicts}
+		qMessageInsert, qMarkReadUpTo, qStoredUpTo, qUnreadCount, qAckOne, qInboxUsage, qSavepoint, qRollbackTo, qRelease}
+	readerQueries = []string{qAuditHead, qTaskByID, qTaskExists, qTaskEvents, qTaskVerdicts, qInboxUsage}
 })
 
 // upsertOf is insertOf with every column bound, that updates every other

@@ -168,6 +168,9 @@ func (db *DB) CreateTask(ctx context.Context, t model.Task) (model.Task, bool, e
 				return nil
 			}
 		}
+		if err := db.checkRoom(ctx, w, len(t.Prompt)); err != nil {
+			return err
+		}
 		_, err := w.ExecContext(ctx, qTaskInsert, taskBind.args(&r)...)
 		if err != nil {
 			if isUniqueViolation(err) {
@@ -274,23 +277,56 @@ func (db *DB) Transition(ctx context.Context, tr model.Transition) (model.Task, 
 				return err
 			}
 		}
+		data := map[string]string{"from": string(tr.From), "to": string(tr.To), "trigger": string(tr.Trigger),
+			"code": string(tr.Code), "message": tr.Message}
+		if tr.Result != nil {
+			// The chain keeps the result's digest, so that it still
+			// vouches for what the agent answered once the task is
+			// pruned (the audit log is never pruned).
+			data["result_sha256"], data["result_bytes"] = sha256Hex(tr.Result.Text), strconv.Itoa(len(tr.Result.Text))
+		}
 		if err := w.audit(ctx, model.AuditEvent{
-			At: at, Kind: "task.transition", Actor: tr.Actor, TaskID: tr.TaskID,
-			Data: map[string]string{"from": string(tr.From), "to": string(tr.To), "trigger": string(tr.Trigger),
-				"code": string(tr.Code), "message": tr.Message},
+			At: at, Kind: "task.transition", Actor: tr.Actor, TaskID: tr.TaskID, Data: data,
 		}); err != nil {
 			return err
 		}
 		if tr.NoticeID == "" || !tr.To.Terminal() {
 			return nil
 		}
+		body, err := db.noticeBody(ctx, w, out)
+		if err != nil {
+			return err
+		}
 		return insertMessage(ctx, w, model.Message{ID: tr.NoticeID, From: model.RelayAgent, To: out.Caller,
-			Body: model.EndNotice(out), ContextID: out.ContextID, Artifacts: []model.Artifact{}, CreatedAt: at})
+			Body: body, ContextID: out.ContextID, Artifacts: []model.Artifact{}, CreatedAt: at})
 	})
 	if err != nil {
 		return model.Task{}, wrap("transition", err)
 	}
 	return out, nil
+}
+
+// noticeBody is the body of t's end notice to its submitter. The notice
+// is never refused, whatever the submitter's quota: it commits with the
+// task's end, which must be recorded. But when the full notice would take
+// the submitter's inbox past its quota, the notice is the short one
+// (model.ShortEndNotice: the task, its state and code, and get_task),
+// and the result stays on the task. So a submitter that never
+// acknowledges its inbox holds at most one short notice per task it
+// submitted beyond its quota.
+func (db *DB) noticeBody(ctx context.Context, w *writeTx, t model.Task) (string, error) {
+	body := model.EndNotice(t)
+	if db.limits.inboxMessages == 0 && db.limits.inboxBytes == 0 {
+		return body, nil
+	}
+	u, err := inboxUsage(ctx, w, t.Caller)
+	if err != nil {
+		return "", err
+	}
+	if db.limits.overQuota(t.Caller, u, int64(len(body))) != "" {
+		return model.ShortEndNotice(t), nil
+	}
+	return body, nil
 }
 
 // insertVerdict stores one verdict and audits it ("gate.verdict").

@@ -563,7 +563,7 @@ const walBound = 2 * walCatchUpFrames * (4096 + 24)
 
 // watchWAL records the WAL file's size after every batch the writer
 // commits, so a test sees the WAL's high-water mark, not only its size at
-// the end. It must be called before the first write.
+// the end. It must be called while no write is in flight.
 func watchWAL(t *testing.T, db *DB) (highWater func() int64) {
 	t.Helper()
 	var most atomic.Int64
@@ -576,7 +576,8 @@ func watchWAL(t *testing.T, db *DB) (highWater func() int64) {
 }
 
 // writeSteadily writes n messages from each of 8 goroutines, without a
-// pause, and returns the rate.
+// pause, and returns the rate. They all go to one recipient, so db must
+// have no message quota (InboxMessages: NoLimit).
 func writeSteadily(t *testing.T, db *DB, n int) (perSecond float64) {
 	t.Helper()
 	ctx := context.Background()
@@ -610,7 +611,7 @@ const steadyWrites = 400
 // bound holds at every commit, not only at the end.
 func TestWALStaysBounded(t *testing.T) {
 	t.Parallel()
-	db := MustOpen(t, filepath.Join(t.TempDir(), "relay.db"), Options{Synchronous: SyncNormal})
+	db := MustOpen(t, filepath.Join(t.TempDir(), "relay.db"), Options{Synchronous: SyncNormal, InboxMessages: NoLimit})
 	highWater := watchWAL(t, db)
 	rate := writeSteadily(t, db, steadyWrites)
 	st := db.WriterStats()
@@ -629,7 +630,7 @@ func TestWALStaysBounded(t *testing.T) {
 // the writer must not depend on it to keep the WAL bounded.
 func TestWALStaysBoundedWhileTheCheckpointerStalls(t *testing.T) {
 	t.Parallel()
-	db := MustOpen(t, filepath.Join(t.TempDir(), "relay.db"), Options{Synchronous: SyncNormal})
+	db := MustOpen(t, filepath.Join(t.TempDir(), "relay.db"), Options{Synchronous: SyncNormal, InboxMessages: NoLimit})
 	highWater := watchWAL(t, db)
 	stalled := make(chan struct{})
 	var once sync.Once

@@ -38,7 +38,7 @@ var (
 	contractRequestCodes = []model.Code{
 		"invalid_args", "unknown_agent", "invalid_recipient",
 		"broadcast_not_supported", "payload_too_large", "invalid_cwd", "not_found",
-		"task_not_cancelable", "idempotency_conflict", "daemon_unavailable", "daemon_already_running", "outcome_unknown", "storage_full", "internal",
+		"task_not_cancelable", "idempotency_conflict", "daemon_unavailable", "daemon_already_running", "outcome_unknown", "storage_full", "recipient_inbox_full", "internal",
 	}
 	// contractTaskStates is the state each task code leads to: rejected
 	// for a gate's policy decision, blocked when a gate fails closed,

@@ -577,7 +577,10 @@ func (s *suite) rowStore(ctx context.Context) {
 	aim := suiteAim{on: "ratio", bound: 3}
 	row.Aim = aim.String()
 	n := 8 * s.o.sends
-	db, err := persistence.Open(ctx, filepath.Join(s.dir, "store.db"), persistence.Options{Synchronous: persistence.SyncFull})
+	// Every message goes to one recipient: no inbox quota, which would
+	// refuse them past its 1000 unacknowledged messages.
+	db, err := persistence.Open(ctx, filepath.Join(s.dir, "store.db"), persistence.Options{Synchronous: persistence.SyncFull,
+		InboxMessages: persistence.NoLimit, InboxBytes: persistence.NoLimit})
 	if err != nil {
 		s.skip(err, row)
 		return

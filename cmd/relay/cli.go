@@ -85,6 +85,8 @@ var exitCodes = map[model.Code]int{
 	model.CodeInvalidCwd:            2,
 	model.CodeInvalidRecipient:      2,
 	model.CodeBroadcastNotSupported: 2,
+	model.CodeStorageFull:           9, // the disk, or the reserve kept free on it, is full: nothing was stored
+	model.CodeRecipientInboxFull:    9, // a recipient's inbox quota is full: nothing was stored
 }
 
 func exitCode(err error) int {

@@ -170,7 +170,9 @@ func (d *daemon) run(ctx context.Context) (err error) {
 		check = false // a new database: nothing to check
 	}
 	t0 := time.Now()
-	db, err := persistence.Open(ctx, dbPath(d.home), persistence.Options{Synchronous: cfg.Storage.Synchronous, Check: check})
+	inboxMessages, inboxBytes, minFree := storeLimits(cfg)
+	db, err := persistence.Open(ctx, dbPath(d.home), persistence.Options{Synchronous: cfg.Storage.Synchronous, Check: check,
+		InboxMessages: inboxMessages, InboxBytes: inboxBytes, MinFreeBytes: minFree})
 	if err != nil {
 		return openError(dbPath(d.home), err)
 	}
@@ -274,6 +276,13 @@ func (d *daemon) run(ctx context.Context) (err error) {
 		},
 	})
 	started := time.Now()
+	// The retention policy: a pass now, then every hour; stopped (between
+	// two batches) before the database closes.
+	ret := newRetention(db, cfg, d.home, d.log)
+	retCtx, stopRetention := context.WithCancel(context.WithoutCancel(ctx))
+	retDone := make(chan struct{})
+	go func() { defer close(retDone); ret.run(retCtx) }()
+	defer func() { stopRetention(); <-retDone }()
 	// stopAsked gets why the daemon stops on its own: an operator's
 	// `relay daemon stop` (POST /v1/operator/stop) or an idle period.
 	stopAsked := make(chan string, 1)
@@ -299,7 +308,8 @@ func (d *daemon) run(ctx context.Context) (err error) {
 			st.TasksQueued, err = countTasks(ctx, eng, model.StateSubmitted)
 			return st, err
 		},
-		Stop: func() { askStop("operator") },
+		Stop:  func() { askStop("operator") },
+		Prune: ret.prune,
 	})
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()

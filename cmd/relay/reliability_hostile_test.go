@@ -423,7 +423,7 @@ func TestReliabilityConnections(t *testing.T) {
 	if lim := raiseNoFile(t, 4*n); lim < n+512 {
 		t.Skipf("RLIMIT_NOFILE allows %d descriptors; %d connections need more (raise the hard limit)", lim, n)
 	}
-	home := newHome(t, "")
+	home := newHome(t, noQuota)
 	d := launchDaemonEnv(t, home, fastExit)
 	pid := d.cmd.Process.Pid
 	c := apiClient(home)

@@ -130,7 +130,7 @@ func TestReliabilityBacklogRSS(t *testing.T) {
 	t.Parallel()
 	n, body := sized(3000, 100_000), strings.Repeat("backlog ", sized(4096, 16))
 	bin, bound := rssBinary(t)
-	home := newHome(t, "")
+	home := newHome(t, noQuota)
 	d := launchDaemonBin(t, bin, home)
 	pid := d.cmd.Process.Pid
 	idle, _ := procStatus(t, pid)

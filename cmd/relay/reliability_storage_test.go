@@ -343,7 +343,7 @@ func dbIDs(t *testing.T, home, table string) []string {
 func TestReliabilityPaging(t *testing.T) {
 	t.Parallel()
 	nMsgs, nTasks := sized(1200, 20_000), sized(250, 3000)
-	home := newHome(t, "")
+	home := newHome(t, noQuota)
 	launchDaemonEnv(t, home, fastExit)
 	t0 := time.Now()
 	seedMessages(t, home, nMsgs, 4, "page")

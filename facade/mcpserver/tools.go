@@ -107,7 +107,10 @@ func mcpTools(o Options) []mcpTool {
 				"(to have another agent do work, use submit_task). You send as %q, fixed at launch; there is no sender "+
 				"argument. `to` is one known agent other than yourself (see list_agents); there is no broadcast. Reuse a "+
 				"context_id to keep a thread together, and set reply_to to the message_id you are answering. Returns the "+
-				"stored message {message_id, from, to, body, context_id, state: \"stored\", created_at}.", me),
+				"stored message {message_id, from, to, body, context_id, state: \"stored\", created_at}. Each recipient "+
+				"holds a bounded number (and bytes) of messages it has not acknowledged: past that the message is refused "+
+				"with recipient_inbox_full and nothing is stored; sending again does not help until the recipient "+
+				"acknowledges its messages.", me),
 			params: []mcpParam{
 				{name: "to", kind: mcpString, required: true, desc: "The recipient: one known agent name other than yourself, e.g. \"codex\"."},
 				{name: "body", kind: mcpString, required: true, desc: "The message text."},
@@ -166,7 +169,9 @@ func mcpTools(o Options) []mcpTool {
 			title: "Acknowledge messages",
 			desc: "Acknowledge messages addressed to you once you have handled them (their state becomes \"acked\"). " +
 				"An id that is not a message addressed to you is refused with not_found. Acknowledging an already " +
-				"acknowledged message changes nothing. Returns {acked: N}, the number of messages whose state changed.",
+				"acknowledged message changes nothing. Returns {acked: N}, the number of messages whose state changed. " +
+				"Acknowledge what you have handled: messages read but not acknowledged still count against your inbox's " +
+				"quota, and once it is full other agents' messages to you are refused.",
 			params: []mcpParam{
 				{name: "message_ids", kind: mcpStrings, required: true, desc: fmt.Sprintf("The message_id of each message to acknowledge (1 to %d).", mcpMaxItems)},
 			},

@@ -3,6 +3,7 @@ package socketapi
 import (
 	"context"
 	"net/http"
+	"net/url"
 	"os"
 	"slices"
 	"sync"
@@ -103,10 +104,15 @@ type DaemonHooks struct {
 	// Stop asks the daemon to stop gracefully, as SIGTERM does. It must
 	// not block, and may be called more than once.
 	Stop func()
+	// Prune runs one pass of the retention policy for the operator
+	// (relay prune), bounded in time: a report with More asks for another
+	// call. Nil: the route answers internal.
+	Prune func(ctx context.Context, r model.PruneRequest) (model.PruneReport, error)
 }
 
 // ServeDaemon adds the daemon's own operator routes, GET
-// /v1/operator/status and POST /v1/operator/stop. Call it before Serve.
+// /v1/operator/status, POST /v1/operator/stop and POST
+// /v1/operator/prune. Call it before Serve.
 func (s *Server) ServeDaemon(h DaemonHooks) {
 	s.route("GET /v1/operator/status", false, nil, func(w http.ResponseWriter, r *http.Request, _ string) (any, error) {
 		st, err := h.Status(r.Context())
@@ -125,6 +131,38 @@ func (s *Server) ServeDaemon(h DaemonHooks) {
 		h.Stop()
 		return StopAnswer{PID: os.Getpid(), Stopping: true}, nil
 	})
+	s.route("POST /v1/operator/prune", false, []string{"dry_run", "acked_messages", "terminal_tasks"}, s.handlePrune(h))
+}
+
+// handlePrune is POST /v1/operator/prune?dry_run=&acked_messages=&terminal_tasks=:
+// one pass of the retention policy, the durations (Go durations, "0" to
+// keep forever) replacing the configured ones for this pass.
+func (s *Server) handlePrune(h DaemonHooks) handlerFunc {
+	return func(w http.ResponseWriter, r *http.Request, _ string) (any, error) {
+		if err := DecodeEmpty(r.Body, s.o.MaxBody); err != nil {
+			return nil, err
+		}
+		q := r.URL.Query()
+		var req model.PruneRequest
+		var err error
+		if req.DryRun, err = queryBool(q, "dry_run", false); err != nil {
+			return nil, err
+		}
+		for name, dst := range map[string]**time.Duration{"acked_messages": &req.AckedMessages, "terminal_tasks": &req.TerminalTasks} {
+			if !q.Has(name) {
+				continue
+			}
+			d, err := queryDuration(q, name)
+			if err != nil {
+				return nil, err
+			}
+			*dst = &d
+		}
+		if h.Prune == nil {
+			return nil, model.Errorf(model.CodeInternal, "this daemon does not prune")
+		}
+		return h.Prune(r.Context(), req)
+	}
 }
 
 // Facades returns the facades connected now: those that announced
@@ -272,6 +310,24 @@ func (c *Client) DaemonStatus(ctx context.Context) (DaemonStatus, error) {
 	var st DaemonStatus
 	err := c.call(ctx, http.MethodGet, "/v1/operator/status", nil, nil, &st)
 	return st, err
+}
+
+// Prune asks the daemon for one pass of its retention policy (see
+// DaemonHooks.Prune); a report with More asks for another call.
+func (c *Client) Prune(ctx context.Context, r model.PruneRequest) (model.PruneReport, error) {
+	q := url.Values{}
+	if r.DryRun {
+		q.Set("dry_run", "true")
+	}
+	if r.AckedMessages != nil {
+		q.Set("acked_messages", r.AckedMessages.String())
+	}
+	if r.TerminalTasks != nil {
+		q.Set("terminal_tasks", r.TerminalTasks.String())
+	}
+	var rep model.PruneReport
+	err := c.call(ctx, http.MethodPost, "/v1/operator/prune", q, nil, &rep)
+	return rep, err
 }
 
 // StopDaemon asks the daemon to stop gracefully. It returns once the

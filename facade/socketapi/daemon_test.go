@@ -2,9 +2,11 @@ package socketapi
 
 import (
 	"context"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -211,4 +213,64 @@ func TestAPIPauseHoldsRequests(t *testing.T) {
 		}
 		srv.Resume()
 	})
+}
+
+// POST /v1/operator/prune passes the operator's overrides to the hook as
+// given (a duration, "0" to keep forever, absent to take the config's),
+// and refuses a malformed one before calling it.
+func TestAPIDaemonPruneRoute(t *testing.T) {
+	t.Parallel()
+	sock := filepath.Join(apiShortDir(t), "relay.sock")
+	ln, err := Listen(sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := NewServer(&apiFakeService{}, ServerOptions{Version: "test-1"})
+	var got []model.PruneRequest
+	srv.ServeDaemon(DaemonHooks{
+		Status: func(context.Context) (DaemonStatus, error) { return DaemonStatus{}, nil },
+		Stop:   func() {},
+		Prune: func(_ context.Context, r model.PruneRequest) (model.PruneReport, error) {
+			got = append(got, r)
+			return model.PruneReport{DryRun: r.DryRun, AckedMessages: model.PruneCount{Removed: 3}, More: true}, nil
+		},
+	})
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ln) }()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(ctx)
+		<-done
+	})
+	ctx := context.Background()
+	op := apiNewClient(t, sock, ClientOptions{})
+	hour, zero := time.Hour, time.Duration(0)
+	rep, err := op.Prune(ctx, model.PruneRequest{AckedMessages: &hour, TerminalTasks: &zero, DryRun: true})
+	if err != nil || !rep.DryRun || rep.AckedMessages.Removed != 3 || !rep.More {
+		t.Fatalf("Prune = %+v, %v", rep, err)
+	}
+	if _, err := op.Prune(ctx, model.PruneRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || !got[0].DryRun || *got[0].AckedMessages != time.Hour || *got[0].TerminalTasks != 0 ||
+		got[1].DryRun || got[1].AckedMessages != nil || got[1].TerminalTasks != nil {
+		t.Fatalf("the hook got %+v", got)
+	}
+	raw := apiRawClient(t, sock)
+	for _, target := range []string{"/v1/operator/prune?acked_messages=soon", "/v1/operator/prune?acked_messages=-1h",
+		"/v1/operator/prune?older=1h", "/v1/operator/prune?dry_run=maybe"} {
+		resp, err := raw.Post("http://relay"+target, "application/json", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 400 || !strings.Contains(string(body), "invalid_args") {
+			t.Errorf("POST %s: %d %s", target, resp.StatusCode, body)
+		}
+	}
+	if len(got) != 2 {
+		t.Errorf("a refused request reached the hook: %+v", got[2:])
+	}
 }

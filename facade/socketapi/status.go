@@ -38,6 +38,7 @@ var statuses = map[model.Code]int{
 	model.CodeDaemonAlreadyRunning:  http.StatusConflict,
 	model.CodeOutcomeUnknown:        http.StatusGatewayTimeout,
 	model.CodeStorageFull:           http.StatusInsufficientStorage,
+	model.CodeRecipientInboxFull:    http.StatusTooManyRequests,
 	model.CodeInternal:              http.StatusInternalServerError,
 	// Engine codes.
 	model.CodeStaleState:        http.StatusConflict,

@@ -27,6 +27,7 @@ func TestStatus(t *testing.T) {
 		model.CodeDaemonAlreadyRunning:  409,
 		model.CodeOutcomeUnknown:        504,
 		model.CodeStorageFull:           507,
+		model.CodeRecipientInboxFull:    429,
 		model.CodeInternal:              500,
 		model.CodeStaleState:            409,
 		model.CodeInvalidTransition:     409,

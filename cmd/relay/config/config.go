@@ -39,8 +39,31 @@ type Config struct {
 	Limits LimitsConfig
 	// Storage is the [storage] table.
 	Storage StorageConfig
+	// Retention is the [retention] table.
+	Retention RetentionConfig
 	// Daemon is the [daemon] table.
 	Daemon DaemonConfig
+}
+
+// RetentionConfig is the [retention] table: how long the daemon keeps
+// what is done with before it prunes it (at start and every hour, and on
+// `relay prune`). Zero keeps it forever. A message that is not
+// acknowledged and a task that has not ended are never pruned.
+type RetentionConfig struct {
+	// AckedMessages is how long an acknowledged message is kept after its
+	// acknowledgement (key acked_messages, a Go duration, default
+	// DefaultAckedMessagesRetention).
+	AckedMessages time.Duration
+	// TerminalTasks is how long a task is kept after it ended (completed,
+	// failed, canceled, rejected or blocked), with its events, verdicts
+	// and agent log (key terminal_tasks, default
+	// DefaultTerminalTasksRetention).
+	TerminalTasks time.Duration
+}
+
+// Policy is the retention policy the table sets.
+func (r RetentionConfig) Policy() model.RetentionPolicy {
+	return model.RetentionPolicy{AckedMessages: r.AckedMessages, TerminalTasks: r.TerminalTasks}
 }
 
 // DaemonConfig is the [daemon] table.
@@ -177,6 +200,14 @@ type LimitsConfig struct {
 	// caller's further tasks wait in submitted while other callers' tasks
 	// are served.
 	MaxDispatchPerCaller int
+	// InboxMessages is how many unacknowledged messages one recipient may
+	// hold (key inbox_messages, default DefaultInboxMessages); a message
+	// past it is refused with recipient_inbox_full. Zero means no limit.
+	InboxMessages int
+	// InboxBytes is how many bytes of bodies one recipient's
+	// unacknowledged messages may hold (key inbox_bytes, default
+	// DefaultInboxBytes, at least message_bytes). Zero means no limit.
+	InboxBytes int64
 }
 
 // DispatchPerCaller is the share of the dispatch slots one caller may
@@ -210,6 +241,14 @@ type StorageConfig struct {
 	// commit and closes that window, at the cost of slower writes; it is
 	// the default for that reason.
 	Synchronous string
+	// MinFreeBytes is the free space kept for acknowledgements, inbox
+	// reads, transitions and pruning (key min_free_bytes, default
+	// DefaultMinFreeBytes): once a new message or task would leave less
+	// free on the home's filesystem (counting the pages free inside the
+	// database), it is refused with storage_full. Zero turns the reserve
+	// off: then only a full disk refuses writes, and a full disk refuses
+	// every one of them, those that would empty it too.
+	MinFreeBytes int64
 }
 
 // The SQLite synchronous modes StorageConfig.Synchronous accepts.
@@ -230,6 +269,14 @@ const (
 	DefaultMaxDispatch      = machine.DefaultMaxDispatch
 	DefaultVerifiedWithin   = dispatch.DefaultVerifiedWithin
 	DefaultSynchronous      = SynchronousFull
+	DefaultInboxMessages    = persistence.DefaultInboxMessages
+	DefaultInboxBytes       = persistence.DefaultInboxBytes
+	DefaultMinFreeBytes     = persistence.DefaultMinFreeBytes
+	// MinReserveBytes is the least min_free_bytes other than 0: less
+	// would not leave the writes that drain the store their room.
+	MinReserveBytes               = persistence.MinReserveBytes
+	DefaultAckedMessagesRetention = persistence.DefaultAckedMessagesRetention
+	DefaultTerminalTasksRetention = persistence.DefaultTerminalTasksRetention
 	// DefaultIdleTimeout is the daemon's: the daemon's idle exit lives in
 	// cmd/relay, whose config this package is.
 	DefaultIdleTimeout = 10 * time.Minute
@@ -247,7 +294,7 @@ var defaultCommands = map[string][]string{
 
 // DefaultConfig is the configuration without a config file: the core agents
 // (model.CoreAgents) with their default launch specs, all enabled; no
-// authority adapter; the default limits and storage mode.
+// authority adapter; the default limits, storage mode and retention.
 func DefaultConfig() Config {
 	agents := make(map[string]AgentConfig, len(model.CoreAgents()))
 	for _, name := range model.CoreAgents() {
@@ -257,14 +304,17 @@ func DefaultConfig() Config {
 		Authority: AuthorityConfig{Timeout: DefaultAuthorityTimeout},
 		Agents:    agents,
 		Limits: LimitsConfig{
-			MessageBytes: DefaultMessageBytes,
-			TaskTimeout:  DefaultTaskTimeout,
-			StartTimeout: DefaultStartTimeout,
-			ProbeTimeout: DefaultProbeTimeout,
-			MaxDispatch:  DefaultMaxDispatch,
+			MessageBytes:  DefaultMessageBytes,
+			TaskTimeout:   DefaultTaskTimeout,
+			StartTimeout:  DefaultStartTimeout,
+			ProbeTimeout:  DefaultProbeTimeout,
+			MaxDispatch:   DefaultMaxDispatch,
+			InboxMessages: DefaultInboxMessages,
+			InboxBytes:    DefaultInboxBytes,
 		},
-		Storage: StorageConfig{Synchronous: DefaultSynchronous},
-		Daemon:  DaemonConfig{IdleTimeout: DefaultIdleTimeout},
+		Storage:   StorageConfig{Synchronous: DefaultSynchronous, MinFreeBytes: DefaultMinFreeBytes},
+		Retention: RetentionConfig{AckedMessages: DefaultAckedMessagesRetention, TerminalTasks: DefaultTerminalTasksRetention},
+		Daemon:    DaemonConfig{IdleTimeout: DefaultIdleTimeout},
 	}
 }
 
@@ -385,8 +435,27 @@ func (c Config) Validate() error {
 	if err := checkPerCaller(c.Limits); err != nil {
 		return bad("limits.max_dispatch_per_caller", leafHint("limits.max_dispatch_per_caller", ""), err)
 	}
+	if c.Limits.InboxMessages < 0 {
+		return bad("limits.inbox_messages", leafHint("limits.inbox_messages", ""), fmt.Errorf("want 0 or more, got %d", c.Limits.InboxMessages))
+	}
+	if c.Limits.InboxBytes < 0 {
+		return bad("limits.inbox_bytes", leafHint("limits.inbox_bytes", ""), fmt.Errorf("want 0 or more, got %d", c.Limits.InboxBytes))
+	}
+	if c.Limits.InboxBytes > 0 && c.Limits.InboxBytes < int64(c.Limits.MessageBytes) {
+		return bad("limits.inbox_bytes", leafHint("limits.inbox_bytes", ""),
+			fmt.Errorf("%d is less than limits.message_bytes (%d): a message of the largest size could never be delivered", c.Limits.InboxBytes, c.Limits.MessageBytes))
+	}
 	if err := checkSynchronous(c.Storage.Synchronous); err != nil {
 		return bad("storage.synchronous", leafHint("storage.synchronous", ""), err)
+	}
+	if b := c.Storage.MinFreeBytes; b < 0 || b > 0 && b < MinReserveBytes {
+		return bad("storage.min_free_bytes", leafHint("storage.min_free_bytes", ""), fmt.Errorf("want 0 or at least %d, got %d", MinReserveBytes, b))
+	}
+	if c.Retention.AckedMessages < 0 {
+		return bad("retention.acked_messages", leafHint("retention.acked_messages", ""), fmt.Errorf("want a duration of 0 or more, got %s", c.Retention.AckedMessages))
+	}
+	if c.Retention.TerminalTasks < 0 {
+		return bad("retention.terminal_tasks", leafHint("retention.terminal_tasks", ""), fmt.Errorf("want a duration of 0 or more, got %s", c.Retention.TerminalTasks))
 	}
 	if c.Daemon.IdleTimeout < 0 {
 		return bad("daemon.idle_timeout", leafHint("daemon.idle_timeout", ""), fmt.Errorf("want a duration of 0 or more, got %s", c.Daemon.IdleTimeout))

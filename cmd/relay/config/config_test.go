@@ -55,14 +55,17 @@ func TestDefaultConfig(t *testing.T) {
 		Authority: config.AuthorityConfig{Command: nil, Timeout: 5 * time.Second},
 		Agents:    c.Agents,
 		Limits: config.LimitsConfig{
-			MessageBytes: 262144,
-			TaskTimeout:  30 * time.Minute,
-			StartTimeout: 60 * time.Second,
-			ProbeTimeout: 60 * time.Second,
-			MaxDispatch:  4,
+			MessageBytes:  262144,
+			TaskTimeout:   30 * time.Minute,
+			StartTimeout:  60 * time.Second,
+			ProbeTimeout:  60 * time.Second,
+			MaxDispatch:   4,
+			InboxMessages: 1000,
+			InboxBytes:    64 << 20,
 		},
-		Storage: config.StorageConfig{Synchronous: "FULL"},
-		Daemon:  config.DaemonConfig{IdleTimeout: 10 * time.Minute},
+		Storage:   config.StorageConfig{Synchronous: "FULL", MinFreeBytes: 64 << 20},
+		Retention: config.RetentionConfig{AckedMessages: 30 * 24 * time.Hour, TerminalTasks: 90 * 24 * time.Hour},
+		Daemon:    config.DaemonConfig{IdleTimeout: 10 * time.Minute},
 	}
 	if !reflect.DeepEqual(c, want) {
 		t.Errorf("DefaultConfig() =\n%+v\nwant\n%+v", c, want)
@@ -127,9 +130,16 @@ probe_timeout = "15s"
 start_timeout = "20s"
 max_dispatch = 16
 max_dispatch_per_caller = 5
+inbox_messages = 0          # no limit
+inbox_bytes = 1048576
 
 [storage]
 synchronous = "NORMAL"
+min_free_bytes = 0
+
+[retention]
+acked_messages = "0"        # keep forever
+terminal_tasks = "168h"
 
 [daemon]
 idle_timeout = "90s"
@@ -147,8 +157,10 @@ func TestParseConfigFull(t *testing.T) {
 	want.Agents["gemini"] = config.AgentConfig{Command: []string{"gemini", "--acp"}, Enabled: false, EnabledSet: true, RequireVerified: true, VerifiedWithin: 168 * time.Hour}
 	want.Agents["my-agent_2"] = config.AgentConfig{Command: []string{"my-agent-acp"}, Enabled: true, VerifiedWithin: config.DefaultVerifiedWithin}
 	want.Agents["off"] = config.AgentConfig{Command: []string{"/usr/local/bin/My Agent/acp"}, Enabled: false, EnabledSet: true, VerifiedWithin: config.DefaultVerifiedWithin}
-	want.Limits = config.LimitsConfig{MessageBytes: 1024, TaskTimeout: 90 * time.Minute, ProbeTimeout: 15 * time.Second, StartTimeout: 20 * time.Second, MaxDispatch: 16, MaxDispatchPerCaller: 5}
-	want.Storage.Synchronous = config.SynchronousNormal
+	want.Limits = config.LimitsConfig{MessageBytes: 1024, TaskTimeout: 90 * time.Minute, ProbeTimeout: 15 * time.Second, StartTimeout: 20 * time.Second,
+		MaxDispatch: 16, MaxDispatchPerCaller: 5, InboxMessages: 0, InboxBytes: 1 << 20}
+	want.Storage = config.StorageConfig{Synchronous: config.SynchronousNormal, MinFreeBytes: 0}
+	want.Retention = config.RetentionConfig{AckedMessages: 0, TerminalTasks: 168 * time.Hour}
 	want.Daemon.IdleTimeout = 90 * time.Second
 	if !reflect.DeepEqual(c, want) {
 		t.Errorf("ParseConfig =\n%+v\nwant\n%+v", c, want)
@@ -255,6 +267,8 @@ var badConfigs = []struct {
 	{"unknown authority key", "[authority]\ncomand = [\"a\"]\n", "authority.comand", 2, "did you mean command?"},
 	{"unknown storage key", "[storage]\nsync = \"FULL\"\n", "storage.sync", 2, "unknown key"},
 	{"misspelt daemon key", "[daemon]\nidle_timout = \"5m\"\n", "daemon.idle_timout", 2, "did you mean idle_timeout?"},
+	{"misspelt retention key", "[retention]\nacked_message = \"1h\"\n", "retention.acked_message", 2, "did you mean acked_messages?"},
+	{"quota under limits' neighbour", "[storage]\ninbox_messages = 5\n", "storage.inbox_messages", 2, "unknown key"},
 
 	// Tables that are not tables.
 	{"limits is a number", "limits = 3\n", "limits", 1, "want a table, got integer 3"},
@@ -320,6 +334,15 @@ var badConfigs = []struct {
 	{"authority env names BASH_ENV", "[authority]\nenv = [\"BASH_ENV=/x\"]\n", "authority.env", 2, "names BASH_ENV"},
 	{"mcp server env names NODE_OPTIONS", "[agents.claude]\nmcp_servers = [{name = \"hai\", command = [\"hai-mcp\"], env = {NODE_OPTIONS = \"--require /x.js\"}}]\n",
 		"agents.claude.mcp_servers", 2, "env.NODE_OPTIONS: names NODE_OPTIONS"},
+	{"negative inbox_messages", "[limits]\ninbox_messages = -1\n", "limits.inbox_messages", 2, "want an integer of 0 or more, got -1"},
+	{"inbox_bytes is a string", "[limits]\ninbox_bytes = \"64MiB\"\n", "limits.inbox_bytes", 2, `want an integer of 0 or more, got string "64MiB"`},
+	{"inbox_bytes under message_bytes", "[limits]\nmessage_bytes = 2048\ninbox_bytes = 1024\n", "limits.inbox_bytes", 3, "could never be delivered"},
+	{"message_bytes over inbox_bytes", "[limits]\nmessage_bytes = 100000000\n", "limits.message_bytes", 2, "could never be delivered"},
+	{"negative min_free_bytes", "[storage]\nmin_free_bytes = -5\n", "storage.min_free_bytes", 2, "got -5"},
+	{"min_free_bytes too small", "[storage]\nmin_free_bytes = 1048576\n", "storage.min_free_bytes", 2, "at least 16777216 bytes"},
+	{"retention is a number", "[retention]\nacked_messages = 30\n", "retention.acked_messages", 2, `or "0" to keep forever, got integer 30`},
+	{"retention in days", "[retention]\nterminal_tasks = \"90d\"\n", "retention.terminal_tasks", 2, `30 days is "720h"`},
+	{"negative retention", "[retention]\nterminal_tasks = \"-1h\"\n", "retention.terminal_tasks", 2, `want a duration of 0 or more, got "-1h"`},
 
 	// Agent names.
 	{"upper-case agent", "[agents.Claude]\nenabled = false\n", "agents.Claude", 1, "does not match"},
@@ -503,6 +526,13 @@ func TestConfigValidate(t *testing.T) {
 		{"daemon.path", func(c *config.Config) { c.Daemon.Path = []string{"relative/bin"} }},
 		{"daemon.env", func(c *config.Config) { c.Daemon.Env = []string{"LD_PRELOAD=/x.so"} }},
 		{"authority.env", func(c *config.Config) { c.Authority.Env = []string{"NODE_OPTIONS"} }},
+		{"limits.inbox_messages", func(c *config.Config) { c.Limits.InboxMessages = -1 }},
+		{"limits.inbox_bytes", func(c *config.Config) { c.Limits.InboxBytes = -1 }},
+		{"limits.inbox_bytes", func(c *config.Config) { c.Limits.InboxBytes = 10 }},
+		{"storage.min_free_bytes", func(c *config.Config) { c.Storage.MinFreeBytes = -1 }},
+		{"storage.min_free_bytes", func(c *config.Config) { c.Storage.MinFreeBytes = 1 << 20 }},
+		{"retention.acked_messages", func(c *config.Config) { c.Retention.AckedMessages = -time.Second }},
+		{"retention.terminal_tasks", func(c *config.Config) { c.Retention.TerminalTasks = -time.Second }},
 	}
 	for _, tt := range tests {
 		c := config.DefaultConfig()
@@ -582,7 +612,7 @@ max_dispatch = 2
 	// max_dispatch: 2 task_timeout: 30m0s
 	// invalid_config
 	// config.toml:2: limits.max_dispatc: unknown key (did you mean max_dispatch?)
-	// remove it or fix its spelling; the keys of [limits] are max_dispatch, max_dispatch_per_caller, message_bytes, probe_timeout, start_timeout, task_timeout
+	// remove it or fix its spelling; the keys of [limits] are inbox_bytes, inbox_messages, max_dispatch, max_dispatch_per_caller, message_bytes, probe_timeout, start_timeout, task_timeout
 }
 
 func TestParseConfigMCPServers(t *testing.T) {

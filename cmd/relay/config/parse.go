@@ -41,8 +41,16 @@ import (
 //	max_dispatch = 4                        # integer > 0
 //	max_dispatch_per_caller = 3             # 1..max_dispatch; default max_dispatch - 1 (at least 1)
 //
+//	inbox_messages = 1000                   # integer >= 0; 0 = no limit
+//	inbox_bytes = 67108864                  # integer >= 0 (>= message_bytes); 0 = no limit
+//
 //	[storage]
 //	synchronous = "NORMAL"                  # or "FULL"; see StorageConfig
+//	min_free_bytes = 67108864               # 0 = no reserve, else >= 16777216
+//
+//	[retention]
+//	acked_messages = "720h"                 # Go duration, >= 0; "0" = keep forever
+//	terminal_tasks = "2160h"                # Go duration, >= 0; "0" = keep forever
 //
 //	[daemon]
 //	idle_timeout = "10m"                    # Go duration, >= 0; "0" = never
@@ -103,6 +111,17 @@ func ParseConfig(data []byte, name string) (Config, error) {
 		k := toml.Key{"limits", "max_dispatch_per_caller"}
 		return Config{}, d.fail(k, k, leafHint(pattern(k), ""), "%s", err)
 	}
+	// One rule spans two keys: a recipient's byte quota must hold one
+	// message of the largest size. It is reported at whichever of the
+	// two the file set (inbox_bytes if both).
+	if b := cfg.Limits.InboxBytes; b > 0 && b < int64(cfg.Limits.MessageBytes) {
+		at := toml.Key{"limits", "inbox_bytes"}
+		if !f.Limits.InboxBytes.set {
+			at = toml.Key{"limits", "message_bytes"}
+		}
+		return Config{}, d.fail(at, at, leafHint("limits.inbox_bytes", ""),
+			"inbox_bytes %d is less than message_bytes %d: a message of the largest size could never be delivered", b, cfg.Limits.MessageBytes)
+	}
 	if err := cfg.Validate(); err != nil {
 		// Unreachable when the rules above and Validate agree; kept so that
 		// ParseConfig never returns a Config that Validate rejects.
@@ -125,6 +144,7 @@ type file struct {
 	Agents    map[string]*agentTable `toml:"agents"`
 	Limits    limitsTable            `toml:"limits"`
 	Storage   storageTable           `toml:"storage"`
+	Retention retentionTable         `toml:"retention"`
 	Daemon    daemonTable            `toml:"daemon"`
 }
 
@@ -143,16 +163,24 @@ type agentTable struct {
 }
 
 type limitsTable struct {
-	MaxDispatch  countValue    `toml:"max_dispatch"`
-	PerCaller    countValue    `toml:"max_dispatch_per_caller"`
-	MessageBytes countValue    `toml:"message_bytes"`
-	ProbeTimeout durationValue `toml:"probe_timeout"`
-	StartTimeout durationValue `toml:"start_timeout"`
-	TaskTimeout  durationValue `toml:"task_timeout"`
+	InboxBytes    sizeValue     `toml:"inbox_bytes"`
+	InboxMessages sizeValue     `toml:"inbox_messages"`
+	MaxDispatch   countValue    `toml:"max_dispatch"`
+	PerCaller     countValue    `toml:"max_dispatch_per_caller"`
+	MessageBytes  countValue    `toml:"message_bytes"`
+	ProbeTimeout  durationValue `toml:"probe_timeout"`
+	StartTimeout  durationValue `toml:"start_timeout"`
+	TaskTimeout   durationValue `toml:"task_timeout"`
 }
 
 type storageTable struct {
-	Synchronous syncValue `toml:"synchronous"`
+	MinFreeBytes reserveValue `toml:"min_free_bytes"`
+	Synchronous  syncValue    `toml:"synchronous"`
+}
+
+type retentionTable struct {
+	AckedMessages keepValue `toml:"acked_messages"`
+	TerminalTasks keepValue `toml:"terminal_tasks"`
 }
 
 type daemonTable struct {
@@ -187,7 +215,14 @@ func (f *file) apply(cfg *Config) {
 	f.Limits.ProbeTimeout.merge(&cfg.Limits.ProbeTimeout)
 	f.Limits.TaskTimeout.merge(&cfg.Limits.TaskTimeout)
 	f.Limits.StartTimeout.merge(&cfg.Limits.StartTimeout)
+	if f.Limits.InboxMessages.set {
+		cfg.Limits.InboxMessages = int(f.Limits.InboxMessages.v)
+	}
+	f.Limits.InboxBytes.merge(&cfg.Limits.InboxBytes)
 	f.Storage.Synchronous.merge(&cfg.Storage.Synchronous)
+	f.Storage.MinFreeBytes.merge(&cfg.Storage.MinFreeBytes)
+	f.Retention.AckedMessages.merge(&cfg.Retention.AckedMessages)
+	f.Retention.TerminalTasks.merge(&cfg.Retention.TerminalTasks)
 	f.Daemon.IdleTimeout.merge(&cfg.Daemon.IdleTimeout)
 	f.Daemon.Path.merge(&cfg.Daemon.Path)
 	f.Daemon.Env.merge(&cfg.Daemon.Env)
@@ -226,6 +261,9 @@ type (
 	pathValue     struct{ value[[]string] }
 	// daemonEnvValue is [daemon] env: an env list that may not name PATH.
 	daemonEnvValue struct{ value[[]string] }
+	sizeValue      struct{ value[int64] }
+	reserveValue   struct{ value[int64] }
+	keepValue      struct{ value[time.Duration] }
 )
 
 func (x *argvValue) UnmarshalTOML(v any) error      { return x.keep(parseArgv(v)) }
@@ -235,6 +273,9 @@ func (x *pathValue) UnmarshalTOML(v any) error      { return x.keep(parsePathLis
 func (x *durationValue) UnmarshalTOML(v any) error  { return x.keep(parseDuration(v)) }
 func (x *countValue) UnmarshalTOML(v any) error     { return x.keep(parsePositiveInt(v)) }
 func (x *idleValue) UnmarshalTOML(v any) error      { return x.keep(parseIdleTimeout(v)) }
+func (x *sizeValue) UnmarshalTOML(v any) error      { return x.keep(parseNonNegativeInt(v)) }
+func (x *keepValue) UnmarshalTOML(v any) error      { return x.keep(parseKeep(v)) }
+func (x *reserveValue) UnmarshalTOML(v any) error   { return x.keep(parseReserve(v)) }
 func (x *mcpValue) UnmarshalTOML(v any) error       { return x.keep(parseMCPServers(v)) }
 
 // parseEnvKeys is parseEnvList, then checkEnvList.
@@ -464,6 +505,26 @@ var hints = map[string]hint{
 		want:    `an array of "NAME" (taken from the environment of whoever starts the daemon: for an autostarted one, the facade's, which any project's MCP config can set) or "NAME=value" entries, added to the daemon's environment and so its agents'`,
 		example: `env = ["ANTHROPIC_API_KEY", "HTTPS_PROXY=http://proxy.example:3128"]`,
 	},
+	"limits.inbox_messages": {
+		want:    fmt.Sprintf("a number of messages, 0 for no limit (default %d): how many unacknowledged messages one recipient may hold before messages to it are refused (recipient_inbox_full)", DefaultInboxMessages),
+		example: fmt.Sprintf("inbox_messages = %d", DefaultInboxMessages),
+	},
+	"limits.inbox_bytes": {
+		want:    fmt.Sprintf("a number of bytes, at least message_bytes, 0 for no limit (default %d): how many bytes of bodies one recipient's unacknowledged messages may hold", DefaultInboxBytes),
+		example: fmt.Sprintf("inbox_bytes = %d", DefaultInboxBytes),
+	},
+	"storage.min_free_bytes": {
+		want:    fmt.Sprintf("a number of bytes, 0 for no reserve or at least %d (default %d): the free space kept for acknowledgements and pruning; new messages and tasks are refused (storage_full) below it", MinReserveBytes, DefaultMinFreeBytes),
+		example: fmt.Sprintf("min_free_bytes = %d", DefaultMinFreeBytes),
+	},
+	"retention.acked_messages": {
+		want:    "a Go duration, 0 to keep forever (default " + model.ShortDuration(DefaultAckedMessagesRetention) + "): how long an acknowledged message is kept after its acknowledgement",
+		example: `acked_messages = "720h"`,
+	},
+	"retention.terminal_tasks": {
+		want:    "a Go duration, 0 to keep forever (default " + model.ShortDuration(DefaultTerminalTasksRetention) + "): how long a task is kept after it ended, with its events, verdicts and agent log",
+		example: `terminal_tasks = "2160h"`,
+	},
 	"daemon.idle_timeout": {
 		want:    "a Go duration, 0 for never (default " + model.ShortDuration(DefaultIdleTimeout) + "): how long a daemon a facade started stays up with no facade connected and no task running or queued",
 		example: `idle_timeout = "10m"`,
@@ -530,7 +591,7 @@ func (d *decoder) unknown(k toml.Key, t reflect.Type) {
 	var hint string
 	switch {
 	case len(k) == 1:
-		hint = "the tables are [authority], [agents.NAME], [limits], [storage] and [daemon]"
+		hint = "the tables are [authority], [agents.NAME], [limits], [storage], [retention] and [daemon]"
 	default:
 		hint = fmt.Sprintf("remove it or fix its spelling; the keys of [%s] are %s",
 			k[:len(k)-1], strings.Join(siblings, ", "))

@@ -262,6 +262,23 @@ func parseIdleTimeout(v any) (time.Duration, error) {
 	return d, nil
 }
 
+// parseKeep takes a TOML string holding a retention period: a Go
+// duration of zero or more ("0" keeps forever).
+func parseKeep(v any) (time.Duration, error) {
+	s, ok := v.(string)
+	if !ok {
+		return 0, fmt.Errorf("want a duration string such as \"720h\", or \"0\" to keep forever, got %s", describe(v))
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return 0, fmt.Errorf("%s is not a Go duration such as \"720h\" or \"0\" (days are written in hours: 30 days is \"720h\")", quote(s))
+	}
+	if d < 0 {
+		return 0, fmt.Errorf("want a duration of 0 or more, got %s", quote(s))
+	}
+	return d, nil
+}
+
 func checkPositiveDuration(d time.Duration) error {
 	if d <= 0 {
 		return fmt.Errorf("want a positive duration, got %s", d)
@@ -294,6 +311,31 @@ func checkPerCaller(l LimitsConfig) error {
 		return fmt.Errorf("%d is more than limits.max_dispatch (%d); a caller's share is at most every slot", pc, l.MaxDispatch)
 	}
 	return nil
+}
+
+// parseReserve takes storage.min_free_bytes: 0, or at least
+// MinReserveBytes.
+func parseReserve(v any) (int64, error) {
+	n, err := parseNonNegativeInt(v)
+	if err == nil && n > 0 && n < MinReserveBytes {
+		err = fmt.Errorf("want 0 (no reserve) or at least %d bytes (16 MiB, the room acknowledging and pruning need), got %d", MinReserveBytes, n)
+	}
+	return n, err
+}
+
+// parseNonNegativeInt takes a TOML integer of zero or more.
+func parseNonNegativeInt(v any) (int64, error) {
+	n, ok := v.(int64)
+	if !ok {
+		return 0, fmt.Errorf("want an integer of 0 or more, got %s", describe(v))
+	}
+	if n < 0 {
+		return 0, fmt.Errorf("want an integer of 0 or more, got %d", n)
+	}
+	if int64(int(n)) != n {
+		return 0, fmt.Errorf("%d is too large", n)
+	}
+	return n, nil
 }
 
 func checkSynchronous(s string) error {

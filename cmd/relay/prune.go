@@ -1,0 +1,153 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/hai-relay/relay/model"
+)
+
+func init() {
+	register(command{name: "prune", summary: "apply the retention policy now: remove acknowledged messages and ended tasks older than [retention] (--dry-run counts them)", run: runPrune})
+}
+
+func runPrune(ctx context.Context, e *env, args []string) error {
+	f := newFlags(e, "prune", "[--dry-run] [--acked-messages DUR] [--terminal-tasks DUR] [--json] [--home DIR]")
+	dry := f.Bool("dry-run", false, "count what would be removed; remove nothing")
+	acked := f.Duration("acked-messages", 0, "for this run, remove messages acknowledged more than `DUR` ago instead of [retention] acked_messages (\"0\": keep them)")
+	ended := f.Duration("terminal-tasks", 0, "for this run, remove tasks that ended more than `DUR` ago instead of [retention] terminal_tasks (\"0\": keep them)")
+	f.Usage = pruneUsage(e, f.FlagUsages)
+	if err := f.parse(args, 0); err != nil {
+		return err
+	}
+	var req model.PruneRequest
+	req.DryRun = *dry
+	for name, v := range map[string]*time.Duration{"acked-messages": acked, "terminal-tasks": ended} {
+		if !f.Changed(name) {
+			continue
+		}
+		if *v < 0 {
+			return f.usageError("--%s %s is negative", name, *v)
+		}
+		d := *v
+		if name == "acked-messages" {
+			req.AckedMessages = &d
+		} else {
+			req.TerminalTasks = &d
+		}
+	}
+	c, home, err := operatorAt(e, f)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	// One call is one pass bounded in time; a report with More asks for
+	// the next. A dry run is one read.
+	var total model.PruneReport
+	for first := true; ; first = false {
+		rep, err := c.Prune(ctx, req)
+		if noDaemon(err) {
+			return notRunning(home, err)
+		}
+		if err != nil {
+			if !first {
+				fmt.Fprintf(e.stderr, "relay: prune stopped after removing %d acknowledged messages and %d ended tasks\n",
+					total.AckedMessages.Removed, total.TerminalTasks.Removed)
+			}
+			return err
+		}
+		total = addReports(total, rep, first)
+		if !rep.More || req.DryRun {
+			break
+		}
+	}
+	if f.json {
+		return printJSON(e.stdout, total)
+	}
+	printPrune(e, total)
+	return nil
+}
+
+// addReports adds a pass's counts to the run's; the policy, storage
+// figures and time are the last pass's.
+func addReports(total, rep model.PruneReport, first bool) model.PruneReport {
+	if first {
+		return rep
+	}
+	rep.AckedMessages.Removed += total.AckedMessages.Removed
+	rep.AckedMessages.Bytes += total.AckedMessages.Bytes
+	rep.TerminalTasks.Removed += total.TerminalTasks.Removed
+	rep.TerminalTasks.Bytes += total.TerminalTasks.Bytes
+	rep.Batches += total.Batches
+	rep.ReclaimedBytes += total.ReclaimedBytes
+	return rep
+}
+
+// printPrune prints a run's report for a person.
+func printPrune(e *env, r model.PruneReport) {
+	verb := "removed"
+	if r.DryRun {
+		verb = "would remove"
+	}
+	line := func(c model.PruneCount, what, since, key, bytes string) {
+		if c.Before == nil {
+			fmt.Fprintf(e.stdout, "%s: kept forever (a period of 0: [retention] %s or --%s)\n", what, key, strings.ReplaceAll(key, "_", "-"))
+			return
+		}
+		fmt.Fprintf(e.stdout, "%s: %s %d, %s of %s (%s over %s ago: before %s)\n", what, verb, c.Removed,
+			humanBytes(c.Bytes), bytes, since, safeText(model.ShortDuration(mustDuration(c.Retention))), c.Before.Local().Format(time.RFC3339))
+	}
+	line(r.AckedMessages, "acknowledged messages", "acknowledged", "acked_messages", "bodies")
+	line(r.TerminalTasks, "ended tasks", "ended", "terminal_tasks", "prompts and results")
+	if r.DryRun {
+		fmt.Fprintf(e.stdout, "database: %s, %s of it free (reused by new writes)\n", humanBytes(r.DatabaseBytes), humanBytes(r.FreeBytes))
+		return
+	}
+	fmt.Fprintf(e.stdout, "database: %s after %d batches; %s given back to the filesystem, %s free inside (reused by new writes)\n",
+		humanBytes(r.DatabaseBytes), r.Batches, humanBytes(r.ReclaimedBytes), humanBytes(r.FreeBytes))
+}
+
+// mustDuration parses a duration the daemon wrote (0 if it cannot).
+func mustDuration(s string) time.Duration {
+	d, _ := time.ParseDuration(s)
+	return d
+}
+
+// humanBytes writes n bytes in B, KiB, MiB or GiB.
+func humanBytes(n int64) string {
+	const k = 1024
+	switch {
+	case n < k:
+		return fmt.Sprintf("%d B", n)
+	case n < k*k:
+		return fmt.Sprintf("%.1f KiB", float64(n)/k)
+	case n < k*k*k:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(k*k))
+	}
+	return fmt.Sprintf("%.1f GiB", float64(n)/(k*k*k))
+}
+
+// pruneUsage is prune's --help: the flags, then what the command
+// removes, what it never removes, and how the space comes back.
+func pruneUsage(e *env, flagUsages func() string) func() {
+	return func() {
+		fmt.Fprintf(e.stdout, `Usage: relay prune [--dry-run] [--acked-messages DUR] [--terminal-tasks DUR] [--json] [--home DIR]
+
+Apply the retention policy now, through the running daemon (it also does at
+start and every hour): remove the messages acknowledged longer ago than
+[retention] acked_messages (default 720h) and the tasks that ended
+(completed, failed, canceled, rejected, blocked) longer ago than
+[retention] terminal_tasks (default 2160h), with their events, verdicts and
+agent logs. A message not acknowledged and a task not ended are never
+removed. The audit log is kept whole and still verifies: it holds the
+digests of what was removed. Each batch is audited (retention.pruned).
+
+On a disk that fills, free room at once with shorter periods for this run,
+for example: relay prune --acked-messages 1h
+
+Flags:
+%s`, flagUsages())
+	}
+}
