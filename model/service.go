@@ -71,6 +71,29 @@ type AgentService interface {
 	ListAgents(ctx context.Context) ([]AgentInfo, error)
 	// Connected audits a transport connection (identity and pid).
 	Connected(ctx context.Context, c Conn) error
+	// MCPTaskEvent audits a step in the life of the MCP task bound to the
+	// caller's task id (the MCP tasks extension, which the facade serves):
+	// one of AllMCPTaskEvents. A task the caller may not see is not_found.
+	MCPTaskEvent(ctx context.Context, caller, id string, event MCPTaskEvent) error
+}
+
+// MCPTaskEvent is a step in the life of an MCP task bound to a relay task.
+type MCPTaskEvent string
+
+// The MCP task events.
+const (
+	// MCPTaskCreated: submit_task was answered with a task handle.
+	MCPTaskCreated MCPTaskEvent = "created"
+	// MCPTaskDelivered: tasks/get answered with the task's end (its
+	// result), which the client then hands to its model.
+	MCPTaskDelivered MCPTaskEvent = "delivered"
+	// MCPTaskCancelRequested: the client sent tasks/cancel.
+	MCPTaskCancelRequested MCPTaskEvent = "cancel_requested"
+)
+
+// AllMCPTaskEvents lists every MCPTaskEvent.
+func AllMCPTaskEvents() []MCPTaskEvent {
+	return []MCPTaskEvent{MCPTaskCreated, MCPTaskDelivered, MCPTaskCancelRequested}
 }
 
 // OperatorService is what the operator CLI may do.

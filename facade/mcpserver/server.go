@@ -154,7 +154,7 @@ func Serve(ctx context.Context, svc model.AgentService, o Options, in io.Reader,
 	if drain <= 0 {
 		drain = DefaultDrain
 	}
-	if err := serveStdio(ctx, s, in, out, drain, f.log); err != nil {
+	if err := serveStdio(ctx, s, newTaskLayer(f), in, out, drain, f.log); err != nil {
 		return fmt.Errorf("facade: serve mcp: %w", err)
 	}
 	return nil

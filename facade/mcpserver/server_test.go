@@ -168,6 +168,10 @@ func (f *mcpFakeService) Connected(_ context.Context, c model.Conn) error {
 	return nil
 }
 
+func (f *mcpFakeService) MCPTaskEvent(_ context.Context, caller, id string, event model.MCPTaskEvent) error {
+	return f.record("MCPTaskEvent", caller, map[string]any{"id": id, "event": string(event)})
+}
+
 // mcpOptions are the facade options every test uses.
 func mcpOptions() Options {
 	return Options{Agent: mcpTestAgent, Cwd: mcpTestCwd, Version: "test", PID: mcpTestPID}

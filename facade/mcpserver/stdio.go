@@ -39,8 +39,9 @@ const maxInFlight = 16
 
 // mcpStdio serves one MCP client over stdio.
 type mcpStdio struct {
-	s   *server.MCPServer
-	log *slog.Logger
+	s     *server.MCPServer
+	tasks *taskLayer // the MCP tasks extension, in front of s (nil: none)
+	log   *slog.Logger
 
 	// outMu serializes writes to out. outErr is the first write error:
 	// the client no longer reads, so later answers are dropped (their
@@ -56,7 +57,7 @@ type mcpStdio struct {
 // serveStdio serves s on in and out until in ends, reading fails, or ctx
 // is done; then it waits for the requests already read (at most drain,
 // after which they are canceled) and returns the read error, if any.
-func serveStdio(ctx context.Context, s *server.MCPServer, in io.Reader, out io.Writer, drain time.Duration, log *slog.Logger) error {
+func serveStdio(ctx context.Context, s *server.MCPServer, tasks *taskLayer, in io.Reader, out io.Writer, drain time.Duration, log *slog.Logger) error {
 	sess := &mcpSession{notes: make(chan mcp.JSONRPCNotification, 100)}
 	// Requests outlive stdin and ctx: a request read is a request the
 	// client sent, finished whether or not the client is still there.
@@ -68,7 +69,7 @@ func serveStdio(ctx context.Context, s *server.MCPServer, in io.Reader, out io.W
 	}
 	defer s.UnregisterSession(reqCtx, sess.SessionID())
 
-	st := &mcpStdio{s: s, log: log, out: out, slots: make(chan struct{}, maxInFlight)}
+	st := &mcpStdio{s: s, tasks: tasks, log: log, out: out, slots: make(chan struct{}, maxInFlight)}
 	notesDone := make(chan struct{})
 	stopNotes := make(chan struct{})
 	go func() {
@@ -186,7 +187,14 @@ func (st *mcpStdio) handle(ctx context.Context, id any, raw json.RawMessage) {
 				}
 			}
 		}()
-		resp = st.s.HandleMessage(ctx, raw)
+		next := func() mcp.JSONRPCMessage { return st.s.HandleMessage(ctx, raw) }
+		if st.tasks != nil {
+			if r, ok := st.tasks.serve(ctx, id, raw, next); ok {
+				resp = r
+				return
+			}
+		}
+		resp = next()
 	}()
 	if resp != nil {
 		st.write(resp)

@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -515,6 +516,18 @@ func (c *Client) CancelTask(ctx context.Context, caller, id string) (model.Task,
 	var t model.Task
 	err = c.agentCall(ctx, caller, http.MethodPost, "/v1/tasks/"+p+"/cancel", nil, nil, &t)
 	return t, err
+}
+
+// MCPTaskEvent implements model.AgentService.
+func (c *Client) MCPTaskEvent(ctx context.Context, caller, id string, event model.MCPTaskEvent) error {
+	p, err := clientTaskID(id)
+	if err != nil {
+		return err
+	}
+	if !slices.Contains(model.AllMCPTaskEvents(), event) {
+		return model.Errorf(model.CodeInvalidArgs, "%q is not an MCP task event", model.Echo(string(event)))
+	}
+	return c.agentCall(ctx, caller, http.MethodPost, "/v1/tasks/"+p+"/mcp-task/"+string(event), nil, nil, nil)
 }
 
 // ListAgents implements model.AgentService.

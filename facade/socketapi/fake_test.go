@@ -165,6 +165,10 @@ func (f *apiFakeService) Connected(ctx context.Context, c model.Conn) error {
 	return f.record(ctx, "Connected", c.Agent, c)
 }
 
+func (f *apiFakeService) MCPTaskEvent(ctx context.Context, caller, id string, event model.MCPTaskEvent) error {
+	return f.record(ctx, "MCPTaskEvent", caller, id, event)
+}
+
 func (f *apiFakeService) Tasks(ctx context.Context, fl model.TaskFilter) ([]model.Task, error) {
 	if err := f.record(ctx, "Tasks", "", fl); err != nil {
 		return nil, err

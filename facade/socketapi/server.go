@@ -491,6 +491,12 @@ func (s *Server) routes() {
 		}
 		return s.svc.CancelTask(r.Context(), caller, r.PathValue("id"))
 	})
+	s.route("POST /v1/tasks/{id}/mcp-task/{event}", true, nil, func(w http.ResponseWriter, r *http.Request, caller string) (any, error) {
+		if err := DecodeEmpty(r.Body, s.o.MaxBody); err != nil {
+			return nil, err
+		}
+		return struct{}{}, s.svc.MCPTaskEvent(r.Context(), caller, r.PathValue("id"), model.MCPTaskEvent(r.PathValue("event")))
+	})
 	s.route("GET /v1/agents", true, nil, func(w http.ResponseWriter, r *http.Request, caller string) (any, error) {
 		as, err := s.svc.ListAgents(r.Context())
 		return AgentList{Agents: nonNil(as)}, err

@@ -111,6 +111,8 @@ func TestAPIRoutesRoundTrip(t *testing.T) {
 			"CancelTask", "claude", []any{"T-1"}, wantCanceled},
 		{"ListAgents", func() (any, error) { return ag.ListAgents(ctx) },
 			"ListAgents", "", nil, apiAgents()},
+		{"MCPTaskEvent", func() (any, error) { return struct{}{}, ag.MCPTaskEvent(ctx, "", "T-1", model.MCPTaskDelivered) },
+			"MCPTaskEvent", "claude", []any{"T-1", model.MCPTaskDelivered}, struct{}{}},
 		{"Connected", func() (any, error) {
 			return struct{}{}, ag.Connected(ctx, model.Conn{Agent: "claude", PID: 999999, UID: 4242, Kind: "mcp"})
 		}, "Connected", "claude", []any{model.Conn{Agent: "claude", PID: os.Getpid(), UID: os.Getuid(), Kind: "mcp"}}, struct{}{}},

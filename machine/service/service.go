@@ -15,6 +15,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"time"
 
@@ -288,6 +289,20 @@ func (s *Service) ListAgents(ctx context.Context) ([]model.AgentInfo, error) {
 func (s *Service) Connected(ctx context.Context, c model.Conn) error {
 	return s.o.Store.Audit(ctx, model.AuditEvent{At: s.now(), Kind: "facade.connected", Actor: c.Agent,
 		Data: map[string]string{"agent": c.Agent, "pid": fmt.Sprint(c.PID), "uid": fmt.Sprint(c.UID), "kind": c.Kind}})
+}
+
+// MCPTaskEvent audits a step of the MCP task bound to a task the caller
+// may see (audit kind "mcp.task.EVENT").
+func (s *Service) MCPTaskEvent(ctx context.Context, caller, id string, event model.MCPTaskEvent) error {
+	if !slices.Contains(model.AllMCPTaskEvents(), event) {
+		return invalidArgs(fmt.Sprintf("%q is not an MCP task event (one of %v)", model.Echo(string(event)), model.AllMCPTaskEvents()))
+	}
+	t, err := s.visibleTask(ctx, caller, id)
+	if err != nil {
+		return err
+	}
+	return s.o.Store.Audit(ctx, model.AuditEvent{At: s.now(), Kind: "mcp.task." + string(event), Actor: caller, TaskID: t.ID,
+		Data: map[string]string{"task_id": t.ID, "mcp_task_id": t.ID, "state": string(t.State), "event": string(event)}})
 }
 
 // Tasks lists tasks for an operator.

@@ -61,6 +61,7 @@ func Run(t *testing.T, newFixture func(t *testing.T) Fixture) {
 		{"CancelOnlyOwnTasks", cancelOnlyOwnTasks},
 		{"Idempotency", idempotency},
 		{"UnknownTarget", unknownTarget},
+		{"MCPTaskEventsOnlyOnVisibleTasks", mcpTaskEvents},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
@@ -71,6 +72,30 @@ func Run(t *testing.T, newFixture func(t *testing.T) Fixture) {
 			c.run(t, f)
 		})
 	}
+}
+
+// mcpTaskEvents: the submitter and the target may record the life of the
+// MCP task bound to a task; a third agent gets not_found, exactly as for a
+// task that does not exist; an event that is none is invalid_args.
+func mcpTaskEvents(t *testing.T, f Fixture) {
+	ctx := context.Background()
+	a, b, c := f.Agents[0], f.Agents[1], f.Agents[2]
+	task := f.submit(t, a, model.SubmitRequest{Target: b})
+	for _, who := range []string{a, b} {
+		for _, ev := range model.AllMCPTaskEvents() {
+			if err := f.As(who).MCPTaskEvent(ctx, who, task.ID, ev); err != nil {
+				t.Fatalf("%s records %s on %s: %v", who, ev, task.ID, err)
+			}
+		}
+	}
+	notYours := f.As(c).MCPTaskEvent(ctx, c, task.ID, model.MCPTaskCreated)
+	wantCode(t, "a third agent", notYours, model.CodeNotFound)
+	missing := f.As(c).MCPTaskEvent(ctx, c, sibling(task.ID), model.MCPTaskCreated)
+	wantCode(t, "a task that does not exist", missing, model.CodeNotFound)
+	if public(t, notYours, task.ID) != public(t, missing, sibling(task.ID)) {
+		t.Errorf("not yours %s and not there %s differ", public(t, notYours, task.ID), public(t, missing, sibling(task.ID)))
+	}
+	wantCode(t, "an event that is none", f.As(a).MCPTaskEvent(ctx, a, task.ID, "exploded"), model.CodeInvalidArgs)
 }
 
 // wantCode fails t unless err carries code.
