@@ -32,6 +32,7 @@ var realAgentPackages = map[string]string{
 	"@google/gemini-cli":                    "0.61.0",
 	"opencode-ai":                           "1.18.33",
 	"node":                                  "22.23.3",
+	"@anthropic-ai/claude-code":             "2.1.332",
 }
 
 // requireRealAgents returns interop/node_modules/.bin after checking that

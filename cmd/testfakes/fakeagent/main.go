@@ -20,6 +20,8 @@
 //	fs-read, fs-write      call the client's fs methods, reply with the error
 //	terminal               call terminal/create, reply with the error
 //	thought SECRET         send SECRET as a thought chunk, reply "done"
+//	after DURATION TEXT    reply TEXT after DURATION (a Go duration), or stop
+//	                       "cancelled" when canceled before
 //	hang                   block until session/cancel, then stop "cancelled"
 //	hang-ignore-cancel     block forever
 //	crash                  send a chunk, then exit 3 mid-prompt
@@ -382,6 +384,17 @@ func (a *agent) Prompt(ctx context.Context, p acp.PromptRequest) (acp.PromptResp
 		}
 		_ = a.conn.SessionUpdate(ctx, acp.SessionNotification{SessionId: sid, Update: acp.UpdateAgentThoughtText("thinking about " + secret)})
 		return a.reply(ctx, sid, "done")
+	case behaviour == "after" && len(words) > 2:
+		d, err := time.ParseDuration(words[1])
+		if err != nil {
+			return acp.PromptResponse{}, err
+		}
+		select {
+		case <-time.After(d):
+			return a.reply(ctx, sid, strings.Join(words[2:], " "))
+		case <-ctx.Done():
+			return acp.PromptResponse{StopReason: acp.StopReasonCancelled}, nil
+		}
 	case behaviour == "hang":
 		a.say(ctx, sid, "hanging")
 		<-ctx.Done()
