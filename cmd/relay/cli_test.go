@@ -55,6 +55,13 @@ func TestCLIHelpAndSuggestions(t *testing.T) {
 		{args: []string{"tasks", "list", "--limit", "0"}, code: 2, noStdout: true, stderr: []string{"invalid_args", "--limit 0 is out of range 1..1000"}},
 		{args: []string{"messages", "list", "--limit", "1001"}, code: 2, noStdout: true, stderr: []string{"invalid_args", "--limit 1001 is out of range"}},
 		{args: []string{"tasks", "show"}, code: 2, noStdout: true, stderr: []string{"invalid_args", "hint: run `relay tasks show --help`"}},
+		// --home before the command, as every command takes it.
+		{args: []string{"--home", home, "--help"}, stdout: []string{"tasks", "agents"}},
+		{args: []string{"--home", home, "tasks", "--help"}, stdout: []string{"list", "show", "cancel"}},
+		{args: []string{"--home", home, "taks"}, code: 2, noStdout: true, stderr: []string{`unknown command "relay taks"`}},
+		// A flag no group takes is a usage error, not an internal one.
+		{args: []string{"--hoem", home}, code: 2, noStdout: true, stderr: []string{"invalid_args", "unknown flag: --hoem", "hint: run `relay --help`"}},
+		{args: []string{"tasks", "--bogus"}, code: 2, noStdout: true, stderr: []string{"invalid_args", "unknown flag: --bogus", "hint: run `relay tasks --help`"}},
 	} {
 		out, errOut, code := relayCLI(t, home, c.args...)
 		if code != c.code {

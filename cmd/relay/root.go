@@ -44,6 +44,13 @@ func newRoot(ctx context.Context, e *env) *cobra.Command {
 		CompletionOptions:     cobra.CompletionOptions{HiddenDefaultCmd: false},
 	}
 	root.SetVersionTemplate("relay {{.Version}}\n")
+	// Every command takes --home, so a group takes it too (`relay --home
+	// DIR --help`, `relay --home DIR tasks`); leaves parse their own.
+	root.PersistentFlags().String("home", "", "the relay home (default $RELAY_HOME, else $XDG_STATE_HOME/hai-relay)")
+	// A flag a group does not take is a usage error, as a leaf's is.
+	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
+		return model.Errorf(model.CodeInvalidArgs, "%v", err).WithHint(fmt.Sprintf("run `%s --help`", cmd.CommandPath()))
+	})
 	root.SetIn(e.stdin)
 	root.SetOut(e.stdout)
 	root.SetErr(e.stderr)
