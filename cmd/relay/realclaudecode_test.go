@@ -2,12 +2,14 @@ package main
 
 import (
 	"bytes"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -18,6 +20,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/hai-relay/relay/dispatch/scripted"
+	"github.com/hai-relay/relay/model"
 )
 
 // Real Claude Code (@anthropic-ai/claude-code, pinned in interop/) as the
@@ -32,27 +35,24 @@ const claudeCodeKey = "sk-ant-relay-test-0123456789abcdefghij"
 
 // claudeCode is one Claude Code installation under test: its executable,
 // a fresh HOME that has done the first run (onboarding, the API key
-// approved, the project trusted), a project directory, and an MCP config
-// that runs this relay's facade as claude.
+// approved, the project directory trusted), and an MCP config that runs
+// this relay's facade as claude.
 type claudeCode struct {
 	exe, home, project, mcpConfig string
 	model                         *scripted.Server
 }
 
-func newClaudeCode(t *testing.T, relayHome string, model *scripted.Server) *claudeCode {
+func newClaudeCode(t *testing.T, bin, relayHome, project string, model *scripted.Server) *claudeCode {
 	t.Helper()
-	bin := requireRealAgents(t)
 	exe, err := filepath.EvalSymlinks(filepath.Join(bin, "claude"))
 	if err != nil {
 		t.Fatalf("Claude Code is not installed in interop/ (%v): run ./scripts/test", err)
 	}
 	base := t.TempDir()
-	c := &claudeCode{exe: exe, home: filepath.Join(base, "home"), project: filepath.Join(base, "project"),
+	c := &claudeCode{exe: exe, home: filepath.Join(base, "home"), project: project,
 		mcpConfig: filepath.Join(base, "mcp.json"), model: model}
-	for _, d := range []string{c.home, c.project} {
-		if err := os.MkdirAll(d, 0o700); err != nil {
-			t.Fatal(err)
-		}
+	if err := os.MkdirAll(c.home, 0o700); err != nil {
+		t.Fatal(err)
 	}
 	state := map[string]any{
 		"hasCompletedOnboarding": true, "lastOnboardingVersion": "2.1.332", "theme": "dark",
@@ -199,69 +199,71 @@ func (term *terminal) typeLine(t *testing.T, text string) {
 	}
 }
 
-// Delegation as a round trip, with real Claude Code 2.1: interactive, it
+// Delegation as a round trip, with real Claude Code 2.1 delegating to the
+// real Codex (codex-acp 2.x) through the relay: interactive, Claude Code
 // declares the MCP tasks extension, so submit_task answers with a task
 // handle; Claude Code moves the call to the background, its model's turn
-// ends, and when the relay task completes Claude Code starts a turn of its
-// own that carries the delegate's result. Nobody polls by hand. `claude
-// -p` does not declare the extension and gets the synchronous answer it
-// always got.
+// ends, and when Codex's read_only task completes Claude Code starts a
+// turn of its own that carries Codex's answer. Nobody polls by hand, and
+// the audit log holds the MCP task's life. `claude -p` does not declare
+// the extension and gets the synchronous answer it always got.
 func TestRealClaudeCodeMCPTasks(t *testing.T) {
 	t.Parallel()
-	home := newHome(t, fullConfig(t, "allow-guarded", ""))
-	launchDaemon(t, home)
-	model := startScripted(t)
-	cc := newClaudeCode(t, home, model)
+	bin, model := requireRealAgents(t), startScripted(t)
+	rd := startRealDaemon(t, bin, model, []*realAgent{codexNext}, clean)
+	// Claude Code's project is the delegate's cwd, with the file Codex is
+	// asked to review.
+	p := newAttemptPaths(t, rd.tasks)
+	cc := newClaudeCode(t, bin, rd.home, p.Cwd, model)
 
-	submit := func(prompt string) string {
-		return scripted.ToolStep("mcp__relay__submit_task", map[string]any{
-			"target": "codex", "prompt": prompt, "mission_id": "M-1", "lease_id": "S-1"})
-	}
+	tag := nonce("codex")
+	read, _ := codexNext.profile().Verify.Vocab.Script("read-control", p)
+	delegate := scriptedPrompt(tag, read+"\n[[say codex reviewed it]]")
+	submit := scripted.ToolStep("mcp__relay__submit_task", map[string]any{
+		"target": "codex", "prompt": delegate, "mission_id": "M-cc", "lease_id": "S-cc"})
 
 	t.Run("interactive", func(t *testing.T) {
 		term := startInTerminal(t, cc.command(), 180, 50)
 		term.waitFor(t, 90*time.Second, "shift+tab to cycle")
-		// The delegate takes 6 s: far longer than a tool call's answer.
-		term.typeLine(t, submit("after 6s the answer is 42")+" [[say delegated]]")
+		term.typeLine(t, submit+" [[say delegated to codex]]")
 
 		// The call came back at once as a background task bound to the
-		// relay task, and the turn ended.
-		first := cc.waitTurn(t, 60*time.Second, term.screen, "after 6s the answer is 42")
+		// relay task, while Codex still worked, and the turn ended.
 		var id string
-		for deadline := time.Now().Add(30 * time.Second); id == ""; time.Sleep(100 * time.Millisecond) {
+		started := regexp.MustCompile(`started server-side task (T-[0-9A-Z]+)`)
+		for deadline := time.Now().Add(60 * time.Second); id == ""; time.Sleep(100 * time.Millisecond) {
 			for _, r := range model.Requests() {
 				for _, res := range r.Turn.ToolResults {
-					if m := regexp.MustCompile(`started server-side task (T-[0-9A-Z]+)`).FindStringSubmatch(res); m != nil {
+					if m := started.FindStringSubmatch(res); m != nil {
 						id = m[1]
 					}
 				}
 			}
 			if id == "" && time.Now().After(deadline) {
-				t.Fatalf("the tool result never said the call moved to the background\nfirst turn: %q\nscreen:\n%s", first, term.screen())
+				t.Fatalf("no tool result said the call moved to the background\nscreen:\n%s", term.screen())
 			}
-		}
-		if st := shownState(t, home, id); st == "completed" {
-			t.Fatalf("relay task %s had already completed when the call returned; the test proves nothing", id)
 		}
 
-		// Claude Code's own turn, with the result.
-		note := cc.waitTurn(t, 90*time.Second, term.screen, "<task-notification>", id, "<status>completed</status>", `"result":"the answer is 42"`)
-		if !strings.Contains(note, `"state":"completed"`) {
-			t.Errorf("the notification turn does not carry the task's final state:\n%s", note)
+		// Claude Code's own turn, with Codex's answer: the model's words
+		// and the token of the file it read.
+		note := cc.waitTurn(t, 4*time.Minute, term.screen, "<task-notification>", id, "<status>completed</status>", "codex reviewed it")
+		if !strings.Contains(note, p.Token) || !strings.Contains(note, `"state":"completed"`) || !strings.Contains(note, `"target":"codex"`) {
+			t.Errorf("the notification turn does not carry Codex's completed answer and the file's token %s:\n%s", p.Token, note)
 		}
-		if st := shownState(t, home, id); st != "completed" {
-			t.Errorf("relay task %s: %s, want completed", id, st)
+		if v := p.Violations(); len(v) > 0 {
+			t.Errorf("the read_only task changed the disk: %v", v)
 		}
-		for kind, want := range map[string]int{"mcp.task.created": 1, "mcp.task.delivered": 1} {
-			if n := countAudit(t, home, kind, id); n != want {
-				t.Errorf("%s rows of %s: %d, want %d", kind, id, n, want)
-			}
+		// The audit log: the handle was given before the task ended, and
+		// the end was delivered once.
+		kinds := auditKinds(t, rd.home, id)
+		created, ended, delivered := slices.Index(kinds, "mcp.task.created"), slices.Index(kinds, "task.completed"), slices.Index(kinds, "mcp.task.delivered")
+		if created < 0 || ended < created || delivered < ended || countAudit(t, rd.home, "mcp.task.delivered", id) != 1 {
+			t.Errorf("audit of %s: %v; want mcp.task.created, then the task's end, then one mcp.task.delivered", id, kinds)
 		}
 	})
 
 	t.Run("print", func(t *testing.T) {
-		cmd := cc.command("-p", submit("echo printed")+" [[say done]]")
-		out, err := cmd.CombinedOutput()
+		out, err := cc.command("-p", submit+" [[say done]]").CombinedOutput()
 		if err != nil {
 			t.Fatalf("claude -p: %v\n%s", err, out)
 		}
@@ -272,16 +274,34 @@ func TestRealClaudeCodeMCPTasks(t *testing.T) {
 	})
 }
 
-// shownState is the task's state as `relay tasks show` gives it.
-func shownState(t *testing.T, home, id string) string {
+// auditKinds is the kinds of a task's audit rows in order, the final
+// transition named task.STATE.
+func auditKinds(t *testing.T, home, taskID string) []string {
 	t.Helper()
-	out, err := exec.Command(relayBin, "--home", home, "tasks", "show", id, "--json").Output()
+	db, err := sql.Open("sqlite", "file:"+filepath.Join(home, "relay.db")+"?mode=ro&_pragma=busy_timeout(5000)")
 	if err != nil {
-		t.Fatalf("relay tasks show %s: %v", id, err)
+		t.Fatal(err)
 	}
-	var task struct{ State string }
-	if err := json.Unmarshal(out, &task); err != nil {
-		t.Fatalf("relay tasks show %s --json: %v\n%s", id, err, out)
+	defer db.Close()
+	rows, err := db.Query(`SELECT kind, data FROM audit_log WHERE task_id = ? ORDER BY seq`, taskID)
+	if err != nil {
+		t.Fatal(err)
 	}
-	return task.State
+	defer rows.Close()
+	var kinds []string
+	for rows.Next() {
+		var kind, payload string
+		if err := rows.Scan(&kind, &payload); err != nil {
+			t.Fatal(err)
+		}
+		var p struct{ To model.State }
+		if kind == "task.transition" && json.Unmarshal([]byte(payload), &p) == nil && p.To.Terminal() {
+			kind = "task." + string(p.To)
+		}
+		kinds = append(kinds, kind)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return kinds
 }

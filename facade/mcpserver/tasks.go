@@ -224,7 +224,7 @@ func (l *taskLayer) get(ctx context.Context, id any, taskID string) mcp.JSONRPCM
 	if t.State.Terminal() && t.State != model.StateCanceled {
 		r := l.f.toolResult("get_task", t)
 		r.IsError = t.State != model.StateCompleted
-		res["result"] = r
+		res["result"] = completeResult(r)
 	}
 	if t.State.Terminal() {
 		l.mu.Lock()
@@ -238,6 +238,19 @@ func (l *taskLayer) get(ctx context.Context, id any, taskID string) mcp.JSONRPCM
 		}
 	}
 	return mcp.JSONRPCResponse{JSONRPC: mcp.JSONRPC_VERSION, ID: mcp.NewRequestId(id), Result: res}
+}
+
+// completeResult is a CallToolResult as MCP 2026-07-28 gives it, with
+// its resultType: the schema requires one on every result, the one a
+// completed task carries included.
+func completeResult(r *mcp.CallToolResult) any {
+	b, err := json.Marshal(r)
+	var m map[string]any
+	if err != nil || json.Unmarshal(b, &m) != nil {
+		return r
+	}
+	m["resultType"] = "complete"
+	return m
 }
 
 // update acknowledges tasks/update: a relay task never asks for input.
