@@ -66,6 +66,14 @@ type AgentService interface {
 	AckMessages(ctx context.Context, caller string, ids []string) (AckResult, error)
 	SubmitTask(ctx context.Context, caller string, r SubmitRequest) (Task, error)
 	GetTask(ctx context.Context, caller, id string) (Task, error)
+	// WaitTask is GetTask that, for a task not yet in a terminal state,
+	// waits up to wait (at most MaxTaskWait) for it to reach one, and
+	// answers as soon as it does: the task as it is then, terminal or not.
+	// The wait is woken by the task's commits, not by polling. Whatever
+	// is not the caller's task is not_found at once; wait 0 is GetTask.
+	// When ctx ends while it waits (the daemon stopping), it answers the
+	// task as it is, at once.
+	WaitTask(ctx context.Context, caller, id string, wait time.Duration) (Task, error)
 	ListTasks(ctx context.Context, caller string, state State, limit int, before string) ([]Task, error)
 	CancelTask(ctx context.Context, caller, id string) (Task, error)
 	ListAgents(ctx context.Context) ([]AgentInfo, error)

@@ -473,9 +473,7 @@ func (s *Server) routes() {
 		}
 		return s.svc.SubmitTask(r.Context(), caller, req)
 	})
-	s.route("GET /v1/tasks/{id}", true, nil, func(w http.ResponseWriter, r *http.Request, caller string) (any, error) {
-		return s.svc.GetTask(r.Context(), caller, r.PathValue("id"))
-	})
+	s.route("GET /v1/tasks/{id}", true, []string{"wait"}, s.handleGetTask)
 	s.route("GET /v1/tasks", true, []string{"state", "limit", "before"}, func(w http.ResponseWriter, r *http.Request, caller string) (any, error) {
 		q := r.URL.Query()
 		limit, err := queryLimit(q)
@@ -603,6 +601,33 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request, _ string) 
 	stop := context.AfterFunc(s.shutdownCtx(), cancel)
 	defer stop()
 	return s.svc.WatchEvents(ctx, f)
+}
+
+// handleGetTask is GET /v1/tasks/{id}?wait=30s: the task, at once, or with
+// wait (at most model.MaxTaskWait) as soon as it is terminal or the wait
+// has passed (model.AgentService.WaitTask). The connection's write
+// deadline is moved past the wait for this request, and a server shutting
+// down ends the wait at once, answering the task as it is.
+func (s *Server) handleGetTask(w http.ResponseWriter, r *http.Request, caller string) (any, error) {
+	wait, err := queryDuration(r.URL.Query(), "wait")
+	if err != nil {
+		return nil, err
+	}
+	if wait > model.MaxTaskWait {
+		return nil, invalidArgs("wait %s is over the bound of %s", wait, model.MaxTaskWait)
+	}
+	if wait == 0 {
+		return s.svc.GetTask(r.Context(), caller, r.PathValue("id"))
+	}
+	// Past the write deadline the answer would be lost. (The read
+	// deadline does not end the wait: net/http clears it once a request
+	// without a body is read, for its background read.)
+	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(wait + s.o.WriteTimeout))
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	stop := context.AfterFunc(s.shutdownCtx(), cancel)
+	defer stop()
+	return s.svc.WaitTask(ctx, caller, r.PathValue("id"), wait)
 }
 
 // TaskList is the body of the task listing routes.

@@ -241,6 +241,47 @@ func (s *Service) GetTask(ctx context.Context, caller, id string) (model.Task, e
 	return s.visibleTask(ctx, caller, id)
 }
 
+// WaitTask implements model.AgentService: the task the caller can see,
+// once it is terminal or wait has passed. The wait is a condition, not a
+// poll: the engine closes the channel of Changed when any task event
+// commits, and the task is read again then (and, as the watch's safety
+// net, every watchRecheck). A task that is not the caller's is not_found
+// before any wait. When ctx ends while it waits (the daemon stopping, or
+// the caller gone), the task is read once more and answered as it is.
+func (s *Service) WaitTask(ctx context.Context, caller, id string, wait time.Duration) (model.Task, error) {
+	if wait < 0 || wait > model.MaxTaskWait {
+		return model.Task{}, invalidArgs(fmt.Sprintf("wait %s is out of range 0..%s", wait, model.MaxTaskWait))
+	}
+	var changed <-chan struct{}
+	if s.o.Engine != nil {
+		changed = s.o.Engine.Changed() // before the read: a later commit closes it
+	}
+	t, err := s.visibleTask(ctx, caller, id)
+	if err != nil || wait == 0 || t.State.Terminal() {
+		return t, err
+	}
+	deadline := time.NewTimer(wait)
+	defer deadline.Stop()
+	recheck := time.NewTicker(watchRecheck)
+	defer recheck.Stop()
+	for {
+		select {
+		case <-changed:
+		case <-recheck.C:
+		case <-deadline.C:
+			return s.visibleTask(ctx, caller, id)
+		case <-ctx.Done():
+			return s.visibleTask(context.WithoutCancel(ctx), caller, id)
+		}
+		if s.o.Engine != nil {
+			changed = s.o.Engine.Changed()
+		}
+		if t, err = s.visibleTask(ctx, caller, id); err != nil || t.State.Terminal() {
+			return t, err
+		}
+	}
+}
+
 // ListTasks lists the tasks the caller submitted or targets, newest first;
 // before, a task id, pages on to the tasks older than it.
 func (s *Service) ListTasks(ctx context.Context, caller string, state model.State, limit int, before string) ([]model.Task, error) {

@@ -20,6 +20,8 @@
 //	fs-read, fs-write      call the client's fs methods, reply with the error
 //	terminal               call terminal/create, reply with the error
 //	thought SECRET         send SECRET as a thought chunk, reply "done"
+//	sleep SECONDS          wait SECONDS (a decimal), then reply "slept" (a
+//	                       session/cancel ends the wait: "cancelled")
 //	hang                   block until session/cancel, then stop "cancelled"
 //	hang-ignore-cancel     block forever
 //	crash                  send a chunk, then exit 3 mid-prompt
@@ -382,6 +384,14 @@ func (a *agent) Prompt(ctx context.Context, p acp.PromptRequest) (acp.PromptResp
 		}
 		_ = a.conn.SessionUpdate(ctx, acp.SessionNotification{SessionId: sid, Update: acp.UpdateAgentThoughtText("thinking about " + secret)})
 		return a.reply(ctx, sid, "done")
+	case behaviour == "sleep" && len(words) > 1:
+		secs, _ := strconv.ParseFloat(words[1], 64)
+		select {
+		case <-time.After(time.Duration(secs * float64(time.Second))):
+			return a.reply(ctx, sid, "slept")
+		case <-ctx.Done():
+			return acp.PromptResponse{StopReason: acp.StopReasonCancelled}, nil
+		}
 	case behaviour == "hang":
 		a.say(ctx, sid, "hanging")
 		<-ctx.Done()
