@@ -18,6 +18,11 @@ type SubmitRequest struct {
 	Artifacts        []Artifact `json:"artifacts,omitempty"`
 	IdempotencyKey   string     `json:"idempotency_key,omitempty"`
 	Cwd              string     `json:"cwd,omitempty"`
+	// ParentTaskID is the running task inside which the caller acts, as
+	// the daemon found it from the caller's process (see delegation.go);
+	// never taken from a client: the wire form has no such field, and the
+	// socket client refuses a request that sets it.
+	ParentTaskID string `json:"-"`
 }
 
 // SendRequest is a passive message as its sender sends it.
@@ -27,6 +32,9 @@ type SendRequest struct {
 	ContextID string     `json:"context_id,omitempty"`
 	ReplyTo   string     `json:"reply_to,omitempty"`
 	Artifacts []Artifact `json:"artifacts,omitempty"`
+	// ParentTaskID is as SubmitRequest's: set by the daemon, never by a
+	// client.
+	ParentTaskID string `json:"-"`
 }
 
 // Inbox is check_inbox's answer: the messages returned and the exact number

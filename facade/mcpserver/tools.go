@@ -192,9 +192,12 @@ func mcpTools(o Options) []mcpTool {
 			name:  "submit_task",
 			title: "Submit a task",
 			desc: fmt.Sprintf("Delegate a task to another agent (target) through the relay, as %q. The task is persisted "+
-				"and audited at once, then must pass four gates in order: (1) mission_id and lease_id present and well "+
-				"formed, (2) the target is enabled and its adapter configured, (3) the external authority allows it, "+
-				"(4) mode state_changing only for target claude under a guarded lease. mission_id and lease_id are "+
+				"and audited at once, then must pass five gates in order: (1) mission_id and lease_id present and well "+
+				"formed, (2) delegation: when you run as a relay task yourself, the target must not already be in its "+
+				"delegation chain (delegation_cycle) and the chain must stay within the relay's depth bound "+
+				"(delegation_too_deep) — do such work yourself instead, (3) the target is enabled and its adapter "+
+				"configured, (4) the external authority allows it, (5) mode state_changing only for target claude under "+
+				"a guarded lease. mission_id and lease_id are "+
 				"optional in the schema only so the attempt is recorded: without them the task is persisted and then "+
 				"REJECTED (missing_mission_id / missing_lease_id), so pass the HAI-MCP mission (M-…) and lease (S-…) you "+
 				"were given. If every gate passes, the target agent is started in cwd, in a session that denies every "+
@@ -246,7 +249,8 @@ func mcpTools(o Options) []mcpTool {
 			title: "Get a task",
 			desc: fmt.Sprintf("Show one task you submitted or that targets you: task_id, state, code, message, caller, target, mode, "+
 				"mission_id, lease_id, context_id, result (the agent's reply once completed), stop_reason, "+
-				"denied_permissions, created_at, updated_at. A task that is not yours is not_found. "+
+				"denied_permissions, parent_task_id and chain (the tasks it was delegated through, when it was submitted "+
+				"from inside another task), created_at, updated_at. A task that is not yours is not_found. "+
 				"To wait for a task to end, pass wait_seconds (up to %d): the answer comes as soon as the task reaches a "+
 				"final state, or when that many seconds have passed, whichever is first; if the state is still not final, "+
 				"call again with the same wait_seconds. That is one call instead of polling: do not sleep between calls. %s",

@@ -155,7 +155,7 @@ func (s *Service) SendMessage(ctx context.Context, caller string, r model.SendRe
 	}
 	return s.o.Messages.CreateMessage(ctx, model.Message{
 		ID: machine.NewID(model.MessageIDPrefix), From: caller, To: r.To, Body: r.Body, ContextID: ctxID,
-		ReplyTo: r.ReplyTo, Artifacts: r.Artifacts, State: model.MessageStored, CreatedAt: s.now(),
+		ReplyTo: r.ReplyTo, Artifacts: r.Artifacts, ParentTaskID: r.ParentTaskID, State: model.MessageStored, CreatedAt: s.now(),
 	})
 }
 
