@@ -454,7 +454,18 @@ func (c *Client) ListTasksJSON(ctx context.Context, caller string, state model.S
 }
 
 func (c *Client) sendMessage(ctx context.Context, caller string, r model.SendRequest, out any) error {
+	if r.ParentTaskID != "" {
+		return errParentFromClient()
+	}
 	return c.agentCall(ctx, caller, http.MethodPost, "/v1/messages", nil, r, out)
+}
+
+// errParentFromClient refuses a request that names the task it is made
+// inside: the daemon finds that from the caller's process, and no client
+// can claim it (the wire form has no such field).
+func errParentFromClient() *model.Error {
+	return model.Errorf(model.CodeInvalidArgs, "parent_task_id is not a client's to set: the daemon finds the task a caller acts inside from its process").
+		WithHint("leave ParentTaskID empty; a facade started by a task's agent is inside that task by itself")
 }
 
 // CheckInbox implements model.AgentService.
@@ -479,6 +490,9 @@ func (c *Client) AckMessages(ctx context.Context, caller string, ids []string) (
 
 // SubmitTask implements model.AgentService.
 func (c *Client) SubmitTask(ctx context.Context, caller string, r model.SubmitRequest) (model.Task, error) {
+	if r.ParentTaskID != "" {
+		return model.Task{}, errParentFromClient()
+	}
 	var t model.Task
 	err := c.agentCall(ctx, caller, http.MethodPost, "/v1/tasks", nil, r, &t)
 	return t, err

@@ -2,7 +2,10 @@ package socketapi
 
 import (
 	"context"
+	"net"
 	"net/http"
+	"os"
+	"os/exec"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -113,4 +116,75 @@ func TestAPIWaitTaskEndsAtShutdown(t *testing.T) {
 		t.Errorf("Serve after Shutdown: %v", err)
 	}
 	s.done <- nil
+}
+
+// A submission and a message are made inside the task TaskOf names for the
+// peer's pid, as the kernel gave it; never inside one a client names (the
+// body has no such field, and the client refuses to send one); and not
+// inside any once the process that connected is gone, whatever TaskOf
+// would say of its pid then (a recycled pid inherits no chain).
+func TestAPIInsideTaskComesFromThePeer(t *testing.T) {
+	t.Parallel()
+	peer := exec.Command("sleep", "60")
+	if err := peer.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = peer.Process.Kill(); _ = peer.Wait() })
+	pid := peer.Process.Pid
+	var asked atomic.Int64
+	f := &apiFakeService{}
+	s := apiServe(t, f, ServerOptions{
+		PeerCred: func(net.Conn) (int, int, error) { return os.Getuid(), pid, nil },
+		TaskOf: func(p int) string {
+			asked.Add(1)
+			if p == pid {
+				return "T-PARENT"
+			}
+			return ""
+		},
+	})
+	ctx := context.Background()
+	ag := apiNewClient(t, s.sock, ClientOptions{Agent: "claude"})
+	sub := model.SubmitRequest{Target: "codex", Prompt: "p", Cwd: "/tmp"}
+	if _, err := ag.SubmitTask(ctx, "", sub); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ag.SendMessage(ctx, "", model.SendRequest{To: "codex", Body: "hi"}); err != nil {
+		t.Fatal(err)
+	}
+	calls := f.Calls()
+	if r := calls[len(calls)-2].Args[0].(model.SubmitRequest); r.ParentTaskID != "T-PARENT" {
+		t.Errorf("a submission from inside T-PARENT reached the service with parent %q", r.ParentTaskID)
+	}
+	if r := calls[len(calls)-1].Args[0].(model.SendRequest); r.ParentTaskID != "T-PARENT" {
+		t.Errorf("a message from inside T-PARENT reached the service with parent %q", r.ParentTaskID)
+	}
+
+	// A client cannot name one: the socket client refuses, and the wire
+	// has no such field.
+	forged := sub
+	forged.ParentTaskID = "T-OTHER"
+	if _, err := ag.SubmitTask(ctx, "", forged); model.ErrorCode(err) != model.CodeInvalidArgs {
+		t.Errorf("a client naming its parent task: %v, want invalid_args", err)
+	}
+	hc := apiRawClient(t, s.sock)
+	n := len(f.Calls())
+	status, body := apiDo(t, hc, http.MethodPost, "/v1/tasks", claudeHdr, `{"target":"codex","prompt":"p","parent_task_id":"T-OTHER"}`)
+	if status != http.StatusBadRequest || len(f.Calls()) != n {
+		t.Errorf("a body naming parent_task_id: HTTP %d %s; want 400 and no call", status, body)
+	}
+
+	// The process that connected is gone (its pid free for another): the
+	// same connection's next submission is top-level, and TaskOf is not
+	// even asked.
+	_ = peer.Process.Kill()
+	_ = peer.Wait()
+	before := asked.Load()
+	if _, err := ag.SubmitTask(ctx, "", sub); err != nil {
+		t.Fatal(err)
+	}
+	calls = f.Calls()
+	if r := calls[len(calls)-1].Args[0].(model.SubmitRequest); r.ParentTaskID != "" || asked.Load() != before {
+		t.Errorf("after the peer ended: parent %q, TaskOf asked %d more times; want top-level, not asked", r.ParentTaskID, asked.Load()-before)
+	}
 }
