@@ -54,6 +54,10 @@
 //	                       ask permission for it with an N-byte reject option id
 //	grandchild             start `sleep 300`, reply and write its pid to
 //	                       $FAKEAGENT_PIDFILE, then hang
+//	orphan                 start `sleep 300` through a shell that exits at once
+//	                       (the sleep's parent is gone: it is reparented), write
+//	                       its pid to $FAKEAGENT_PIDFILE, reply "orphan:<pid>",
+//	                       then hang
 //	escape                 start `sleep 300` in a new session (setsid) with an
 //	                       empty environment, write its pid to
 //	                       $FAKEAGENT_PIDFILE, reply "escaped:<pid>" and end the turn
@@ -555,6 +559,19 @@ func (a *agent) Prompt(ctx context.Context, p acp.PromptRequest) (acp.PromptResp
 		}
 		a.log.event("grandchild", map[string]any{"child": pid})
 		a.say(ctx, sid, fmt.Sprintf("grandchild:%d", pid))
+		<-ctx.Done()
+		return acp.PromptResponse{StopReason: acp.StopReasonCancelled}, nil
+	case behaviour == "orphan":
+		out, err := exec.Command("sh", "-c", "sleep 300 >/dev/null 2>&1 </dev/null & echo $!").Output()
+		pid, _ := strconv.Atoi(strings.TrimSpace(string(out)))
+		if err != nil || pid == 0 {
+			return a.reply(ctx, sid, fmt.Sprintf("orphan error: %v %q", err, out))
+		}
+		if f := os.Getenv("FAKEAGENT_PIDFILE"); f != "" {
+			_ = os.WriteFile(f, []byte(strconv.Itoa(pid)), 0o600)
+		}
+		a.log.event("orphan", map[string]any{"child": pid})
+		a.say(ctx, sid, fmt.Sprintf("orphan:%d", pid))
 		<-ctx.Done()
 		return acp.PromptResponse{StopReason: acp.StopReasonCancelled}, nil
 	case behaviour == "escape" || behaviour == "escape-hang":
