@@ -22,6 +22,12 @@
 //	thought SECRET         send SECRET as a thought chunk, reply "done"
 //	sleep SECONDS          wait SECONDS (a decimal), then reply "slept" (a
 //	                       session/cancel ends the wait: "cancelled")
+//	delegate RELAY HOME AS TARGET PROMPT...
+//	                       start `RELAY mcp --as AS --home HOME` as a child (as
+//	                       an agent's own MCP client would), send TARGET a
+//	                       message and submit PROMPT to it through that facade,
+//	                       wait for the task's end (get_task wait_seconds) and
+//	                       reply "delegated TASK_ID STATE CODE" (delegate.go)
 //	hang                   block until session/cancel, then stop "cancelled"
 //	hang-ignore-cancel     block forever
 //	crash                  send a chunk, then exit 3 mid-prompt
@@ -396,6 +402,8 @@ func (a *agent) Prompt(ctx context.Context, p acp.PromptRequest) (acp.PromptResp
 		case <-ctx.Done():
 			return acp.PromptResponse{StopReason: acp.StopReasonCancelled}, nil
 		}
+	case behaviour == "delegate":
+		return a.delegate(ctx, sid, words)
 	case behaviour == "hang":
 		a.say(ctx, sid, "hanging")
 		<-ctx.Done()
