@@ -104,8 +104,11 @@ func (st *Starter) Stop() { st.s.stop() }
 
 // proc is one started agent process, leader of its own process group.
 type proc struct {
-	cmd    *exec.Cmd
-	pid    int
+	cmd *exec.Cmd
+	pid int
+	// start is the leader's start time (/proc/<pid>/stat field 22), read
+	// right after the spawn; 0 when it could not be read.
+	start  uint64
 	stdin  io.WriteCloser
 	stdout io.ReadCloser
 	// exited closes when the leader has exited. It is observed with
@@ -213,6 +216,9 @@ func startProc(sp *spawner, ps procSpec) (*proc, error) {
 		return nil, err
 	}
 	p := &proc{cmd: cmd, pid: cmd.Process.Pid, agentPID: cmd.Process.Pid, stdin: stdin, stdout: stdout, exited: make(chan struct{})}
+	if st, err := readProcStat(p.pid); err == nil {
+		p.start = st.start // the leader is ours and unreaped: its pid names it
+	}
 	go p.watchExit()
 	if reportW != nil {
 		p.shim = true

@@ -430,6 +430,7 @@ func waitGroupGone(ctx context.Context, pgid int, limit time.Duration) error {
 // procStat is what the dispatcher reads from /proc/<pid>/stat.
 type procStat struct {
 	state byte   // field 3
+	ppid  int    // field 4
 	pgrp  int    // field 5
 	start uint64 // field 22, starttime in clock ticks since boot
 }
@@ -454,6 +455,10 @@ func parseProcStat(b []byte) (procStat, error) {
 	if len(f) < 20 || len(f[0]) != 1 { // f[k] is field k+3
 		return procStat{}, errors.New("malformed /proc stat: too few fields")
 	}
+	ppid, err := strconv.Atoi(f[1])
+	if err != nil {
+		return procStat{}, fmt.Errorf("malformed /proc stat: ppid: %w", err)
+	}
 	pgrp, err := strconv.Atoi(f[2])
 	if err != nil {
 		return procStat{}, fmt.Errorf("malformed /proc stat: pgrp: %w", err)
@@ -462,7 +467,7 @@ func parseProcStat(b []byte) (procStat, error) {
 	if err != nil {
 		return procStat{}, fmt.Errorf("malformed /proc stat: starttime: %w", err)
 	}
-	return procStat{state: f[0][0], pgrp: pgrp, start: start}, nil
+	return procStat{state: f[0][0], ppid: ppid, pgrp: pgrp, start: start}, nil
 }
 
 // dead reports whether the state is a zombie's or a dead process's.

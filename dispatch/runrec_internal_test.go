@@ -15,7 +15,7 @@ func TestParseProcStat(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.state != 'S' || st.pgrp != 4240 || st.start != 987654 {
+	if st.state != 'S' || st.ppid != 1 || st.pgrp != 4240 || st.start != 987654 {
 		t.Fatalf("parsed %+v", st)
 	}
 	for _, bad := range []string{"", "1 (x", "1 (x) S 1 2", "1 (x) S 1 notanumber 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 5"} {
@@ -24,7 +24,7 @@ func TestParseProcStat(t *testing.T) {
 		}
 	}
 	self, err := readProcStat(os.Getpid())
-	if err != nil || self.start == 0 || self.pgrp <= 0 || self.dead() {
+	if err != nil || self.start == 0 || self.pgrp <= 0 || self.ppid != os.Getppid() || self.dead() {
 		t.Fatalf("own stat %+v, %v", self, err)
 	}
 }

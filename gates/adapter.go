@@ -216,18 +216,25 @@ func (a *adapter) Consult(ctx context.Context, req model.AuthorityRequest) (mode
 	if req.RequestedAt.IsZero() {
 		req.RequestedAt = a.now()
 	}
+	chain := make([]spec.AuthorityHop, 0, len(req.Chain))
+	for _, h := range req.Chain {
+		chain = append(chain, spec.AuthorityHop(h))
+	}
 	body, err := json.Marshal(spec.AuthorityRequest{
-		Version:     spec.AuthorityProtocolVersion,
-		RequestID:   req.RequestID,
-		TaskID:      req.TaskID,
-		MissionID:   req.MissionID,
-		LeaseID:     req.LeaseID,
-		Caller:      req.Caller,
-		Target:      req.Target,
-		Mode:        string(req.Mode),
-		RequestedAt: req.RequestedAt.UTC().Format(time.RFC3339Nano),
+		Version:      spec.AuthorityProtocolVersion,
+		RequestID:    req.RequestID,
+		TaskID:       req.TaskID,
+		MissionID:    req.MissionID,
+		LeaseID:      req.LeaseID,
+		Caller:       req.Caller,
+		Target:       req.Target,
+		Mode:         string(req.Mode),
+		RequestedAt:  req.RequestedAt.UTC().Format(time.RFC3339Nano),
+		ParentTaskID: req.ParentTaskID,
+		Chain:        chain,
+		Depth:        len(req.Chain) + 1,
 	})
-	if err != nil { // cannot happen for strings and an int
+	if err != nil { // cannot happen for strings and ints
 		return model.AuthorityAnswer{ExitCode: -1},
 			authErr(model.CodeAuthorityUnavailable, err, "the authority request could not be encoded")
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"runtime"
 	"slices"
@@ -203,9 +204,39 @@ func TestAuthorityRequestWire(t *testing.T) {
 	wantWire := spec.AuthorityRequest{
 		Version: 1, RequestID: "req-0001", TaskID: "T-42", MissionID: "M-2026-0001", LeaseID: "S-abc.def:1",
 		Caller: "codex", Target: "claude", Mode: "state_changing", RequestedAt: "2026-03-14T15:09:26.535897932Z",
+		ParentTaskID: "", Chain: []spec.AuthorityHop{}, Depth: 1,
 	}
-	if got != wantWire {
+	if !reflect.DeepEqual(got, wantWire) {
 		t.Errorf("request on the wire:\n got %+v\nwant %+v", got, wantWire)
+	}
+	// A top-level task's chain is there, empty, not absent or null: an
+	// adapter reads every field of every request the same way.
+	for _, field := range []string{`"parent_task_id":""`, `"chain":[]`, `"depth":1`} {
+		if !strings.Contains(runs[0].Stdin, field) {
+			t.Errorf("request %s lacks %s", runs[0].Stdin, field)
+		}
+	}
+
+	// A delegated task's request carries its parent and its chain, oldest
+	// hop first, and its depth.
+	argv, log = fakeArgv(t, "allow-guarded")
+	chained := testRequest()
+	chained.ParentTaskID = "T-2"
+	chained.Chain = []model.Hop{{TaskID: "T-1", Caller: "claude", Target: "gemini"}, {TaskID: "T-2", Caller: "gemini", Target: "codex"}}
+	if _, err := gates.NewAuthority(argv, 20*time.Second).Consult(context.Background(), chained); err != nil {
+		t.Fatal(err)
+	}
+	runs = gatestest.ReadFakeLog(t, log)
+	if len(runs) != 1 {
+		t.Fatalf("%d runs", len(runs))
+	}
+	if got, err = runs[0].Request(); err != nil {
+		t.Fatalf("request %q: %v", runs[0].Stdin, err)
+	}
+	wantWire.ParentTaskID, wantWire.Depth = "T-2", 3
+	wantWire.Chain = []spec.AuthorityHop{{TaskID: "T-1", Caller: "claude", Target: "gemini"}, {TaskID: "T-2", Caller: "gemini", Target: "codex"}}
+	if !reflect.DeepEqual(got, wantWire) {
+		t.Errorf("delegated request on the wire:\n got %+v\nwant %+v", got, wantWire)
 	}
 	at, err := time.Parse(time.RFC3339, got.RequestedAt)
 	if err != nil || !at.Equal(testTime) {

@@ -19,22 +19,24 @@ func NewRequestID() string {
 }
 
 // NewAuthorityRequest builds the request of one consultation about t, with a
-// fresh random request ID, asked at now. An empty mode is sent as read_only,
-// the documented default.
+// fresh random request ID, asked at now, carrying t's delegation chain. An
+// empty mode is sent as read_only, the documented default.
 func NewAuthorityRequest(t model.Task, now time.Time) model.AuthorityRequest {
 	mode := t.Mode
 	if mode == "" {
 		mode = model.ModeReadOnly
 	}
 	return model.AuthorityRequest{
-		RequestID:   NewRequestID(),
-		TaskID:      t.ID,
-		MissionID:   t.MissionID,
-		LeaseID:     t.LeaseID,
-		Caller:      t.Caller,
-		Target:      t.Target,
-		Mode:        mode,
-		RequestedAt: now.UTC(),
+		RequestID:    NewRequestID(),
+		TaskID:       t.ID,
+		MissionID:    t.MissionID,
+		LeaseID:      t.LeaseID,
+		Caller:       t.Caller,
+		Target:       t.Target,
+		Mode:         mode,
+		RequestedAt:  now.UTC(),
+		ParentTaskID: t.ParentTaskID,
+		Chain:        t.Chain,
 	}
 }
 

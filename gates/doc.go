@@ -1,14 +1,17 @@
-// Package gates holds the four guards of the authorize transition
+// Package gates holds the five guards of the authorize transition
 // (submitted → authorized) and the client of the external authority adapter.
 //
 // Each guard is a named function returning a model.Verdict, so verdicts,
 // errors and the lifecycle graph all show the same names (missionLease,
-// acpDenial, authority, guardedClaude). Evaluate runs them in that order as
+// delegation, acpDenial, authority, guardedClaude). Evaluate runs them in that order as
 // an ordinary pipeline, before the machine fires anything, and stops at the
 // first failing one, which decides the outcome; the machine's guards of the
 // same names only read the Verdicts it returned:
 //
 //   - MissionLease checks the shape of the mission and lease IDs;
+//   - Delegation refuses a task submitted inside another task whose
+//     target is already in its delegation chain, or whose chain is too
+//     deep;
 //   - ACPDenial checks the dispatcher's deny-all promise and the target agent;
 //   - Authority consults the authority adapter, once per evaluation, only
 //     after the cheaper gates passed;
@@ -16,7 +19,8 @@
 //     the authority's guarded assurance.
 //
 // MissionLease, ACPDenial and GuardedClaude are pure: no clock, no I/O, no
-// allocation when they pass. Authority does exactly one Consult and nothing
+// allocation when they pass; Delegation is pure too (it allocates the
+// chain's description). Authority does exactly one Consult and nothing
 // else. None of them sets Verdict.At: Evaluate stamps verdicts with its
 // caller's clock. Outcome maps a failing verdict to the terminal
 // state it leads to (rejected or blocked), fail-closed.

@@ -20,6 +20,9 @@ type Env struct {
 	// Now stamps the verdicts and the authority request; nil is
 	// time.Now.
 	Now func() time.Time
+	// MaxDelegationDepth bounds a task's delegation depth (delegation);
+	// zero or less is model.DefaultMaxDelegationDepth.
+	MaxDelegationDepth int
 }
 
 // Verdicts are the verdicts of one evaluation, in gate order
@@ -48,7 +51,7 @@ func (vs Verdicts) Failed() (model.Verdict, bool) {
 }
 
 // Evaluate runs the gates of the authorize transition as a pipeline, in
-// order — MissionLease, ACPDenial, Authority, GuardedClaude — and stops at
+// order — MissionLease, Delegation, ACPDenial, Authority, GuardedClaude — and stops at
 // the first that fails. The authority adapter is consulted at most once,
 // and only after the cheaper gates passed. Every verdict gets its gate's
 // name and is stamped with env.Now.
@@ -67,6 +70,8 @@ func Evaluate(ctx context.Context, t model.Task, env Env) Verdicts {
 		switch g {
 		case model.GateMissionLease:
 			v = MissionLease(t)
+		case model.GateDelegation:
+			v = Delegation(t, env.MaxDelegationDepth)
 		case model.GateACPDenial:
 			info, known := env.Agent(ctx, t.Target)
 			v = ACPDenial(env.Policy(), info, known)

@@ -32,6 +32,8 @@ func TestEvaluatePipeline(t *testing.T) {
 	ready := model.AgentInfo{Name: "claude", Enabled: true, Configured: true}
 	task := model.Task{ID: "T-1", MissionID: "M-1", LeaseID: "S-1", Caller: "codex", Target: "claude",
 		Mode: model.ModeStateChanging}
+	loop := task
+	loop.ParentTaskID, loop.Chain = "T-0", []model.Hop{{TaskID: "T-0", Caller: "claude", Target: "codex"}}
 	for _, c := range []struct {
 		name    string
 		task    model.Task
@@ -41,11 +43,12 @@ func TestEvaluatePipeline(t *testing.T) {
 		code    model.Code
 		consult int
 	}{
-		{"all pass", task, ready, model.AuthorityAnswer{Allow: true, Assurance: model.AssuranceGuarded}, 4, "", 1},
+		{"all pass", task, ready, model.AuthorityAnswer{Allow: true, Assurance: model.AssuranceGuarded}, 5, "", 1},
 		{"missionLease fails", model.Task{Target: "claude"}, ready, model.AuthorityAnswer{Allow: true}, 1, model.CodeMissingMissionID, 0},
-		{"acpDenial fails", task, model.AgentInfo{Name: "claude"}, model.AuthorityAnswer{Allow: true}, 2, model.CodeAgentDisabled, 0},
-		{"authority denies", task, ready, model.AuthorityAnswer{DenyCode: "lease_expired"}, 3, model.CodeAuthorityDenied, 1},
-		{"guardedClaude fails", task, ready, model.AuthorityAnswer{Allow: true}, 4, model.CodeStateChangingRequiresGuardedClaude, 1},
+		{"delegation fails", loop, ready, model.AuthorityAnswer{Allow: true}, 2, model.CodeDelegationCycle, 0},
+		{"acpDenial fails", task, model.AgentInfo{Name: "claude"}, model.AuthorityAnswer{Allow: true}, 3, model.CodeAgentDisabled, 0},
+		{"authority denies", task, ready, model.AuthorityAnswer{DenyCode: "lease_expired"}, 4, model.CodeAuthorityDenied, 1},
+		{"guardedClaude fails", task, ready, model.AuthorityAnswer{Allow: true}, 5, model.CodeStateChangingRequiresGuardedClaude, 1},
 	} {
 		auth := &countingAuthority{ans: c.ans}
 		vs := gates.Evaluate(context.Background(), c.task, gates.Env{

@@ -82,6 +82,53 @@ func checkField(id, field string, missing, invalid model.Code) (model.Verdict, b
 	return model.Verdict{}, false
 }
 
+// Delegation is the delegation gate: a task submitted inside another task
+// (t.Chain is not empty) passes only when its target takes part in its
+// chain neither as a caller nor as a target (else delegation_cycle: the
+// work would go back to an agent already waiting for it) and its depth,
+// t.Depth(), is at most maxDepth (else delegation_too_deep). A loop is
+// told before depth. A top-level task always passes: its caller is no
+// agent's delegate, as before chains were recorded. maxDepth of zero or
+// less is model.DefaultMaxDelegationDepth.
+//
+// The verdict's detail carries the chain as people read it (path, the
+// task's own hop last), the depth, the bound and the parent task, so the
+// refusal is kept with its evidence.
+//
+// Failing codes: delegation_cycle, delegation_too_deep, both leading to
+// rejected.
+func Delegation(t model.Task, maxDepth int) model.Verdict {
+	if maxDepth <= 0 {
+		maxDepth = model.DefaultMaxDelegationDepth
+	}
+	if len(t.Chain) == 0 {
+		return model.Verdict{Gate: model.GateDelegation, Passed: true, Message: "top-level task (submitted outside any task)"}
+	}
+	detail := map[string]string{"path": t.Path(), "depth": strconv.Itoa(t.Depth()),
+		"max_depth": strconv.Itoa(maxDepth), "parent_task_id": t.ParentTaskID}
+	seen := map[string]string{t.Caller: "caller of this task"}
+	for _, h := range t.Chain {
+		for _, who := range []struct{ name, role string }{{h.Caller, "caller"}, {h.Target, "target"}} {
+			if _, dup := seen[who.name]; !dup {
+				seen[who.name] = who.role + " of " + h.TaskID
+			}
+		}
+	}
+	if where, loop := seen[t.Target]; loop {
+		detail["agent"] = t.Target
+		return fail(model.GateDelegation, model.CodeDelegationCycle,
+			"the target "+strconv.Quote(t.Target)+" is already in this task's delegation chain ("+where+"): "+t.Path(), detail)
+	}
+	if t.Depth() > maxDepth {
+		return fail(model.GateDelegation, model.CodeDelegationTooDeep,
+			"the delegation chain would be "+strconv.Itoa(t.Depth())+" deep, over limits.max_delegation_depth "+
+				strconv.Itoa(maxDepth)+": "+t.Path(), detail)
+	}
+	return model.Verdict{Gate: model.GateDelegation, Passed: true,
+		Message: "delegated inside " + t.ParentTaskID + ", depth " + strconv.Itoa(t.Depth()) + " of at most " +
+			strconv.Itoa(maxDepth) + ": " + t.Path(), Detail: detail}
+}
+
 // ACPDenial is the acpDenial gate. The checks run in this order, and the
 // first failure decides:
 //

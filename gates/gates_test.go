@@ -332,6 +332,56 @@ func TestAuthorityGateNil(t *testing.T) {
 	}
 }
 
+// The delegation gate refuses a task whose target already takes part in
+// its chain, as a caller or a target anywhere in it (the task's own caller
+// included), and one deeper than the bound; a top-level task always
+// passes. A loop is told before depth.
+func TestDelegation(t *testing.T) {
+	t.Parallel()
+	hop := func(id, caller, target string) model.Hop {
+		return model.Hop{TaskID: id, Caller: caller, Target: target}
+	}
+	chain := func(hops ...model.Hop) []model.Hop { return hops }
+	for _, c := range []struct {
+		name           string
+		chain          []model.Hop
+		caller, target string
+		max            int
+		want           model.Code
+		path           string
+	}{
+		{"top-level", nil, "claude", "codex", 1, "", ""},
+		{"top-level to itself", nil, "codex", "codex", 1, "", ""},
+		{"one level down", chain(hop("T-1", "claude", "codex")), "codex", "gemini", 3, "", "claude → codex → gemini"},
+		{"back to the first caller", chain(hop("T-1", "codex", "gemini")), "gemini", "codex", 3, model.CodeDelegationCycle, "codex → gemini → codex"},
+		{"back to a middle target", chain(hop("T-1", "claude", "codex"), hop("T-2", "codex", "gemini")), "gemini", "codex", 3, model.CodeDelegationCycle, "claude → codex → gemini → codex"},
+		{"to itself inside a task", chain(hop("T-1", "claude", "codex")), "codex", "codex", 3, model.CodeDelegationCycle, "claude → codex → codex"},
+		{"to the facade's own identity", chain(hop("T-1", "claude", "codex")), "gemini", "gemini", 3, model.CodeDelegationCycle, "claude → codex (as gemini) → gemini"},
+		{"to an agent that only called", chain(hop("T-1", "claude", "codex"), hop("T-2", "hermes", "gemini")), "gemini", "hermes", 9, model.CodeDelegationCycle, "claude → codex (as hermes) → gemini → hermes"},
+		{"at the bound", chain(hop("T-1", "claude", "codex"), hop("T-2", "codex", "gemini")), "gemini", "opencode", 3, "", "claude → codex → gemini → opencode"},
+		{"past the bound", chain(hop("T-1", "claude", "codex"), hop("T-2", "codex", "gemini")), "gemini", "opencode", 2, model.CodeDelegationTooDeep, "claude → codex → gemini → opencode"},
+		{"a loop past the bound is a loop", chain(hop("T-1", "claude", "codex"), hop("T-2", "codex", "gemini")), "gemini", "claude", 2, model.CodeDelegationCycle, "claude → codex → gemini → claude"},
+		{"no sub-delegation at all", chain(hop("T-1", "claude", "codex")), "codex", "gemini", 1, model.CodeDelegationTooDeep, "claude → codex → gemini"},
+		{"zero bound is the default", chain(hop("T-1", "claude", "codex"), hop("T-2", "codex", "gemini"), hop("T-3", "gemini", "opencode")), "opencode", "cursor", 0, model.CodeDelegationTooDeep, "claude → codex → gemini → opencode → cursor"},
+	} {
+		task := model.Task{ID: "T-9", Caller: c.caller, Target: c.target, Chain: c.chain}
+		if len(c.chain) > 0 {
+			task.ParentTaskID = c.chain[len(c.chain)-1].TaskID
+		}
+		v := gates.Delegation(task, c.max)
+		if v.Gate != model.GateDelegation || v.Passed != (c.want == "") || v.Code != c.want {
+			t.Errorf("%s: verdict %+v, want code %q", c.name, v, c.want)
+			continue
+		}
+		if c.path != "" && (v.Detail["path"] != c.path || !strings.Contains(v.Message, c.path) || v.Detail["parent_task_id"] != task.ParentTaskID) {
+			t.Errorf("%s: message %q detail %v, want the path %q and the parent", c.name, v.Message, v.Detail, c.path)
+		}
+		if c.want != "" && gates.Outcome(v) != model.StateRejected {
+			t.Errorf("%s: outcome %s, want rejected", c.name, gates.Outcome(v))
+		}
+	}
+}
+
 func TestNewAuthorityRequest(t *testing.T) {
 	t.Parallel()
 	task := model.Task{ID: "T-1", MissionID: "M-1", LeaseID: "S-1", Caller: "codex", Target: "claude"}
@@ -348,5 +398,12 @@ func TestNewAuthorityRequest(t *testing.T) {
 	}
 	if r1.TaskID != "T-1" || r1.MissionID != "M-1" || r1.LeaseID != "S-1" || r1.Caller != "codex" || r1.Target != "claude" {
 		t.Errorf("request = %+v", r1)
+	}
+	if r1.ParentTaskID != "" || len(r1.Chain) != 0 {
+		t.Errorf("a top-level task's request has parent %q and chain %v", r1.ParentTaskID, r1.Chain)
+	}
+	task.ParentTaskID, task.Chain = "T-0", []model.Hop{{TaskID: "T-0", Caller: "gemini", Target: "codex"}}
+	if r := gates.NewAuthorityRequest(task, testTime); r.ParentTaskID != "T-0" || len(r.Chain) != 1 || r.Chain[0] != task.Chain[0] {
+		t.Errorf("a delegated task's request has parent %q and chain %v", r.ParentTaskID, r.Chain)
 	}
 }

@@ -40,7 +40,7 @@ const TOOLS = {
     required: ["target", "prompt"],
     optional: ["mission_id", "lease_id", "mode", "context_id", "reference_task_ids", "artifacts", "idempotency_key", "cwd"],
   },
-  get_task: { required: ["task_id"], optional: [] },
+  get_task: { required: ["task_id"], optional: ["wait_seconds"] },
   cancel_task: { required: ["task_id"], optional: [] },
   list_tasks: { required: [], optional: ["state", "limit", "before"] },
   list_agents: { required: [], optional: [] },
@@ -250,10 +250,13 @@ async function run(opts) {
     }
     const got = await expectOK(me, "get_task: valid", "get_task", { task_id: taskID });
     if (got) {
-      const fields = ["task_id", "state", "code", "message", "caller", "target", "mode", "mission_id", "lease_id", "context_id", "result", "stop_reason", "denied_permissions", "created_at", "updated_at"];
+      const fields = ["task_id", "state", "code", "message", "caller", "target", "mode", "mission_id", "lease_id", "context_id", "result", "stop_reason", "denied_permissions", "created_at", "updated_at", "parent_task_id", "chain"];
       const missing = fields.filter((f) => !(f in got));
       check("get_task: wire fields", missing.length === 0 && got.task_id === taskID, missing.length ? { missing } : got);
+      check("get_task: a top-level task has no parent and an empty chain", got.parent_task_id === "" && Array.isArray(got.chain) && got.chain.length === 0, got);
     }
+    const waited = await expectOK(me, "get_task: valid with wait_seconds", "get_task", { task_id: taskID, wait_seconds: 1 });
+    if (waited) check("get_task: a wait answers the task", waited.task_id === taskID, waited);
     const listed = await expectOK(me, "list_tasks: valid", "list_tasks", { limit: 5 });
     if (listed) check("list_tasks: lists the task", (listed.tasks || []).some((t) => t.task_id === taskID), listed);
     const older = await expectOK(me, "list_tasks: valid with a before cursor", "list_tasks", { before: taskID });
@@ -288,6 +291,8 @@ async function run(opts) {
         unknown: { task_id: taskID, from: "gemini" },
         wrongType: { task_id: 7 },
         missing: {},
+        waitTooLong: { task_id: taskID, wait_seconds: 51 },
+        waitFraction: { task_id: taskID, wait_seconds: 0.5 },
       },
       cancel_task: {
         unknown: { task_id: taskID, from: "gemini" },

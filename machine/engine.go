@@ -33,6 +33,10 @@ type Options struct {
 	MaxDispatchPerCaller int
 	// MaxPromptBytes bounds a task's prompt (default model.DefaultMessageBytes).
 	MaxPromptBytes int
+	// MaxDelegationDepth bounds a task's delegation depth, checked by the
+	// delegation gate (limits.max_delegation_depth; default
+	// model.DefaultMaxDelegationDepth, at most model.MaxDelegationDepth).
+	MaxDelegationDepth int
 	// NotifySubmitter makes every transition to a terminal state leave the
 	// task's submitter a passive message from the relay (model.EndNotice),
 	// in the transition's own transaction, so a task never ends without it.
@@ -51,6 +55,7 @@ type Engine struct {
 	registry   model.Registry
 	authority  model.Authority
 	maxPrompt  int
+	maxDepth   int
 	onTerminal func(context.Context, model.Task)
 	notify     bool
 	now        func() time.Time
@@ -95,6 +100,10 @@ func New(o Options) *Engine {
 	if o.MaxPromptBytes <= 0 {
 		o.MaxPromptBytes = model.DefaultMessageBytes
 	}
+	if o.MaxDelegationDepth <= 0 {
+		o.MaxDelegationDepth = model.DefaultMaxDelegationDepth
+	}
+	o.MaxDelegationDepth = min(o.MaxDelegationDepth, model.MaxDelegationDepth)
 	if o.Clock == nil {
 		o.Clock = time.Now
 	}
@@ -103,7 +112,7 @@ func New(o Options) *Engine {
 	}
 	e := &Engine{
 		store: o.Store, dispatcher: o.Dispatcher, registry: o.Registry,
-		authority: o.Authority, maxPrompt: o.MaxPromptBytes, onTerminal: o.OnTerminal, notify: o.NotifySubmitter,
+		authority: o.Authority, maxPrompt: o.MaxPromptBytes, maxDepth: o.MaxDelegationDepth, onTerminal: o.OnTerminal, notify: o.NotifySubmitter,
 		now: func() time.Time { return o.Clock().UTC() }, log: o.Logger,
 		slots: newSlots(o.MaxDispatch, o.MaxDispatchPerCaller), locks: map[string]*taskLock{},
 	}
@@ -262,9 +271,27 @@ func (e *Engine) evaluateLater(id string) {
 // request (every field compared, see requestSHA256), which is returned as
 // it is now. The same key with any field changed is refused with
 // CodeIdempotencyConflict and stores nothing.
+//
+// r.ParentTaskID, set by the transport when the caller acts inside a
+// running task (its facade descends from that task's agent), makes the
+// task a delegation: it is stored with that parent and the parent's chain
+// and hop (model.ChainOf), and the delegation gate refuses it, rejected,
+// when its target is already in that chain or it is too deep. The parent
+// must exist.
 func (e *Engine) Submit(ctx context.Context, caller string, r model.SubmitRequest) (t model.Task, existed bool, err error) {
 	if err := e.validate(caller, &r); err != nil {
 		return model.Task{}, false, err
+	}
+	var chain []model.Hop
+	if r.ParentTaskID != "" {
+		parent, err := e.store.GetTask(ctx, r.ParentTaskID)
+		if err != nil {
+			// The transport found it running: not finding it is the
+			// relay's failure, never the caller's not_found.
+			return model.Task{}, false, &model.Error{Code: model.CodeInternal, Err: err,
+				Message: "the task this submission was made inside could not be read", Hint: spec.Hint(model.CodeInternal)}
+		}
+		chain = model.ChainOf(parent)
 	}
 	now := e.now()
 	asked := r // as the caller asked, after validate's defaults
@@ -277,6 +304,7 @@ func (e *Engine) Submit(ctx context.Context, caller string, r model.SubmitReques
 		Mode: r.Mode, MissionID: r.MissionID, LeaseID: r.LeaseID, ContextID: r.ContextID,
 		Prompt: r.Prompt, Cwd: r.Cwd, Artifacts: r.Artifacts,
 		ReferenceTaskIDs: r.ReferenceTaskIDs, IdempotencyKey: r.IdempotencyKey,
+		ParentTaskID: r.ParentTaskID, Chain: chain,
 		RequestSHA256: sum, CreatedAt: now, UpdatedAt: now,
 	})
 	if err != nil {
@@ -387,7 +415,7 @@ func (e *Engine) evaluate(ctx context.Context, t model.Task) (step, error) {
 		return step{}, staleErr(t.ID, model.StateSubmitted, t.State)
 	}
 	vs := gates.Evaluate(ctx, t, gates.Env{Policy: e.dispatcher.Policy, Agent: e.registry.Agent,
-		Authority: e.authority, Now: e.now})
+		Authority: e.authority, Now: e.now, MaxDelegationDepth: e.maxDepth})
 	v, failed := vs.Failed()
 	if !failed {
 		return step{trigger: model.TriggerAuthorize, actor: model.RelayAgent, verdicts: vs}, nil

@@ -16,5 +16,5 @@ func ExampleGraph() {
 			fmt.Println(line[i:strings.Index(line, "</TD>")])
 		}
 	}
-	// Output: authorize [missionLease] [acpDenial] [authority] [guardedClaude]
+	// Output: authorize [missionLease] [delegation] [acpDenial] [authority] [guardedClaude]
 }

@@ -19,7 +19,10 @@ import (
 // in the order given; an absent list and an empty one are the same. The
 // bytes are hashed as given, so no two different values share a form.
 // context_id is taken as asked: one request that names none and another
-// that names the id the first was given are different requests.
+// that names the id the first was given are different requests. The
+// parent task, for a request made inside one, counts as a field: written
+// after the others only when there is one, so the hash of a top-level
+// request is what it was before delegation chains were recorded.
 func requestSHA256(r model.SubmitRequest) string {
 	h := sha256.New()
 	put := func(s string) { putLen(h, len(s)); h.Write([]byte(s)) }
@@ -37,6 +40,10 @@ func requestSHA256(r model.SubmitRequest) string {
 		put(a.URI)
 		put(a.MediaType)
 		put(a.Name)
+	}
+	if r.ParentTaskID != "" {
+		put("parent_task_id")
+		put(r.ParentTaskID)
 	}
 	return hex.EncodeToString(h.Sum(nil))
 }
@@ -88,5 +95,6 @@ func requestDiff(r model.SubmitRequest, t model.Task) []string {
 	add(r.Cwd != t.Cwd, "cwd")
 	add(!slices.Equal(r.ReferenceTaskIDs, t.ReferenceTaskIDs), "reference_task_ids")
 	add(!slices.Equal(r.Artifacts, t.Artifacts), "artifacts")
+	add(r.ParentTaskID != t.ParentTaskID, "parent_task_id")
 	return d
 }

@@ -15,6 +15,7 @@ import (
 // show missionLease, not func1.
 var guards = map[model.Gate]stateless.GuardFunc{
 	model.GateMissionLease:  missionLease,
+	model.GateDelegation:    delegation,
 	model.GateACPDenial:     acpDenial,
 	model.GateAuthority:     authority,
 	model.GateGuardedClaude: guardedClaude,

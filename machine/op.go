@@ -182,6 +182,7 @@ func passed(args []any, g model.Gate) bool {
 // the trigger's argument; no gate runs inside the machine.
 
 func missionLease(_ context.Context, args ...any) bool  { return passed(args, model.GateMissionLease) }
+func delegation(_ context.Context, args ...any) bool    { return passed(args, model.GateDelegation) }
 func acpDenial(_ context.Context, args ...any) bool     { return passed(args, model.GateACPDenial) }
 func authority(_ context.Context, args ...any) bool     { return passed(args, model.GateAuthority) }
 func guardedClaude(_ context.Context, args ...any) bool { return passed(args, model.GateGuardedClaude) }

@@ -78,6 +78,12 @@ func validRelayID(id, prefix string) bool {
 	return true
 }
 
+// MaxTaskWait bounds the wait of AgentService.WaitTask (get_task's
+// wait_seconds): below the tool-call timeouts of common MCP clients
+// (Codex's default is 60 s), so that a model can delegate and wait in one
+// call.
+const MaxTaskWait = 50 * time.Second
+
 // DefaultProbeTimeout and DefaultVerifyTimeout bound an agent probe and a
 // hardening verification that name no timeout of their own: the
 // dispatcher stops the agent then, and the socket API holds the request

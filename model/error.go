@@ -25,6 +25,8 @@ const (
 	CodeAuthorityTimeout                   Code = "authority_timeout"
 	CodeAuthorityInvalidResponse           Code = "authority_invalid_response"
 	CodeAuthorityDenied                    Code = "authority_denied"
+	CodeDelegationCycle                    Code = "delegation_cycle"
+	CodeDelegationTooDeep                  Code = "delegation_too_deep"
 	CodeStateChangingRequiresGuardedClaude Code = "state_changing_requires_guarded_claude"
 	CodeDispatchFailed                     Code = "dispatch_failed"
 	CodeDispatchInterrupted                Code = "dispatch_interrupted"
@@ -91,7 +93,7 @@ const (
 // AllTaskCodes lists every code a task can end with.
 func AllTaskCodes() []Code {
 	return []Code{CodeMissingMissionID, CodeMissingLeaseID, CodeInvalidMissionID,
-		CodeInvalidLeaseID, CodeACPDenialNotEnforced, CodeAgentDisabled,
+		CodeInvalidLeaseID, CodeDelegationCycle, CodeDelegationTooDeep, CodeACPDenialNotEnforced, CodeAgentDisabled,
 		CodeAgentNotConfigured, CodeAgentNotVerified, CodeAuthorityNotConfigured, CodeAuthorityUnavailable,
 		CodeAuthorityTimeout, CodeAuthorityInvalidResponse, CodeAuthorityDenied,
 		CodeStateChangingRequiresGuardedClaude, CodeDispatchFailed,

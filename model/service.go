@@ -18,6 +18,11 @@ type SubmitRequest struct {
 	Artifacts        []Artifact `json:"artifacts,omitempty"`
 	IdempotencyKey   string     `json:"idempotency_key,omitempty"`
 	Cwd              string     `json:"cwd,omitempty"`
+	// ParentTaskID is the running task inside which the caller acts, as
+	// the daemon found it from the caller's process (see delegation.go);
+	// never taken from a client: the wire form has no such field, and the
+	// socket client refuses a request that sets it.
+	ParentTaskID string `json:"-"`
 }
 
 // SendRequest is a passive message as its sender sends it.
@@ -27,6 +32,9 @@ type SendRequest struct {
 	ContextID string     `json:"context_id,omitempty"`
 	ReplyTo   string     `json:"reply_to,omitempty"`
 	Artifacts []Artifact `json:"artifacts,omitempty"`
+	// ParentTaskID is as SubmitRequest's: set by the daemon, never by a
+	// client.
+	ParentTaskID string `json:"-"`
 }
 
 // Inbox is check_inbox's answer: the messages returned and the exact number
@@ -66,6 +74,14 @@ type AgentService interface {
 	AckMessages(ctx context.Context, caller string, ids []string) (AckResult, error)
 	SubmitTask(ctx context.Context, caller string, r SubmitRequest) (Task, error)
 	GetTask(ctx context.Context, caller, id string) (Task, error)
+	// WaitTask is GetTask that, for a task not yet in a terminal state,
+	// waits up to wait (at most MaxTaskWait) for it to reach one, and
+	// answers as soon as it does: the task as it is then, terminal or not.
+	// The wait is woken by the task's commits, not by polling. Whatever
+	// is not the caller's task is not_found at once; wait 0 is GetTask.
+	// When ctx ends while it waits (the daemon stopping), it answers the
+	// task as it is, at once.
+	WaitTask(ctx context.Context, caller, id string, wait time.Duration) (Task, error)
 	ListTasks(ctx context.Context, caller string, state State, limit int, before string) ([]Task, error)
 	CancelTask(ctx context.Context, caller, id string) (Task, error)
 	ListAgents(ctx context.Context) ([]AgentInfo, error)

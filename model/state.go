@@ -54,7 +54,7 @@ type Trigger string
 
 // The lifecycle triggers.
 const (
-	// TriggerAuthorize: submitted → authorized, guarded by the four gates.
+	// TriggerAuthorize: submitted → authorized, guarded by the five gates.
 	TriggerAuthorize Trigger = "authorize"
 	// TriggerReject: submitted → rejected, when a gate makes a policy refusal.
 	TriggerReject Trigger = "reject"
@@ -125,13 +125,14 @@ func AllMessageStates() []MessageState {
 	return []MessageState{MessageStored, MessageRead, MessageAcked}
 }
 
-// Gate names one of the four guards of the authorize transition. The names
+// Gate names one of the five guards of the authorize transition. The names
 // equal the guard functions' names, so graphs and errors agree.
 type Gate string
 
 // The gates, in evaluation order.
 const (
 	GateMissionLease  Gate = "missionLease"
+	GateDelegation    Gate = "delegation"
 	GateACPDenial     Gate = "acpDenial"
 	GateAuthority     Gate = "authority"
 	GateGuardedClaude Gate = "guardedClaude"
@@ -139,7 +140,7 @@ const (
 
 // AllGates lists the gates in the order they are evaluated.
 func AllGates() []Gate {
-	return []Gate{GateMissionLease, GateACPDenial, GateAuthority, GateGuardedClaude}
+	return []Gate{GateMissionLease, GateDelegation, GateACPDenial, GateAuthority, GateGuardedClaude}
 }
 
 // CoreAgents are the six agents the relay knows without configuration.

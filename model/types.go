@@ -83,6 +83,14 @@ type Task struct {
 	Artifacts        []Artifact `json:"artifacts"`
 	ReferenceTaskIDs []string   `json:"reference_task_ids"`
 	IdempotencyKey   string     `json:"idempotency_key,omitempty"`
+	// ParentTaskID is the task inside which this one was submitted (its
+	// caller's facade descends from that task's agent), "" for a task
+	// submitted outside any task (top-level).
+	ParentTaskID string `json:"parent_task_id"`
+	// Chain is the delegation chain the task was submitted through: the
+	// hops from the top-level task down to its parent, oldest first; empty
+	// for a top-level task. Set when the task is stored, never changed.
+	Chain []Hop `json:"chain"`
 	// RequestSHA256 is the hex SHA-256 of the canonical submit request that
 	// created the task (the engine computes it: every field of the request,
 	// as asked); "" for a task stored before the relay recorded it. It tells
@@ -166,6 +174,9 @@ type Message struct {
 	CreatedAt time.Time    `json:"created_at"`
 	ReadAt    *time.Time   `json:"read_at,omitempty"`
 	AckedAt   *time.Time   `json:"acked_at,omitempty"`
+	// ParentTaskID is the task inside which the message was sent (its
+	// sender's facade descends from that task's agent); "" outside any.
+	ParentTaskID string `json:"parent_task_id,omitempty"`
 	// Notice is set on the relay's end-of-task notices (from "relay"):
 	// the notice's fields, read back from its body (see EndNotice).
 	Notice *Notice `json:"notice,omitempty"`
@@ -399,6 +410,10 @@ type AuthorityRequest struct {
 	Target      string
 	Mode        Mode
 	RequestedAt time.Time
+	// ParentTaskID and Chain are the task's (Task.Chain): "" and none for
+	// a top-level task.
+	ParentTaskID string
+	Chain        []Hop
 }
 
 // AuthorityAnswer is the authority adapter's decision and what was observed

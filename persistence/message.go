@@ -18,7 +18,7 @@ import (
 // the row of a new one.
 func (r messageRow) message() (model.Message, error) {
 	m := model.Message{ID: r.ID, From: r.From, To: r.To, Body: r.Body, ContextID: r.ContextID,
-		ReplyTo: r.ReplyTo, State: model.MessageState(r.State)}
+		ReplyTo: r.ReplyTo, ParentTaskID: r.ParentTaskID, State: model.MessageState(r.State)}
 	if r.From == model.RelayAgent {
 		// Only the relay writes as the relay: no agent's message can
 		// carry a notice, whatever its body says.
@@ -181,7 +181,7 @@ func messageToRow(m model.Message) (messageRow, error) {
 	}
 	return messageRow{ID: m.ID, From: m.From, To: m.To, Body: m.Body, ContextID: m.ContextID, ReplyTo: m.ReplyTo,
 		Artifacts: arts, State: string(m.State), CreatedAt: formatTime(m.CreatedAt),
-		ReadAt: formatTimePtr(m.ReadAt), AckedAt: formatTimePtr(m.AckedAt)}, nil
+		ReadAt: formatTimePtr(m.ReadAt), AckedAt: formatTimePtr(m.AckedAt), ParentTaskID: m.ParentTaskID}, nil
 }
 
 // messageStored is the audit row of a message's creation.
@@ -194,7 +194,7 @@ func messageStored(m model.Message) model.AuditEvent {
 			"body_sha256": sha256Hex(m.Body),
 			"body_bytes":  strconv.Itoa(len(m.Body)),
 			"artifacts":   strconv.Itoa(len(m.Artifacts)),
-		}.set("context_id", m.ContextID).set("reply_to", m.ReplyTo),
+		}.set("context_id", m.ContextID).set("reply_to", m.ReplyTo).set("parent_task_id", m.ParentTaskID),
 	}
 }
 

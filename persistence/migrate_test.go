@@ -121,9 +121,7 @@ func migrateFrom(t *testing.T, prev int) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := old.CreateMessage(ctx, model.Message{ID: "m-1", From: "codex", To: "claude", Body: "hi"}); err != nil {
-		t.Fatal(err)
-	}
+	oldMessage(t, old, model.Message{ID: "m-1", From: "codex", To: "claude", Body: "hi"})
 	if err := old.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -177,6 +175,78 @@ func migrateFrom(t *testing.T, prev int) {
 	if got, err := db.GetTask(ctx, "T-fresh"); err != nil || got.RequestSHA256 != fresh.RequestSHA256 {
 		t.Fatalf("GetTask(T-fresh).RequestSHA256 = %q, %v", got.RequestSHA256, err)
 	}
+	// And what 0007 brought: the rows stored before it are top-level; a
+	// new delegated task and message keep their parent and chain.
+	if old, err := db.GetTask(ctx, "T-0003"); err != nil || old.ParentTaskID != "" || old.Chain == nil || len(old.Chain) != 0 {
+		t.Fatalf("GetTask(T-0003) = parent %q chain %#v, %v; want a top-level task", old.ParentTaskID, old.Chain, err)
+	}
+	child := newTask("T-child")
+	child.ParentTaskID, child.Chain = "T-fresh", []model.Hop{{TaskID: "T-fresh", Caller: "codex", Target: "claude"}}
+	mustCreate(t, db, child)
+	if got, err := db.GetTask(ctx, "T-child"); err != nil || got.ParentTaskID != "T-fresh" || !slices.Equal(got.Chain, child.Chain) {
+		t.Fatalf("GetTask(T-child) = parent %q chain %v, %v", got.ParentTaskID, got.Chain, err)
+	}
+	if _, err := db.CreateMessage(ctx, model.Message{ID: "m-2", From: "claude", To: "codex", Body: "inside", ParentTaskID: "T-fresh"}); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := db.GetMessage(ctx, "m-2"); err != nil || m.ParentTaskID != "T-fresh" {
+		t.Fatalf("GetMessage(m-2) = parent %q, %v", m.ParentTaskID, err)
+	}
+	if m, err := db.GetMessage(ctx, "m-1"); err != nil || m.ParentTaskID != "" {
+		t.Fatalf("GetMessage(m-1) = parent %q, %v", m.ParentTaskID, err)
+	}
+}
+
+// oldMessage stores m in a schema older than 0007 as the code of then
+// did: the columns of 0001 (the statements of today name 0007's too),
+// audited as CreateMessage audits.
+func oldMessage(t *testing.T, db *DB, m model.Message) {
+	t.Helper()
+	m.State, m.Artifacts = model.MessageStored, []model.Artifact{}
+	if m.CreatedAt.IsZero() {
+		m.CreatedAt = db.now()
+	}
+	if err := db.write(context.Background(), func(ctx context.Context, w *writeTx) error {
+		_, err := w.ExecContext(ctx, `INSERT INTO messages (seq, id, from_agent, to_agent, body, context_id, reply_to, artifacts,
+			state, created_at) VALUES ((SELECT IFNULL(MAX(seq), 0) + 1 FROM messages), ?, ?, ?, ?, ?, ?, '[]', 'stored', ?)`,
+			m.ID, m.From, m.To, m.Body, m.ContextID, m.ReplyTo, formatTime(m.CreatedAt))
+		if err != nil {
+			return err
+		}
+		return w.audit(ctx, messageStored(m))
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// oldRejected stores a task rejected by missionLease, with its event and
+// its end notice to its caller, in a schema older than 0007, as the code
+// of then did.
+func oldRejected(t *testing.T, db *DB, id string) {
+	t.Helper()
+	task := newTask(id)
+	now := db.now()
+	if err := db.write(context.Background(), func(ctx context.Context, w *writeTx) error {
+		_, err := w.ExecContext(ctx, `INSERT INTO tasks (seq, id, state, code, caller, target, mode, mission_id, lease_id,
+			prompt, cwd, created_at, updated_at) VALUES ((SELECT IFNULL(MAX(seq), 0) + 1 FROM tasks), ?, 'rejected', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			id, string(model.CodeMissingLeaseID), task.Caller, task.Target, string(task.Mode), task.MissionID, task.LeaseID,
+			task.Prompt, task.Cwd, formatTime(now), formatTime(now))
+		if err != nil {
+			return err
+		}
+		if err := w.audit(ctx, model.AuditEvent{At: now, Kind: "task.submitted", Actor: task.Caller, TaskID: id}); err != nil {
+			return err
+		}
+		ev := taskEventRow{TaskID: id, From: "submitted", To: "rejected", Trigger: "reject", Code: string(model.CodeMissingLeaseID), At: formatTime(now)}
+		if _, err := w.ExecContext(ctx, qEventInsert, eventBind.args(&ev)...); err != nil {
+			return err
+		}
+		return w.audit(ctx, model.AuditEvent{At: now, Kind: "task.transition", Actor: model.RelayAgent, TaskID: id,
+			Data: map[string]string{"from": "submitted", "to": "rejected", "trigger": "reject", "code": string(model.CodeMissingLeaseID)}})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	oldMessage(t, db, model.Message{ID: "N-" + id, From: model.RelayAgent, To: task.Caller, Body: "task " + id + " rejected"})
 }
 
 func TestFailedMigrationIsNotRecorded(t *testing.T) {
@@ -367,14 +437,12 @@ func TestUpgradedDatabaseVerifiesAndPrunes(t *testing.T) {
 	}
 	body := strings.Repeat("old body ", 1000)
 	for i := range 30 {
-		if _, err := old.CreateMessage(ctx, model.Message{ID: seqID("M", i), From: "codex", To: "claude", Body: body}); err != nil {
-			t.Fatal(err)
-		}
+		oldMessage(t, old, model.Message{ID: seqID("M", i), From: "codex", To: "claude", Body: body})
 	}
 	if _, err := old.Ack(ctx, "claude", []string{seqID("M", 0), seqID("M", 1), seqID("M", 2)}); err != nil {
 		t.Fatal(err)
 	}
-	ended(t, old, "T-old", model.StateRejected)
+	oldRejected(t, old, "T-old")
 	if err := old.Close(); err != nil {
 		t.Fatal(err)
 	}

@@ -48,6 +48,8 @@ type taskRow struct {
 	DeniedPermissions int    `bun:"denied_permissions"`
 	CreatedAt         string `bun:"created_at"`
 	UpdatedAt         string `bun:"updated_at"`
+	ParentTaskID      string `bun:"parent_task_id"`
+	Chain             string `bun:"chain"`
 }
 
 // taskEventRow is a task_events row: one committed transition (task.go).
@@ -95,6 +97,8 @@ type messageRow struct {
 	CreatedAt string  `bun:"created_at"`
 	ReadAt    *string `bun:"read_at"`
 	AckedAt   *string `bun:"acked_at"`
+	// ParentTaskID follows the columns of 0001, as migration 0007 adds it.
+	ParentTaskID string `bun:"parent_task_id"`
 }
 
 // inboxUsageRow is an inbox_usage row: one recipient's unacknowledged

@@ -3,6 +3,7 @@ package persistence
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strconv"
@@ -31,9 +32,12 @@ func taskToRow(t model.Task) (taskRow, error) {
 		LeaseID: t.LeaseID, ContextID: t.ContextID, Prompt: t.Prompt, Cwd: t.Cwd,
 		IdempotencyKey: t.IdempotencyKey, RequestSHA256: t.RequestSHA256, Result: t.Result, StopReason: t.StopReason,
 		SessionMode: t.SessionMode, DeniedPermissions: t.DeniedPermissions,
-		CreatedAt: formatTime(t.CreatedAt), UpdatedAt: formatTime(t.UpdatedAt),
+		CreatedAt: formatTime(t.CreatedAt), UpdatedAt: formatTime(t.UpdatedAt), ParentTaskID: t.ParentTaskID,
 	}
 	var err error
+	if r.Chain, err = jsonArray(t.Chain); err != nil {
+		return r, err
+	}
 	if r.Artifacts, err = jsonArray(t.Artifacts); err != nil {
 		return r, err
 	}
@@ -52,9 +56,12 @@ func (r taskRow) task() (model.Task, error) {
 		Caller: r.Caller, Target: r.Target, Mode: model.Mode(r.Mode), MissionID: r.MissionID,
 		LeaseID: r.LeaseID, ContextID: r.ContextID, Prompt: r.Prompt, Cwd: r.Cwd,
 		IdempotencyKey: r.IdempotencyKey, RequestSHA256: r.RequestSHA256, Result: r.Result, StopReason: r.StopReason,
-		SessionMode: r.SessionMode, DeniedPermissions: r.DeniedPermissions,
+		SessionMode: r.SessionMode, DeniedPermissions: r.DeniedPermissions, ParentTaskID: r.ParentTaskID,
 	}
 	var err error
+	if t.Chain, err = fromJSONArray[model.Hop](r.Chain); err != nil {
+		return t, fmt.Errorf("task %s: chain: %w", r.ID, err)
+	}
 	if t.Artifacts, err = fromJSONArray[model.Artifact](r.Artifacts); err != nil {
 		return t, fmt.Errorf("task %s: artifacts: %w", r.ID, err)
 	}
@@ -199,8 +206,19 @@ func taskSubmitted(t model.Task) model.AuditEvent {
 			"reference_task_ids": strconv.Itoa(len(t.ReferenceTaskIDs)),
 		}.set("mission_id", t.MissionID).set("lease_id", t.LeaseID).
 			set("context_id", t.ContextID).set("cwd", t.Cwd).
-			set("idempotency_key", t.IdempotencyKey).set("request_sha256", t.RequestSHA256),
+			set("idempotency_key", t.IdempotencyKey).set("request_sha256", t.RequestSHA256).
+			set("parent_task_id", t.ParentTaskID).set("chain", chainAudit(t.Chain)),
 	}
+}
+
+// chainAudit is a task's chain as its audit row keeps it: the JSON of its
+// hops, "" for a top-level task (so the row is as it was before chains).
+func chainAudit(chain []model.Hop) string {
+	if len(chain) == 0 {
+		return ""
+	}
+	b, _ := json.Marshal(chain) // strings only: it cannot fail
+	return string(b)
 }
 
 // GetTask returns a task, or an *Error with CodeNotFound.

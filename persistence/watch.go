@@ -2,6 +2,7 @@ package persistence
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 
@@ -106,7 +107,16 @@ func auditWatchEvent(seq int64, at, kind, actor, task, data string) (model.Watch
 	}
 	switch kind {
 	case "task.submitted":
-		ev.Kind, ev.To, ev.Message = model.WatchSubmitted, model.StateSubmitted, actor+" → "+d["target"]
+		// The chain the task was delegated through comes first: the
+		// message reads as Task.Path does, the top-level caller first.
+		var chain []model.Hop
+		if c := d["chain"]; c != "" {
+			if err := json.Unmarshal([]byte(c), &chain); err != nil {
+				return ev, fmt.Errorf("audit row %d: chain: %w", seq, err)
+			}
+		}
+		t := model.Task{ID: task, Caller: actor, Target: d["target"], Chain: chain}
+		ev.Kind, ev.To, ev.Message = model.WatchSubmitted, model.StateSubmitted, t.Path()
 	case "task.transition":
 		ev.Kind, ev.From, ev.To, ev.Trigger = model.WatchTransition, model.State(d["from"]), model.State(d["to"]), model.Trigger(d["trigger"])
 		ev.Code, ev.Message = model.Code(d["code"]), d["message"]
@@ -157,7 +167,7 @@ func (db *DB) TaskHistory(ctx context.Context, id string) (model.Task, []model.W
 			return err
 		}
 		out = append(out, model.WatchEvent{At: t.CreatedAt, TaskID: id, Kind: model.WatchSubmitted, To: model.StateSubmitted,
-			Actor: t.Caller, Message: t.Caller + " → " + t.Target})
+			Actor: t.Caller, Message: t.Path()})
 		// Each evaluation's verdicts right before the transition they led to.
 		for _, e := range events {
 			for len(verdicts) > 0 && !verdicts[0].At.After(e.At) {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/hai-relay/relay/model"
+	"github.com/hai-relay/relay/persistence"
 	"github.com/hai-relay/relay/persistence/persistencetest"
 )
 
@@ -91,5 +92,51 @@ func TestEventsAfterAndTaskHistory(t *testing.T) {
 	}
 	if _, _, _, err := db.TaskHistory(ctx, "T-NOPE"); model.ErrorCode(err) != model.CodeNotFound {
 		t.Errorf("history of an unknown task: %v", err)
+	}
+}
+
+// A task stored with a delegation chain keeps its parent and its chain
+// (listings and reads return them), its audit row records both, and its
+// submission, followed live or read as history, reads as the whole path
+// from the top-level caller; a top-level task's reads as before.
+func TestDelegatedTaskKeepsItsChain(t *testing.T) {
+	t.Parallel()
+	db := persistencetest.MustOpenTemp(t)
+	ctx := context.Background()
+	head, err := db.EventsHead(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	top, child := "T-CHAIN000000000000000000001", "T-CHAIN000000000000000000002"
+	chain := []model.Hop{{TaskID: top, Caller: "codex", Target: "gemini"}}
+	if _, _, err := db.CreateTask(ctx, model.Task{ID: top, Caller: "codex", Target: "gemini"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := db.CreateTask(ctx, model.Task{ID: child, Caller: "gemini", Target: "claude", ParentTaskID: top, Chain: chain}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := db.GetTask(ctx, child)
+	if err != nil || got.ParentTaskID != top || fmt.Sprint(got.Chain) != fmt.Sprint(chain) {
+		t.Fatalf("GetTask = parent %q chain %v, %v", got.ParentTaskID, got.Chain, err)
+	}
+	if ts, err := db.ListTasks(ctx, model.TaskFilter{}); err != nil || len(ts) != 2 || ts[0].ParentTaskID != top || len(ts[1].Chain) != 0 || ts[1].Chain == nil {
+		t.Fatalf("ListTasks = %+v, %v", ts, err)
+	}
+	evs, _, err := db.EventsAfter(ctx, "", head, 10)
+	if err != nil || len(evs) != 2 {
+		t.Fatalf("EventsAfter = %+v, %v", evs, err)
+	}
+	if evs[0].Message != "codex → gemini" || evs[1].Message != "codex → gemini → claude" {
+		t.Errorf("submissions followed live read %q and %q", evs[0].Message, evs[1].Message)
+	}
+	if _, hist, _, err := db.TaskHistory(ctx, child); err != nil || hist[0].Message != "codex → gemini → claude" {
+		t.Errorf("the child's history begins %+v, %v", hist, err)
+	}
+	if n := persistence.CountRows(t, db, "audit_log", "kind = 'task.submitted' AND task_id = ? AND json_extract(data, '$.parent_task_id') = ? AND json_extract(data, '$.chain') = ?",
+		child, top, `[{"task_id":"`+top+`","caller":"codex","target":"gemini"}]`); n != 1 {
+		t.Errorf("%d audit rows of the child's submission hold its parent and chain, want 1", n)
+	}
+	if n := persistence.CountRows(t, db, "audit_log", "kind = 'task.submitted' AND task_id = ? AND json_extract(data, '$.chain') IS NULL", top); n != 1 {
+		t.Errorf("%d audit rows of the top-level submission have no chain, want 1", n)
 	}
 }

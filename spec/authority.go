@@ -18,6 +18,21 @@ type AuthorityRequest struct {
 	Target      string `json:"target"`
 	Mode        string `json:"mode"`
 	RequestedAt string `json:"requested_at"` // RFC 3339
+	// ParentTaskID is the task inside which this one was submitted, ""
+	// for a top-level task; Chain the hops from the top-level task down to
+	// that parent, oldest first (empty for a top-level task), and Depth
+	// the task's own depth, len(Chain)+1. Always present.
+	ParentTaskID string         `json:"parent_task_id"`
+	Chain        []AuthorityHop `json:"chain"`
+	Depth        int            `json:"depth"`
+}
+
+// AuthorityHop is one delegation of an authority request's chain: a task,
+// its caller and its target.
+type AuthorityHop struct {
+	TaskID string `json:"task_id"`
+	Caller string `json:"caller"`
+	Target string `json:"target"`
 }
 
 // AuthorityResponse is the one JSON object the adapter writes to stdout.

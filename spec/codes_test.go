@@ -27,7 +27,7 @@ var update = flag.Bool("update", false, "rewrite the golden files (spec/errors.m
 var (
 	contractTaskCodes = []model.Code{
 		"missing_mission_id", "missing_lease_id", "invalid_mission_id", "invalid_lease_id",
-		"acp_denial_not_enforced", "agent_disabled", "agent_not_configured",
+		"delegation_cycle", "delegation_too_deep", "acp_denial_not_enforced", "agent_disabled", "agent_not_configured",
 		"agent_not_verified", "authority_not_configured", "authority_unavailable", "authority_timeout",
 		"authority_invalid_response", "authority_denied",
 		"state_changing_requires_guarded_claude", "dispatch_failed",
@@ -50,6 +50,8 @@ var (
 		"missing_lease_id":                       model.StateRejected,
 		"invalid_mission_id":                     model.StateRejected,
 		"invalid_lease_id":                       model.StateRejected,
+		"delegation_cycle":                       model.StateRejected,
+		"delegation_too_deep":                    model.StateRejected,
 		"acp_denial_not_enforced":                model.StateBlocked,
 		"agent_disabled":                         model.StateBlocked,
 		"agent_not_configured":                   model.StateBlocked,

@@ -26,7 +26,7 @@ var contractEdges = [][2]model.State{
 
 // contractGates are the guards of the authorize transition in the
 // lifecycle contract (spec/lifecycle.dot), in order.
-var contractGates = []model.Gate{"missionLease", "acpDenial", "authority", "guardedClaude"}
+var contractGates = []model.Gate{"missionLease", "delegation", "acpDenial", "authority", "guardedClaude"}
 
 func TestLifecycleStates(t *testing.T) {
 	t.Parallel()

@@ -241,8 +241,9 @@ func (d *daemon) run(ctx context.Context) (err error) {
 		Store: db, Dispatcher: disp, Registry: registry,
 		Authority:   authority,
 		MaxDispatch: cfg.Limits.MaxDispatch, MaxDispatchPerCaller: cfg.Limits.DispatchPerCaller(),
-		MaxPromptBytes:  cfg.Limits.MessageBytes,
-		NotifySubmitter: true, Logger: d.log,
+		MaxPromptBytes:     cfg.Limits.MessageBytes,
+		MaxDelegationDepth: cfg.Limits.MaxDelegationDepth,
+		NotifySubmitter:    true, Logger: d.log,
 	})
 	svc := service.New(service.Options{
 		Engine: eng, Store: db, Messages: db, Registry: registry,
@@ -270,6 +271,9 @@ func (d *daemon) run(ctx context.Context) (err error) {
 	}
 	srv := socketapi.NewServer(svc, socketapi.ServerOptions{
 		Version: Version, Logger: d.log, KnownAgent: registry.Known, ProbeTimeout: cfg.Limits.ProbeTimeout,
+		// A facade whose process descends from a running task's agent
+		// acts inside that task: the dispatcher knows its agents.
+		TaskOf: disp.TaskOfProcess,
 		OnRefused: func(ctx context.Context, uid, pid int) {
 			_ = db.Audit(ctx, model.AuditEvent{At: time.Now().UTC(), Kind: "socket.refused", Actor: "uid:" + strconv.Itoa(uid),
 				Data: map[string]string{"uid": strconv.Itoa(uid), "pid": strconv.Itoa(pid)}})

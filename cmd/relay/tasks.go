@@ -81,6 +81,19 @@ func runTasksShow(ctx context.Context, e *env, args []string) error {
 	fmt.Fprintf(w, "\nmessage   %s\ncaller    %s\ntarget    %s\nmode      %s\nmission   %s\nlease     %s\ncontext   %s\ncwd       %s\ncreated   %s\nupdated   %s\n",
 		oneLine(d.Message, 200), safeText(d.Caller), safeText(d.Target), safeText(string(d.Mode)), oneLine(d.MissionID, 130), oneLine(d.LeaseID, 130),
 		safeText(d.ContextID), safeText(d.Cwd), ts(d.CreatedAt), ts(d.UpdatedAt))
+	// The delegation chain: who delegated to whom down to this task, and
+	// the tasks it went through (a top-level task is its own chain).
+	if d.ParentTaskID != "" {
+		fmt.Fprintf(w, "parent    %s\n", safeText(d.ParentTaskID))
+	}
+	fmt.Fprintf(w, "chain     %s (depth %d", oneLine(d.Path(), 600), d.Depth())
+	if d.ParentTaskID == "" {
+		fmt.Fprint(w, ", top-level")
+	}
+	fmt.Fprintln(w, ")")
+	for _, h := range d.Chain {
+		fmt.Fprintf(w, "          %s %s → %s\n", safeText(h.TaskID), safeText(h.Caller), safeText(h.Target))
+	}
 	if d.StopReason != "" || d.Result != "" {
 		fmt.Fprintf(w, "stop      %s\nresult    %s\n", safeText(d.StopReason), oneLine(d.Result, 400))
 	}
@@ -104,7 +117,7 @@ func runTasksShow(ctx context.Context, e *env, args []string) error {
 	}
 	fmt.Fprintln(w, "\ntimeline:")
 	t := f.newTable(w, "  AT", "KIND", "FROM", "TO", "TRIGGER/GATE", "CODE", "DETAIL")
-	t.row("  "+ts(d.CreatedAt), "submitted", "-", "submitted", "submit", "", d.Caller+" → "+d.Target)
+	t.row("  "+ts(d.CreatedAt), "submitted", "-", "submitted", "submit", "", d.Path())
 	// Verdicts are recorded with the transition they led to: show each
 	// evaluation's verdicts right before that transition.
 	vi := 0

@@ -8,6 +8,7 @@ import (
 	"math/big"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
 
@@ -35,7 +36,11 @@ const (
 	mcpEnum                     // a JSON string from enum
 	mcpStrings                  // an array of non-empty strings
 	mcpArtifacts                // an array of {uri, media_type, name}
+	mcpSeconds                  // an integer from 0 to mcpMaxWaitSeconds
 )
+
+// mcpMaxWaitSeconds is the longest wait_seconds: model.MaxTaskWait.
+var mcpMaxWaitSeconds = int64(model.MaxTaskWait / time.Second)
 
 // mcpParam is one argument of a tool.
 type mcpParam struct {
@@ -73,6 +78,10 @@ func (p mcpParam) mcpSchema() map[string]any {
 		s["type"] = "integer"
 		s["minimum"] = 1
 		s["maximum"] = mcpMaxLimit
+	case mcpSeconds:
+		s["type"] = "integer"
+		s["minimum"] = 0
+		s["maximum"] = mcpMaxWaitSeconds
 	case mcpEnum:
 		s["type"] = "string"
 		s["enum"] = p.enum
@@ -107,7 +116,7 @@ func (p mcpParam) mcpSchema() map[string]any {
 var artifactKeys = []string{"uri", "media_type", "name"}
 
 // mcpArgs are a tool call's validated arguments, converted to Go values
-// (string, bool, int, []string, []model.Artifact). Absent and null
+// (string, bool, int, time.Duration, []string, []model.Artifact). Absent and null
 // arguments are missing from the map.
 type mcpArgs map[string]any
 
@@ -128,6 +137,11 @@ func (a mcpArgs) intOr(name string, def int) int {
 		return n
 	}
 	return def
+}
+
+func (a mcpArgs) duration(name string) time.Duration {
+	d, _ := a[name].(time.Duration)
+	return d
 }
 
 func (a mcpArgs) strings(name string) []string {
@@ -229,6 +243,16 @@ func (p mcpParam) mcpConvert(raw json.RawMessage) (any, error) {
 			return nil, fmt.Errorf("argument %q must be an integer from 1 to %d, got %s", p.name, mcpMaxLimit, model.Clip(n.String(), 32))
 		}
 		return int(r.Num().Int64()), nil
+	case mcpSeconds:
+		n, ok := v.(json.Number)
+		if !ok {
+			return nil, fmt.Errorf("argument %q must be an integer number of seconds from 0 to %d, got %s", p.name, mcpMaxWaitSeconds, jsonType(v))
+		}
+		r, ok := new(big.Rat).SetString(n.String())
+		if !ok || !r.IsInt() || r.Num().Sign() < 0 || r.Num().Cmp(big.NewInt(mcpMaxWaitSeconds)) > 0 {
+			return nil, fmt.Errorf("argument %q must be an integer number of seconds from 0 to %d, got %s", p.name, mcpMaxWaitSeconds, model.Clip(n.String(), 32))
+		}
+		return time.Duration(r.Num().Int64()) * time.Second, nil
 	case mcpEnum:
 		s, ok := v.(string)
 		if !ok || !slices.Contains(p.enum, s) {

@@ -125,6 +125,18 @@ func (f *mcpFakeService) GetTask(_ context.Context, caller, id string) (model.Ta
 	return model.Task{ID: id, State: model.StateWorking, Caller: caller, Target: "codex"}, nil
 }
 
+type mcpWaitArgs struct {
+	ID   string
+	Wait time.Duration
+}
+
+func (f *mcpFakeService) WaitTask(_ context.Context, caller, id string, wait time.Duration) (model.Task, error) {
+	if err := f.record("WaitTask", caller, mcpWaitArgs{id, wait}); err != nil {
+		return model.Task{}, err
+	}
+	return model.Task{ID: id, State: model.StateCompleted, Caller: caller, Target: "codex"}, nil
+}
+
 type mcpListArgs struct {
 	State  model.State
 	Limit  int
@@ -294,7 +306,7 @@ var mcpWantTools = map[string]mcpWant{
 	"ack_messages": {args: []string{"message_ids"}, required: []string{"message_ids"}, idempotent: true},
 	"submit_task": {args: []string{"target", "prompt", "mission_id", "lease_id", "mode", "context_id",
 		"reference_task_ids", "artifacts", "idempotency_key", "cwd"}, required: []string{"target", "prompt"}},
-	"get_task":    {args: []string{"task_id"}, required: []string{"task_id"}, readOnly: true, idempotent: true},
+	"get_task":    {args: []string{"task_id", "wait_seconds"}, required: []string{"task_id"}, readOnly: true, idempotent: true},
 	"cancel_task": {args: []string{"task_id"}, required: []string{"task_id"}, destructive: true},
 	"list_tasks":  {args: []string{"state", "limit", "before"}, readOnly: true, idempotent: true},
 	"list_agents": {readOnly: true, idempotent: true},
@@ -520,6 +532,17 @@ func TestMCPToolsCallTheService(t *testing.T) {
 					t.Errorf("task = %v", out)
 				}
 			}},
+		{name: "get_task no wait", tool: "get_task", args: map[string]any{"task_id": "T-7", "wait_seconds": 0},
+			want: mcpCall{"GetTask", mcpTestAgent, "T-7"}},
+		{name: "get_task wait", tool: "get_task", args: map[string]any{"task_id": "T-7", "wait_seconds": 30},
+			want: mcpCall{"WaitTask", mcpTestAgent, mcpWaitArgs{"T-7", 30 * time.Second}},
+			result: func(t *testing.T, out map[string]any) {
+				if out["task_id"] != "T-7" || out["state"] != "completed" {
+					t.Errorf("task = %v", out)
+				}
+			}},
+		{name: "get_task longest wait", tool: "get_task", args: map[string]any{"task_id": "T-7", "wait_seconds": 50.0},
+			want: mcpCall{"WaitTask", mcpTestAgent, mcpWaitArgs{"T-7", 50 * time.Second}}},
 		{name: "cancel_task", tool: "cancel_task", args: map[string]any{"task_id": "T-7"},
 			want: mcpCall{"CancelTask", mcpTestAgent, "T-7"},
 			result: func(t *testing.T, out map[string]any) {
@@ -654,6 +677,12 @@ func TestMCPRefusesBadArguments(t *testing.T) {
 		{"submit_task", map[string]any{"target": "codex", "prompt": "p", "mission_id": map[string]any{}}, `"mission_id"`},
 		{"get_task", map[string]any{}, `"task_id"`},
 		{"get_task", map[string]any{"task_id": nil}, `"task_id"`},
+		{"get_task", map[string]any{"task_id": "T-1", "wait_seconds": 51}, "from 0 to 50"},
+		{"get_task", map[string]any{"task_id": "T-1", "wait_seconds": -1}, `"wait_seconds"`},
+		{"get_task", map[string]any{"task_id": "T-1", "wait_seconds": 2.5}, `"wait_seconds"`},
+		{"get_task", map[string]any{"task_id": "T-1", "wait_seconds": "30"}, `"wait_seconds"`},
+		{"get_task", map[string]any{"task_id": "T-1", "wait_seconds": true}, `"wait_seconds"`},
+		{"get_task", map[string]any{"task_id": "T-1", "wait_seconds": json.RawMessage("1e9")}, `"wait_seconds"`},
 		{"cancel_task", map[string]any{"task_id": 12}, `"task_id"`},
 		{"list_tasks", map[string]any{"state": "running"}, `"state"`},
 		{"list_tasks", map[string]any{"limit": true}, `"limit"`},

@@ -2,8 +2,10 @@ package mcpserver
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
 
@@ -65,6 +67,12 @@ func (t mcpTool) argsHint() string {
 		names = append(names, n)
 	}
 	return fmt.Sprintf("%s takes only: %s", t.name, strings.Join(names, ", "))
+}
+
+// taskWaiterJSON is what the socket client adds to PassThrough for get_task
+// with a wait: WaitTask's answer as the JSON it came as (see PassThrough).
+type taskWaiterJSON interface {
+	WaitTaskJSON(ctx context.Context, caller, id string, wait time.Duration) (json.RawMessage, error)
 }
 
 // statesText explains the task states to a model.
@@ -184,15 +192,19 @@ func mcpTools(o Options) []mcpTool {
 			name:  "submit_task",
 			title: "Submit a task",
 			desc: fmt.Sprintf("Delegate a task to another agent (target) through the relay, as %q. The task is persisted "+
-				"and audited at once, then must pass four gates in order: (1) mission_id and lease_id present and well "+
-				"formed, (2) the target is enabled and its adapter configured, (3) the external authority allows it, "+
-				"(4) mode state_changing only for target claude under a guarded lease. mission_id and lease_id are "+
+				"and audited at once, then must pass five gates in order: (1) mission_id and lease_id present and well "+
+				"formed, (2) delegation: when you run as a relay task yourself, the target must not already be in its "+
+				"delegation chain (delegation_cycle) and the chain must stay within the relay's depth bound "+
+				"(delegation_too_deep) — do such work yourself instead, (3) the target is enabled and its adapter "+
+				"configured, (4) the external authority allows it, (5) mode state_changing only for target claude under "+
+				"a guarded lease. mission_id and lease_id are "+
 				"optional in the schema only so the attempt is recorded: without them the task is persisted and then "+
 				"REJECTED (missing_mission_id / missing_lease_id), so pass the HAI-MCP mission (M-…) and lease (S-…) you "+
 				"were given. If every gate passes, the target agent is started in cwd, in a session that denies every "+
 				"permission request it makes. This call returns as soon as the task is stored, with the task {task_id, "+
 				"state, code, message, …} in state submitted: the gates run after this answer, so its outcome (rejected, "+
-				"blocked, authorized…) is never in it; follow it with get_task, or wait for the relay's message in "+
+				"blocked, authorized…) is never in it; to wait for the outcome in one call, call get_task with this "+
+				"task_id and wait_seconds 50 (again while the state is not final), or read the relay's message in "+
 				"check_inbox when it ends. %s A retry with the same idempotency_key and the very same arguments returns the first "+
 				"task; the same key with any argument changed is refused (idempotency_conflict) and creates nothing. A follow-up "+
 				"is a new task in the same context_id.", me, statesText),
@@ -235,18 +247,32 @@ func mcpTools(o Options) []mcpTool {
 		{
 			name:  "get_task",
 			title: "Get a task",
-			desc: "Show one task you submitted or that targets you: task_id, state, code, message, caller, target, mode, " +
-				"mission_id, lease_id, context_id, result (the agent's reply once completed), stop_reason, " +
-				"denied_permissions, created_at, updated_at. A task that is not yours is not_found. " + statesText,
+			desc: fmt.Sprintf("Show one task you submitted or that targets you: task_id, state, code, message, caller, target, mode, "+
+				"mission_id, lease_id, context_id, result (the agent's reply once completed), stop_reason, "+
+				"denied_permissions, parent_task_id and chain (the tasks it was delegated through, when it was submitted "+
+				"from inside another task), created_at, updated_at. A task that is not yours is not_found. "+
+				"To wait for a task to end, pass wait_seconds (up to %d): the answer comes as soon as the task reaches a "+
+				"final state, or when that many seconds have passed, whichever is first; if the state is still not final, "+
+				"call again with the same wait_seconds. That is one call instead of polling: do not sleep between calls. %s",
+				mcpMaxWaitSeconds, statesText),
 			params: []mcpParam{
 				{name: "task_id", kind: mcpString, required: true, desc: "The task_id returned by submit_task or list_tasks."},
+				{name: "wait_seconds", kind: mcpSeconds, def: 0, desc: fmt.Sprintf("Wait up to this many seconds, 0 to %d (default 0: answer at once), "+
+					"for the task to reach a final state (completed, failed, canceled, rejected, blocked); the answer comes as soon as it does.", mcpMaxWaitSeconds)},
 			},
 			readOnly: true, idempotent: true,
 			call: func(ctx context.Context, f *mcpFacade, a mcpArgs) (any, error) {
-				if c := f.passThrough(); c != nil {
-					return passRaw(c.GetTaskJSON(ctx, f.o.Agent, a.str("task_id")))
+				id, wait := a.str("task_id"), a.duration("wait_seconds")
+				if wait > 0 {
+					if c, ok := f.svc.(taskWaiterJSON); ok {
+						return passRaw(c.WaitTaskJSON(ctx, f.o.Agent, id, wait))
+					}
+					return f.svc.WaitTask(ctx, f.o.Agent, id, wait)
 				}
-				return f.svc.GetTask(ctx, f.o.Agent, a.str("task_id"))
+				if c := f.passThrough(); c != nil {
+					return passRaw(c.GetTaskJSON(ctx, f.o.Agent, id))
+				}
+				return f.svc.GetTask(ctx, f.o.Agent, id)
 			},
 		},
 		{

@@ -434,7 +434,15 @@ func (c *Client) CheckInboxJSON(ctx context.Context, caller string, unreadOnly b
 // the JSON it came as.
 func (c *Client) GetTaskJSON(ctx context.Context, caller, id string) (json.RawMessage, error) {
 	var raw json.RawMessage
-	err := c.getTask(ctx, caller, id, &raw)
+	err := c.getTask(ctx, caller, id, 0, &raw)
+	return raw, err
+}
+
+// WaitTaskJSON is WaitTask returning the daemon's answer, a model.Task, as
+// the JSON it came as.
+func (c *Client) WaitTaskJSON(ctx context.Context, caller, id string, wait time.Duration) (json.RawMessage, error) {
+	var raw json.RawMessage
+	err := c.getTask(ctx, caller, id, wait, &raw)
 	return raw, err
 }
 
@@ -447,7 +455,18 @@ func (c *Client) ListTasksJSON(ctx context.Context, caller string, state model.S
 }
 
 func (c *Client) sendMessage(ctx context.Context, caller string, r model.SendRequest, out any) error {
+	if r.ParentTaskID != "" {
+		return errParentFromClient()
+	}
 	return c.agentCall(ctx, caller, http.MethodPost, "/v1/messages", nil, r, out)
+}
+
+// errParentFromClient refuses a request that names the task it is made
+// inside: the daemon finds that from the caller's process, and no client
+// can claim it (the wire form has no such field).
+func errParentFromClient() *model.Error {
+	return model.Errorf(model.CodeInvalidArgs, "parent_task_id is not a client's to set: the daemon finds the task a caller acts inside from its process").
+		WithHint("leave ParentTaskID empty; a facade started by a task's agent is inside that task by itself")
 }
 
 // CheckInbox implements model.AgentService.
@@ -472,6 +491,9 @@ func (c *Client) AckMessages(ctx context.Context, caller string, ids []string) (
 
 // SubmitTask implements model.AgentService.
 func (c *Client) SubmitTask(ctx context.Context, caller string, r model.SubmitRequest) (model.Task, error) {
+	if r.ParentTaskID != "" {
+		return model.Task{}, errParentFromClient()
+	}
 	var t model.Task
 	err := c.agentCall(ctx, caller, http.MethodPost, "/v1/tasks", nil, r, &t)
 	return t, err
@@ -480,16 +502,32 @@ func (c *Client) SubmitTask(ctx context.Context, caller string, r model.SubmitRe
 // GetTask implements model.AgentService.
 func (c *Client) GetTask(ctx context.Context, caller, id string) (model.Task, error) {
 	var t model.Task
-	err := c.getTask(ctx, caller, id, &t)
+	err := c.getTask(ctx, caller, id, 0, &t)
 	return t, err
 }
 
-func (c *Client) getTask(ctx context.Context, caller, id string, out any) error {
+// WaitTask implements model.AgentService: one long request, GET
+// /v1/tasks/ID?wait=…, that the daemon answers as soon as the task is
+// terminal or the wait has passed. The call may take wait on top of the
+// client's own timeout.
+func (c *Client) WaitTask(ctx context.Context, caller, id string, wait time.Duration) (model.Task, error) {
+	var t model.Task
+	err := c.getTask(ctx, caller, id, wait, &t)
+	return t, err
+}
+
+func (c *Client) getTask(ctx context.Context, caller, id string, wait time.Duration, out any) error {
 	p, err := clientTaskID(id)
 	if err != nil {
 		return err
 	}
-	return c.agentCall(ctx, caller, http.MethodGet, "/v1/tasks/"+p, nil, nil, out)
+	var q url.Values
+	if wait != 0 {
+		// Out of range is the daemon's to refuse, as it refuses any
+		// client's; a negative wait is not sent as a duration it parses.
+		q = url.Values{"wait": {wait.String()}}
+	}
+	return c.agentCallFor(ctx, caller, http.MethodGet, "/v1/tasks/"+p, q, nil, out, max(wait, 0))
 }
 
 // ListTasks implements model.AgentService.
@@ -549,6 +587,11 @@ func (c *Client) Connected(ctx context.Context, conn model.Conn) error {
 // launch. (A client without one, as in shared conformance tests, acts as
 // whoever each call names.)
 func (c *Client) agentCall(ctx context.Context, caller, method, path string, q url.Values, in, out any) error {
+	return c.agentCallFor(ctx, caller, method, path, q, in, out, 0)
+}
+
+// agentCallFor is agentCall whose timeout is lengthened by extra.
+func (c *Client) agentCallFor(ctx context.Context, caller, method, path string, q url.Values, in, out any, extra time.Duration) error {
 	if caller == "" {
 		caller = c.o.Agent
 	} else if c.o.Agent != "" && caller != c.o.Agent {
@@ -558,7 +601,7 @@ func (c *Client) agentCall(ctx context.Context, caller, method, path string, q u
 	if err := c.ensureVersion(ctx); err != nil {
 		return err
 	}
-	return c.roundTrip(ctx, method, path, q, caller, in, out, 0)
+	return c.roundTrip(ctx, method, path, q, caller, in, out, extra)
 }
 
 // Tasks implements model.OperatorService.

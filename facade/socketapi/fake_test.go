@@ -135,6 +135,13 @@ func (f *apiFakeService) GetTask(ctx context.Context, caller, id string) (model.
 	return apiTask(id, caller), nil
 }
 
+func (f *apiFakeService) WaitTask(ctx context.Context, caller, id string, wait time.Duration) (model.Task, error) {
+	if err := f.record(ctx, "WaitTask", caller, id, wait); err != nil {
+		return model.Task{}, err
+	}
+	return apiTask(id, caller), nil
+}
+
 func (f *apiFakeService) ListTasks(ctx context.Context, caller string, state model.State, limit int, before string) ([]model.Task, error) {
 	if err := f.record(ctx, "ListTasks", caller, state, limit, before); err != nil {
 		return nil, err

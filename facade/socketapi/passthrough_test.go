@@ -2,8 +2,10 @@ package socketapi
 
 import (
 	"context"
+	"encoding/json"
 	"reflect"
 	"testing"
+	"time"
 
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/mcp"
@@ -12,8 +14,14 @@ import (
 	"github.com/hai-relay/relay/model"
 )
 
-// The socket client gives the MCP server the daemon's answers as they came.
-var _ mcpserver.PassThrough = (*Client)(nil)
+// The socket client gives the MCP server the daemon's answers as they came,
+// a waiting get_task's too.
+var (
+	_ mcpserver.PassThrough = (*Client)(nil)
+	_ interface {
+		WaitTaskJSON(context.Context, string, string, time.Duration) (json.RawMessage, error)
+	} = (*Client)(nil)
+)
 
 // passMCPClient starts an in-process MCP client on an MCP server over svc,
 // as claude, initialized.
@@ -72,6 +80,7 @@ func TestMCPPassThroughMatchesTyped(t *testing.T) {
 			{"send_message", map[string]any{"to": "codex", "body": "hello", "reply_to": "MSG-0"}},
 			{"check_inbox", map[string]any{"limit": 7}},
 			{"get_task", map[string]any{"task_id": "T-7"}},
+			{"get_task", map[string]any{"task_id": "T-7", "wait_seconds": 5}},
 			{"list_tasks", map[string]any{"state": "working"}},
 		}
 		for _, c := range calls {

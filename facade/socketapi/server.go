@@ -92,6 +92,13 @@ type ServerOptions struct {
 	Clock func() time.Time
 	// MaxAnswer bounds an answer's body; 0 means DefaultMaxAnswer.
 	MaxAnswer int
+	// TaskOf, when set, returns the running task whose agent's process
+	// tree holds the process pid (the dispatcher knows its agents), or "".
+	// A submission or a message from a peer inside a task is made inside
+	// it (model.SubmitRequest.ParentTaskID): the chain comes from the
+	// kernel's word on who connected, never from the request. Nil: every
+	// peer is a top-level caller.
+	TaskOf func(pid int) string
 	// KnownAgent, when set, says whether a name is an agent of this relay:
 	// a request whose X-Relay-Agent names another is refused
 	// (unknown_agent), so that no identity is stored that no config names.
@@ -194,7 +201,7 @@ func NewServer(svc model.Service, o ServerOptions) *Server {
 		},
 		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
 			if pc, ok := c.(*peerConn); ok {
-				return context.WithValue(ctx, peerKey{}, peer{uid: pc.uid, pid: pc.pid})
+				return context.WithValue(ctx, peerKey{}, peer{uid: pc.uid, pid: pc.pid, start: pc.start})
 			}
 			return ctx
 		},
@@ -282,8 +289,12 @@ func cleanPath(p string) string {
 	return np
 }
 
-// peer is the verified peer of a connection.
-type peer struct{ uid, pid int }
+// peer is the verified peer of a connection; start is its process's start
+// time as the connection was accepted (procStart), against pid reuse.
+type peer struct {
+	uid, pid int
+	start    string
+}
 
 type peerKey struct{}
 
@@ -309,6 +320,9 @@ func (l *peerListener) Accept() (net.Conn, error) {
 		uid, pid, err := l.s.o.PeerCred(c)
 		if err == nil && uid == l.s.o.UID {
 			pc := &peerConn{Conn: c, uid: uid, pid: pid}
+			if l.s.o.TaskOf != nil {
+				pc.start = procStart(pid)
+			}
 			l.s.connMu.Lock()
 			closing := l.s.closing
 			if !closing {
@@ -338,6 +352,7 @@ func (l *peerListener) Accept() (net.Conn, error) {
 type peerConn struct {
 	net.Conn
 	uid, pid int
+	start    string      // the peer's start time at accept (with TaskOf only)
 	read     atomic.Bool // a byte was read: a request has begun
 }
 
@@ -440,6 +455,7 @@ func (s *Server) routes() {
 		if err != nil {
 			return nil, err
 		}
+		req.ParentTaskID = s.insideTask(r.Context())
 		return s.svc.SendMessage(r.Context(), caller, req)
 	})
 	// POST, not GET: reading the inbox marks messages read, and Go's HTTP
@@ -471,11 +487,10 @@ func (s *Server) routes() {
 		if err != nil {
 			return nil, err
 		}
+		req.ParentTaskID = s.insideTask(r.Context())
 		return s.svc.SubmitTask(r.Context(), caller, req)
 	})
-	s.route("GET /v1/tasks/{id}", true, nil, func(w http.ResponseWriter, r *http.Request, caller string) (any, error) {
-		return s.svc.GetTask(r.Context(), caller, r.PathValue("id"))
-	})
+	s.route("GET /v1/tasks/{id}", true, []string{"wait"}, s.handleGetTask)
 	s.route("GET /v1/tasks", true, []string{"state", "limit", "before"}, func(w http.ResponseWriter, r *http.Request, caller string) (any, error) {
 		q := r.URL.Query()
 		limit, err := queryLimit(q)
@@ -609,6 +624,51 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request, _ string) 
 	stop := context.AfterFunc(s.shutdownCtx(), cancel)
 	defer stop()
 	return s.svc.WatchEvents(ctx, f)
+}
+
+// insideTask returns the running task inside which the request's peer
+// acts (ServerOptions.TaskOf), or "". The peer's pid is the kernel's, read
+// when the connection was accepted; its process must still be the one
+// that was there then (the same start time, before and after the look-up),
+// so that a pid the peer left behind and another process took over never
+// inherits a chain: a peer gone or replaced is a top-level caller.
+func (s *Server) insideTask(ctx context.Context) string {
+	p, ok := ctx.Value(peerKey{}).(peer)
+	if s.o.TaskOf == nil || !ok || p.pid <= 0 || p.start == "" || procStart(p.pid) != p.start {
+		return ""
+	}
+	id := s.o.TaskOf(p.pid)
+	if id != "" && procStart(p.pid) != p.start {
+		return ""
+	}
+	return id
+}
+
+// handleGetTask is GET /v1/tasks/{id}?wait=30s: the task, at once, or with
+// wait (at most model.MaxTaskWait) as soon as it is terminal or the wait
+// has passed (model.AgentService.WaitTask). The connection's write
+// deadline is moved past the wait for this request, and a server shutting
+// down ends the wait at once, answering the task as it is.
+func (s *Server) handleGetTask(w http.ResponseWriter, r *http.Request, caller string) (any, error) {
+	wait, err := queryDuration(r.URL.Query(), "wait")
+	if err != nil {
+		return nil, err
+	}
+	if wait > model.MaxTaskWait {
+		return nil, invalidArgs("wait %s is over the bound of %s", wait, model.MaxTaskWait)
+	}
+	if wait == 0 {
+		return s.svc.GetTask(r.Context(), caller, r.PathValue("id"))
+	}
+	// Past the write deadline the answer would be lost. (The read
+	// deadline does not end the wait: net/http clears it once a request
+	// without a body is read, for its background read.)
+	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(wait + s.o.WriteTimeout))
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	stop := context.AfterFunc(s.shutdownCtx(), cancel)
+	defer stop()
+	return s.svc.WaitTask(ctx, caller, r.PathValue("id"), wait)
 }
 
 // TaskList is the body of the task listing routes.

@@ -156,7 +156,7 @@ func (s *Service) SendMessage(ctx context.Context, caller string, r model.SendRe
 	}
 	return s.o.Messages.CreateMessage(ctx, model.Message{
 		ID: machine.NewID(model.MessageIDPrefix), From: caller, To: r.To, Body: r.Body, ContextID: ctxID,
-		ReplyTo: r.ReplyTo, Artifacts: r.Artifacts, State: model.MessageStored, CreatedAt: s.now(),
+		ReplyTo: r.ReplyTo, Artifacts: r.Artifacts, ParentTaskID: r.ParentTaskID, State: model.MessageStored, CreatedAt: s.now(),
 	})
 }
 
@@ -240,6 +240,47 @@ func (s *Service) task(ctx context.Context, id string) (model.Task, error) {
 // GetTask returns a task the caller can see.
 func (s *Service) GetTask(ctx context.Context, caller, id string) (model.Task, error) {
 	return s.visibleTask(ctx, caller, id)
+}
+
+// WaitTask implements model.AgentService: the task the caller can see,
+// once it is terminal or wait has passed. The wait is a condition, not a
+// poll: the engine closes the channel of Changed when any task event
+// commits, and the task is read again then (and, as the watch's safety
+// net, every watchRecheck). A task that is not the caller's is not_found
+// before any wait. When ctx ends while it waits (the daemon stopping, or
+// the caller gone), the task is read once more and answered as it is.
+func (s *Service) WaitTask(ctx context.Context, caller, id string, wait time.Duration) (model.Task, error) {
+	if wait < 0 || wait > model.MaxTaskWait {
+		return model.Task{}, invalidArgs(fmt.Sprintf("wait %s is out of range 0..%s", wait, model.MaxTaskWait))
+	}
+	var changed <-chan struct{}
+	if s.o.Engine != nil {
+		changed = s.o.Engine.Changed() // before the read: a later commit closes it
+	}
+	t, err := s.visibleTask(ctx, caller, id)
+	if err != nil || wait == 0 || t.State.Terminal() {
+		return t, err
+	}
+	deadline := time.NewTimer(wait)
+	defer deadline.Stop()
+	recheck := time.NewTicker(watchRecheck)
+	defer recheck.Stop()
+	for {
+		select {
+		case <-changed:
+		case <-recheck.C:
+		case <-deadline.C:
+			return s.visibleTask(ctx, caller, id)
+		case <-ctx.Done():
+			return s.visibleTask(context.WithoutCancel(ctx), caller, id)
+		}
+		if s.o.Engine != nil {
+			changed = s.o.Engine.Changed()
+		}
+		if t, err = s.visibleTask(ctx, caller, id); err != nil || t.State.Terminal() {
+			return t, err
+		}
+	}
 }
 
 // ListTasks lists the tasks the caller submitted or targets, newest first;

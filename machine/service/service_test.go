@@ -6,11 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/hai-relay/relay/cmd/testfakes/servicerig"
 	"github.com/hai-relay/relay/gates/gatestest"
 	"github.com/hai-relay/relay/machine"
+	"github.com/hai-relay/relay/machine/service"
 	"github.com/hai-relay/relay/model"
 	"github.com/hai-relay/relay/model/servicetest"
 	"go.uber.org/goleak"
@@ -172,5 +175,59 @@ func TestNotYoursIsNotFound(t *testing.T) {
 	}
 	if refs[0][0] != taskID || refs[1][0] != taskID {
 		t.Errorf("references stored as %v", refs)
+	}
+}
+
+// readCounter is a store that counts task reads.
+type readCounter struct {
+	model.Store
+	reads atomic.Int64
+}
+
+func (c *readCounter) GetTask(ctx context.Context, id string) (model.Task, error) {
+	c.reads.Add(1)
+	return c.Store.GetTask(ctx, id)
+}
+
+// A wait is not a poll: while nothing happens the task is read when the
+// wait begins, at the safety net's period (2 s) and when it ends, not in
+// a loop; and only the caller's tasks are read again.
+func TestWaitTaskDoesNotPoll(t *testing.T) {
+	t.Parallel()
+	r := servicerig.New(t)
+	ctx := context.Background()
+	task, err := r.Service.SubmitTask(ctx, "codex", model.SubmitRequest{Target: "claude", Prompt: "p", MissionID: "M-1", LeaseID: "S-1", Cwd: r.Cwd})
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := &readCounter{Store: r.DB}
+	svc := service.New(service.Options{Engine: r.Engine, Store: store, Messages: r.DB, Registry: r.Registry})
+	const wait = 2200 * time.Millisecond
+	got, err := svc.WaitTask(ctx, "codex", task.ID, wait)
+	if err != nil || got.State.Terminal() {
+		t.Fatalf("wait: %+v, %v", got, err)
+	}
+	// The engine's own evaluation of the task reads through r.DB, not
+	// this store, so every read counted is the wait's.
+	if n := store.reads.Load(); n > 4 {
+		t.Errorf("a %s wait read the task %d times; want at most 4 (start, the 2 s look, the end)", wait, n)
+	}
+}
+
+// A wait whose context ends (the daemon stopping) answers at once with
+// the task as it is, not an error.
+func TestWaitTaskAnswersWhenItsContextEnds(t *testing.T) {
+	t.Parallel()
+	r := servicerig.New(t)
+	task, err := r.Service.SubmitTask(context.Background(), "codex", model.SubmitRequest{Target: "claude", Prompt: "p", MissionID: "M-1", LeaseID: "S-1", Cwd: r.Cwd})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(200*time.Millisecond, cancel)
+	start := time.Now()
+	got, err := r.Service.WaitTask(ctx, "claude", task.ID, 30*time.Second)
+	if d := time.Since(start); err != nil || got.ID != task.ID || got.State.Terminal() || d > 5*time.Second {
+		t.Fatalf("a wait whose context ended after 200 ms: %+v, %v after %s", got, err, d)
 	}
 }

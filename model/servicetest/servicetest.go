@@ -22,6 +22,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/hai-relay/relay/model"
 )
@@ -59,6 +60,7 @@ func Run(t *testing.T, newFixture func(t *testing.T) Fixture) {
 		{"PayloadBounds", payloadBounds},
 		{"TaskVisibility", taskVisibility},
 		{"CancelOnlyOwnTasks", cancelOnlyOwnTasks},
+		{"WaitTask", waitTask},
 		{"Idempotency", idempotency},
 		{"UnknownTarget", unknownTarget},
 		{"MCPTaskEventsOnlyOnVisibleTasks", mcpTaskEvents},
@@ -261,6 +263,7 @@ func notYoursIsNotThere(t *testing.T, f Fixture) {
 		call func(id string) error
 	}{
 		{"get_task", task.ID, func(id string) error { _, err := svc.GetTask(ctx, c, id); return err }},
+		{"get_task with a wait", task.ID, func(id string) error { _, err := svc.WaitTask(ctx, c, id, 30*time.Second); return err }},
 		{"cancel_task", task.ID, func(id string) error { _, err := svc.CancelTask(ctx, c, id); return err }},
 		{"send_message reply_to", msg.ID, func(id string) error {
 			_, err := svc.SendMessage(ctx, c, model.SendRequest{To: a, Body: "re", ReplyTo: id})
@@ -455,6 +458,75 @@ func cancelOnlyOwnTasks(t *testing.T, f Fixture) {
 	}
 	if got := must[model.Task](t, "get")(f.As(b).GetTask(ctx, b, task.ID)); got.State != model.StateCanceled {
 		t.Errorf("after the cancels: %s", got.State)
+	}
+}
+
+// WaitTask answers a task the caller can see as soon as it ends (woken by
+// the commit, not at the deadline, nor at a periodic look), and when the
+// wait has passed with the task as it is; a task that is not the caller's
+// is not_found at once, without waiting; a terminal task is answered at
+// once; a wait out of range is invalid_args.
+func waitTask(t *testing.T, f Fixture) {
+	ctx := context.Background()
+	a, b, c := f.Agents[0], f.Agents[1], f.Agents[2]
+	task := f.submit(t, a, model.SubmitRequest{Target: b})
+	for _, w := range []time.Duration{-time.Second, model.MaxTaskWait + time.Second} {
+		_, err := f.As(a).WaitTask(ctx, a, task.ID, w)
+		wantCode(t, "a wait of "+w.String(), err, model.CodeInvalidArgs)
+	}
+
+	// Not the caller's: not_found, without waiting for anything.
+	start := time.Now()
+	_, err := f.As(c).WaitTask(ctx, c, task.ID, 20*time.Second)
+	wantCode(t, "a bystander's wait", err, model.CodeNotFound)
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("a bystander's wait took %s: it must be refused at once", d)
+	}
+
+	// Nothing happens: the answer comes when the wait has passed, with
+	// the task as it is.
+	const short = 400 * time.Millisecond
+	start = time.Now()
+	got, err := f.As(a).WaitTask(ctx, a, task.ID, short)
+	if d := time.Since(start); err != nil || got.ID != task.ID || got.State.Terminal() || d < short || d > short+5*time.Second {
+		t.Fatalf("a wait of %s on a task that does not end: %+v, %v after %s", short, got, err, d)
+	}
+
+	// The task ends during the wait: the answer comes at its end. The
+	// margin is under the service's periodic look (2 s, its safety net),
+	// so only the commit's wake-up meets it.
+	type answer struct {
+		task model.Task
+		err  error
+		at   time.Time
+	}
+	done := make(chan answer, 1)
+	go func() {
+		got, err := f.As(b).WaitTask(ctx, b, task.ID, 30*time.Second)
+		done <- answer{got, err, time.Now()}
+	}()
+	time.Sleep(300 * time.Millisecond)
+	if _, err := f.As(a).CancelTask(ctx, a, task.ID); err != nil {
+		t.Fatal(err)
+	}
+	ended := time.Now()
+	var ans answer
+	select {
+	case ans = <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the target's wait did not answer within 20 s of the task's end")
+	}
+	if ans.err != nil || ans.task.State != model.StateCanceled {
+		t.Fatalf("the target's wait: %+v, %v; want the task canceled", ans.task, ans.err)
+	}
+	if lag := ans.at.Sub(ended); lag > time.Second {
+		t.Errorf("the wait answered %s after the task ended; want it woken by the end", lag)
+	}
+
+	// A terminal task is answered at once.
+	start = time.Now()
+	if got, err := f.As(a).WaitTask(ctx, a, task.ID, 30*time.Second); err != nil || got.State != model.StateCanceled || time.Since(start) > 5*time.Second {
+		t.Errorf("a wait on an ended task: %+v, %v after %s", got, err, time.Since(start))
 	}
 }
 

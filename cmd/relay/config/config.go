@@ -208,6 +208,12 @@ type LimitsConfig struct {
 	// unacknowledged messages may hold (key inbox_bytes, default
 	// DefaultInboxBytes, at least message_bytes). Zero means no limit.
 	InboxBytes int64
+	// MaxDelegationDepth bounds a delegation chain (key
+	// max_delegation_depth, 1..MaxDelegationDepth, default
+	// DefaultMaxDelegationDepth): a task submitted from inside a chain of
+	// tasks that deep already (a top-level task is depth 1) is rejected
+	// with delegation_too_deep. 1 allows no delegation from inside a task.
+	MaxDelegationDepth int
 }
 
 // DispatchPerCaller is the share of the dispatch slots one caller may
@@ -272,6 +278,10 @@ const (
 	DefaultInboxMessages    = persistence.DefaultInboxMessages
 	DefaultInboxBytes       = persistence.DefaultInboxBytes
 	DefaultMinFreeBytes     = persistence.DefaultMinFreeBytes
+	// DefaultMaxDelegationDepth and MaxDelegationDepth are the default
+	// and the largest value of max_delegation_depth.
+	DefaultMaxDelegationDepth = model.DefaultMaxDelegationDepth
+	MaxDelegationDepth        = model.MaxDelegationDepth
 	// MinReserveBytes is the least min_free_bytes other than 0: less
 	// would not leave the writes that drain the store their room.
 	MinReserveBytes               = persistence.MinReserveBytes
@@ -311,6 +321,8 @@ func DefaultConfig() Config {
 			MaxDispatch:   DefaultMaxDispatch,
 			InboxMessages: DefaultInboxMessages,
 			InboxBytes:    DefaultInboxBytes,
+
+			MaxDelegationDepth: DefaultMaxDelegationDepth,
 		},
 		Storage:   StorageConfig{Synchronous: DefaultSynchronous, MinFreeBytes: DefaultMinFreeBytes},
 		Retention: RetentionConfig{AckedMessages: DefaultAckedMessagesRetention, TerminalTasks: DefaultTerminalTasksRetention},
@@ -434,6 +446,9 @@ func (c Config) Validate() error {
 	}
 	if err := checkPerCaller(c.Limits); err != nil {
 		return bad("limits.max_dispatch_per_caller", leafHint("limits.max_dispatch_per_caller", ""), err)
+	}
+	if d := c.Limits.MaxDelegationDepth; d < 1 || d > MaxDelegationDepth {
+		return bad("limits.max_delegation_depth", leafHint("limits.max_delegation_depth", ""), fmt.Errorf("want an integer from 1 to %d, got %d", MaxDelegationDepth, d))
 	}
 	if c.Limits.InboxMessages < 0 {
 		return bad("limits.inbox_messages", leafHint("limits.inbox_messages", ""), fmt.Errorf("want 0 or more, got %d", c.Limits.InboxMessages))

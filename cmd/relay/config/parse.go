@@ -41,6 +41,8 @@ import (
 //	max_dispatch = 4                        # integer > 0
 //	max_dispatch_per_caller = 3             # 1..max_dispatch; default max_dispatch - 1 (at least 1)
 //
+//	max_delegation_depth = 3                # 1..16: how deep a chain of tasks submitted from inside tasks may go
+//
 //	inbox_messages = 1000                   # integer >= 0; 0 = no limit
 //	inbox_bytes = 67108864                  # integer >= 0 (>= message_bytes); 0 = no limit
 //
@@ -166,6 +168,7 @@ type limitsTable struct {
 	InboxBytes    sizeValue     `toml:"inbox_bytes"`
 	InboxMessages sizeValue     `toml:"inbox_messages"`
 	MaxDispatch   countValue    `toml:"max_dispatch"`
+	MaxDepth      depthValue    `toml:"max_delegation_depth"`
 	PerCaller     countValue    `toml:"max_dispatch_per_caller"`
 	MessageBytes  countValue    `toml:"message_bytes"`
 	ProbeTimeout  durationValue `toml:"probe_timeout"`
@@ -211,6 +214,7 @@ func (f *file) apply(cfg *Config) {
 	}
 	f.Limits.MaxDispatch.merge(&cfg.Limits.MaxDispatch)
 	f.Limits.PerCaller.merge(&cfg.Limits.MaxDispatchPerCaller)
+	f.Limits.MaxDepth.merge(&cfg.Limits.MaxDelegationDepth)
 	f.Limits.MessageBytes.merge(&cfg.Limits.MessageBytes)
 	f.Limits.ProbeTimeout.merge(&cfg.Limits.ProbeTimeout)
 	f.Limits.TaskTimeout.merge(&cfg.Limits.TaskTimeout)
@@ -254,6 +258,7 @@ type (
 	envValue      struct{ value[[]string] }
 	durationValue struct{ value[time.Duration] }
 	countValue    struct{ value[int] }
+	depthValue    struct{ value[int] }
 	boolValue     struct{ value[bool] }
 	mcpValue      struct{ value[[]MCPServer] }
 	syncValue     struct{ value[string] }
@@ -272,6 +277,7 @@ func (x *daemonEnvValue) UnmarshalTOML(v any) error { return x.keep(parseEnvKeys
 func (x *pathValue) UnmarshalTOML(v any) error      { return x.keep(parsePathList(v)) }
 func (x *durationValue) UnmarshalTOML(v any) error  { return x.keep(parseDuration(v)) }
 func (x *countValue) UnmarshalTOML(v any) error     { return x.keep(parsePositiveInt(v)) }
+func (x *depthValue) UnmarshalTOML(v any) error     { return x.keep(parseDepth(v)) }
 func (x *idleValue) UnmarshalTOML(v any) error      { return x.keep(parseIdleTimeout(v)) }
 func (x *sizeValue) UnmarshalTOML(v any) error      { return x.keep(parseNonNegativeInt(v)) }
 func (x *keepValue) UnmarshalTOML(v any) error      { return x.keep(parseKeep(v)) }
@@ -496,6 +502,12 @@ var hints = map[string]hint{
 		want: "a positive number of tasks, at most max_dispatch (default max_dispatch - 1, at least 1): " +
 			"how many dispatch slots the tasks of one caller may hold at once",
 		example: fmt.Sprintf("max_dispatch_per_caller = %d", DefaultMaxDispatchPerCaller(DefaultMaxDispatch)),
+	},
+	"limits.max_delegation_depth": {
+		want: fmt.Sprintf("an integer from 1 to %d (default %d): how many tasks deep a delegation chain may go, a task submitted "+
+			"outside any task being depth 1; a task submitted from inside a chain that deep already is rejected (delegation_too_deep), "+
+			"and 1 allows no delegation from inside a task", MaxDelegationDepth, DefaultMaxDelegationDepth),
+		example: fmt.Sprintf("max_delegation_depth = %d", DefaultMaxDelegationDepth),
 	},
 	"daemon.path": {
 		want:    "an array of absolute directories: the PATH agent commands are found through and the daemon's children get (default: the PATH the first `relay daemon` by hand pinned in the home)",

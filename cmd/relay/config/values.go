@@ -301,6 +301,16 @@ func parsePositiveInt(v any) (int, error) {
 	return int(n), nil
 }
 
+// parseDepth reads limits.max_delegation_depth: an integer from 1 to
+// MaxDelegationDepth.
+func parseDepth(v any) (int, error) {
+	n, ok := v.(int64)
+	if !ok || n < 1 || n > MaxDelegationDepth {
+		return 0, fmt.Errorf("want an integer from 1 to %d, got %s", MaxDelegationDepth, describe(v))
+	}
+	return int(n), nil
+}
+
 // checkPerCaller checks limits.max_dispatch_per_caller against
 // limits.max_dispatch (zero: the default, always within).
 func checkPerCaller(l LimitsConfig) error {

@@ -20,8 +20,14 @@
 //	fs-read, fs-write      call the client's fs methods, reply with the error
 //	terminal               call terminal/create, reply with the error
 //	thought SECRET         send SECRET as a thought chunk, reply "done"
-//	after DURATION TEXT    reply TEXT after DURATION (a Go duration), or stop
-//	                       "cancelled" when canceled before
+//	sleep SECONDS          wait SECONDS (a decimal), then reply "slept" (a
+//	                       session/cancel ends the wait: "cancelled")
+//	delegate RELAY HOME AS TARGET PROMPT...
+//	                       start `RELAY mcp --as AS --home HOME` as a child (as
+//	                       an agent's own MCP client would), send TARGET a
+//	                       message and submit PROMPT to it through that facade,
+//	                       wait for the task's end (get_task wait_seconds) and
+//	                       reply "delegated TASK_ID STATE CODE" (delegate.go)
 //	hang                   block until session/cancel, then stop "cancelled"
 //	hang-ignore-cancel     block forever
 //	crash                  send a chunk, then exit 3 mid-prompt
@@ -54,6 +60,10 @@
 //	                       ask permission for it with an N-byte reject option id
 //	grandchild             start `sleep 300`, reply and write its pid to
 //	                       $FAKEAGENT_PIDFILE, then hang
+//	orphan                 start `sleep 300` through a shell that exits at once
+//	                       (the sleep's parent is gone: it is reparented), write
+//	                       its pid to $FAKEAGENT_PIDFILE, reply "orphan:<pid>",
+//	                       then hang
 //	escape                 start `sleep 300` in a new session (setsid) with an
 //	                       empty environment, write its pid to
 //	                       $FAKEAGENT_PIDFILE, reply "escaped:<pid>" and end the turn
@@ -384,17 +394,16 @@ func (a *agent) Prompt(ctx context.Context, p acp.PromptRequest) (acp.PromptResp
 		}
 		_ = a.conn.SessionUpdate(ctx, acp.SessionNotification{SessionId: sid, Update: acp.UpdateAgentThoughtText("thinking about " + secret)})
 		return a.reply(ctx, sid, "done")
-	case behaviour == "after" && len(words) > 2:
-		d, err := time.ParseDuration(words[1])
-		if err != nil {
-			return acp.PromptResponse{}, err
-		}
+	case behaviour == "sleep" && len(words) > 1:
+		secs, _ := strconv.ParseFloat(words[1], 64)
 		select {
-		case <-time.After(d):
-			return a.reply(ctx, sid, strings.Join(words[2:], " "))
+		case <-time.After(time.Duration(secs * float64(time.Second))):
+			return a.reply(ctx, sid, "slept")
 		case <-ctx.Done():
 			return acp.PromptResponse{StopReason: acp.StopReasonCancelled}, nil
 		}
+	case behaviour == "delegate":
+		return a.delegate(ctx, sid, words)
 	case behaviour == "hang":
 		a.say(ctx, sid, "hanging")
 		<-ctx.Done()
@@ -558,6 +567,19 @@ func (a *agent) Prompt(ctx context.Context, p acp.PromptRequest) (acp.PromptResp
 		}
 		a.log.event("grandchild", map[string]any{"child": pid})
 		a.say(ctx, sid, fmt.Sprintf("grandchild:%d", pid))
+		<-ctx.Done()
+		return acp.PromptResponse{StopReason: acp.StopReasonCancelled}, nil
+	case behaviour == "orphan":
+		out, err := exec.Command("sh", "-c", "sleep 300 >/dev/null 2>&1 </dev/null & echo $!").Output()
+		pid, _ := strconv.Atoi(strings.TrimSpace(string(out)))
+		if err != nil || pid == 0 {
+			return a.reply(ctx, sid, fmt.Sprintf("orphan error: %v %q", err, out))
+		}
+		if f := os.Getenv("FAKEAGENT_PIDFILE"); f != "" {
+			_ = os.WriteFile(f, []byte(strconv.Itoa(pid)), 0o600)
+		}
+		a.log.event("orphan", map[string]any{"child": pid})
+		a.say(ctx, sid, fmt.Sprintf("orphan:%d", pid))
 		<-ctx.Done()
 		return acp.PromptResponse{StopReason: acp.StopReasonCancelled}, nil
 	case behaviour == "escape" || behaviour == "escape-hang":

@@ -65,6 +65,7 @@ func (dispatcher) Cancel(string)                                                
 // Rig is one wired service.
 type Rig struct {
 	DB       *persistence.DB
+	Engine   *machine.Engine
 	Service  *service.Service
 	Registry Registry
 	Cwd      string // a temporary directory, for tasks
@@ -89,5 +90,5 @@ func New(t *testing.T) *Rig {
 		}
 	})
 	svc := service.New(service.Options{Engine: eng, Store: db, Messages: db, Registry: reg, MessageBytes: MessageBytes})
-	return &Rig{DB: db, Service: svc, Registry: reg, Cwd: t.TempDir()}
+	return &Rig{DB: db, Engine: eng, Service: svc, Registry: reg, Cwd: t.TempDir()}
 }
