@@ -112,6 +112,7 @@ func TestAllListsComplete(t *testing.T) {
 		"Code":            strs(model.AllCodes()),
 		"HardeningStatus": strs(model.AllHardeningStatuses()),
 		"Stop":            strs(model.AllStops()),
+		"MCPTaskEvent":    strs(model.AllMCPTaskEvents()),
 	}
 	declared := declaredConstants(t)
 	for typ := range declared {
