@@ -159,13 +159,13 @@ func mcpTools(o Options) []mcpTool {
 				"the agent's. Acknowledge handled messages with ack_messages: an acknowledged message is done and no longer returned.", me),
 			params: []mcpParam{
 				{name: "unread_only", kind: mcpBool, def: true, desc: "Return only unread messages (default true); false also returns messages already read but not yet acknowledged. Acknowledged messages are done and never returned again."},
-				{name: "limit", kind: mcpLimit, def: 50, desc: fmt.Sprintf("Maximum number of messages to return, 1 to %d (default 50).", mcpMaxLimit)},
+				{name: "limit", kind: mcpLimit, def: model.DefaultPageSize, desc: fmt.Sprintf("Maximum number of messages to return, 1 to %d (default %d).", mcpMaxLimit, model.DefaultPageSize)},
 			},
 			call: func(ctx context.Context, f *mcpFacade, a mcpArgs) (any, error) {
 				if c := f.passThrough(); c != nil {
-					return passRaw(c.CheckInboxJSON(ctx, f.o.Agent, a.boolOr("unread_only", true), a.intOr("limit", 50)))
+					return passRaw(c.CheckInboxJSON(ctx, f.o.Agent, a.boolOr("unread_only", true), a.intOr("limit", model.DefaultPageSize)))
 				}
-				in, err := f.svc.CheckInbox(ctx, f.o.Agent, a.boolOr("unread_only", true), a.intOr("limit", 50))
+				in, err := f.svc.CheckInbox(ctx, f.o.Agent, a.boolOr("unread_only", true), a.intOr("limit", model.DefaultPageSize))
 				if in.Messages == nil {
 					in.Messages = []model.Message{}
 				}
@@ -298,15 +298,15 @@ func mcpTools(o Options) []mcpTool {
 				"next task would take the answer past 2 MiB of JSON (get_task shows any one). " + statesText,
 			params: []mcpParam{
 				{name: "state", kind: mcpEnum, enum: states, desc: "Only tasks in this state (default: every state)."},
-				{name: "limit", kind: mcpLimit, def: 50, desc: fmt.Sprintf("Maximum number of tasks to return, 1 to %d (default 50).", mcpMaxLimit)},
+				{name: "limit", kind: mcpLimit, def: model.DefaultPageSize, desc: fmt.Sprintf("Maximum number of tasks to return, 1 to %d (default %d).", mcpMaxLimit, model.DefaultPageSize)},
 				{name: "before", kind: mcpString, desc: "A task_id: return only tasks older than it (the next page: pass the last task_id of the previous one)."},
 			},
 			readOnly: true, idempotent: true,
 			call: func(ctx context.Context, f *mcpFacade, a mcpArgs) (any, error) {
 				if c := f.passThrough(); c != nil {
-					return passRaw(c.ListTasksJSON(ctx, f.o.Agent, model.State(a.str("state")), a.intOr("limit", 50), a.str("before")))
+					return passRaw(c.ListTasksJSON(ctx, f.o.Agent, model.State(a.str("state")), a.intOr("limit", model.DefaultPageSize), a.str("before")))
 				}
-				ts, err := f.svc.ListTasks(ctx, f.o.Agent, model.State(a.str("state")), a.intOr("limit", 50), a.str("before"))
+				ts, err := f.svc.ListTasks(ctx, f.o.Agent, model.State(a.str("state")), a.intOr("limit", model.DefaultPageSize), a.str("before"))
 				if ts == nil {
 					ts = []model.Task{}
 				}

@@ -93,7 +93,7 @@ func decodeBody(r io.Reader, max int64, v any) error {
 // and reports a refusal as invalid_args.
 func decodeBytes(data []byte, v any) error {
 	if err := model.DecodeStrict(data, v); err != nil {
-		return invalidArgs("the request body is refused: %v", err)
+		return model.InvalidArgs("the request body is refused: %v", err)
 	}
 	return nil
 }

@@ -407,21 +407,21 @@ func (s *Server) route(pattern string, agent bool, query []string, h handlerFunc
 			caller = r.Header.Get(AgentHeader)
 			if n := len(r.Header.Values(AgentHeader)); n > 1 {
 				// One identity, once: neither the first nor the last wins.
-				s.writeError(w, r, invalidArgs("the %s header is given %d times; a request acts as one agent", AgentHeader, n))
+				s.writeError(w, r, model.InvalidArgs("the %s header is given %d times; a request acts as one agent", AgentHeader, n))
 				return
 			}
 			if caller == "" {
-				s.writeError(w, r, invalidArgs("the %s header (the calling agent's identity) is required on %s", AgentHeader, r.URL.Path))
+				s.writeError(w, r, model.InvalidArgs("the %s header (the calling agent's identity) is required on %s", AgentHeader, r.URL.Path))
 				return
 			}
 			if caller == model.RelayAgent {
-				s.writeError(w, r, invalidArgs("%q is the relay itself; no agent may act as it", caller))
+				s.writeError(w, r, model.InvalidArgs("%q is the relay itself; no agent may act as it", caller))
 				return
 			}
 			// An identity is stored with everything the caller does: it
 			// must be an agent name, never arbitrary text.
 			if !spec.ValidAgentName(caller) {
-				s.writeError(w, r, invalidArgs("the %s header %q is not an agent name (1–64 characters of [a-z0-9_-])", AgentHeader, model.Clip(caller, 64)))
+				s.writeError(w, r, model.InvalidArgs("the %s header %q is not an agent name (1–64 characters of [a-z0-9_-])", AgentHeader, model.Clip(caller, 64)))
 				return
 			}
 			if s.o.KnownAgent != nil && !s.o.KnownAgent(caller) {
@@ -526,7 +526,7 @@ func (s *Server) routes() {
 			c.Agent = caller
 		case caller:
 		default:
-			return nil, invalidArgs("conn agent %q is not the caller %q", c.Agent, caller)
+			return nil, model.InvalidArgs("conn agent %q is not the caller %q", c.Agent, caller)
 		}
 		// The kernel's word on who connected beats the body's.
 		if uid, pid, ok := PeerFromContext(r.Context()); ok {
@@ -605,7 +605,7 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request, _ string) 
 	if q.Has("after") {
 		n, err := strconv.ParseInt(q.Get("after"), 10, 64)
 		if err != nil || n < 0 {
-			return nil, invalidArgs("after %q is not a cursor (a non-negative integer from a previous answer)", model.Clip(q.Get("after"), 64))
+			return nil, model.InvalidArgs("after %q is not a cursor (a non-negative integer from a previous answer)", model.Clip(q.Get("after"), 64))
 		}
 		f.After = n
 	}
@@ -614,7 +614,7 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request, _ string) 
 		return nil, err
 	}
 	if wait > model.MaxWatchWait {
-		return nil, invalidArgs("wait %s is over the bound of %s", wait, model.MaxWatchWait)
+		return nil, model.InvalidArgs("wait %s is over the bound of %s", wait, model.MaxWatchWait)
 	}
 	// Past the read deadline net/http's background read fails and ends
 	// the request's context; past the write deadline the answer is lost.
@@ -655,7 +655,7 @@ func (s *Server) handleGetTask(w http.ResponseWriter, r *http.Request, caller st
 		return nil, err
 	}
 	if wait > model.MaxTaskWait {
-		return nil, invalidArgs("wait %s is over the bound of %s", wait, model.MaxTaskWait)
+		return nil, model.InvalidArgs("wait %s is over the bound of %s", wait, model.MaxTaskWait)
 	}
 	if wait == 0 {
 		return s.svc.GetTask(r.Context(), caller, r.PathValue("id"))
@@ -717,7 +717,7 @@ func (s *Server) handleUnknown(w http.ResponseWriter, r *http.Request) {
 		for _, m := range allow {
 			w.Header().Add("Allow", m)
 		}
-		e := invalidArgs("method %s is not allowed on %s (allowed: %v)", r.Method, r.URL.Path, allow)
+		e := model.InvalidArgs("method %s is not allowed on %s (allowed: %v)", r.Method, r.URL.Path, allow)
 		s.writeErrorStatus(w, r, http.StatusMethodNotAllowed, e)
 		return
 	}
@@ -800,11 +800,6 @@ func (s *Server) writeJSON(w http.ResponseWriter, r *http.Request, status int, v
 	_, _ = w.Write(b)
 }
 
-// invalidArgs builds an invalid_args error.
-func invalidArgs(format string, args ...any) *model.Error {
-	return model.Errorf(model.CodeInvalidArgs, format, args...).WithHint(spec.Hint(model.CodeInvalidArgs))
-}
-
 // checkQuery refuses unknown and repeated query parameters.
 func checkQuery(q url.Values, allowed []string) error {
 	for k, vs := range q {
@@ -816,10 +811,10 @@ func checkQuery(q url.Values, allowed []string) error {
 			}
 		}
 		if !ok {
-			return invalidArgs("unknown query parameter %q", k)
+			return model.InvalidArgs("unknown query parameter %q", k)
 		}
 		if len(vs) > 1 {
-			return invalidArgs("query parameter %q is given %d times", k, len(vs))
+			return model.InvalidArgs("query parameter %q is given %d times", k, len(vs))
 		}
 	}
 	return nil
@@ -834,10 +829,10 @@ func queryLimit(q url.Values) (int, error) {
 	s := q.Get("limit")
 	n, err := strconv.Atoi(s)
 	if err != nil {
-		return 0, invalidArgs("limit %q is not an integer", s)
+		return 0, model.InvalidArgs("limit %q is not an integer", s)
 	}
 	if n < 0 {
-		return 0, invalidArgs("limit %d is negative", n)
+		return 0, model.InvalidArgs("limit %d is negative", n)
 	}
 	return n, nil
 }
@@ -853,7 +848,7 @@ func queryBool(q url.Values, name string, def bool) (bool, error) {
 	case "false", "0":
 		return false, nil
 	}
-	return false, invalidArgs("%s %q is not true or false", name, s)
+	return false, model.InvalidArgs("%s %q is not true or false", name, s)
 }
 
 // queryDuration parses a Go duration such as 60s; absent means 0.
@@ -864,10 +859,10 @@ func queryDuration(q url.Values, name string) (time.Duration, error) {
 	s := q.Get(name)
 	d, err := time.ParseDuration(s)
 	if err != nil {
-		return 0, invalidArgs("%s %q is not a duration such as 60s", name, s)
+		return 0, model.InvalidArgs("%s %q is not a duration such as 60s", name, s)
 	}
 	if d < 0 {
-		return 0, invalidArgs("%s %s is negative", name, fmt.Sprint(d))
+		return 0, model.InvalidArgs("%s %s is negative", name, fmt.Sprint(d))
 	}
 	return d, nil
 }
