@@ -376,8 +376,6 @@ func (c *peerConn) CloseWrite() error {
 // routes and "" elsewhere. A nil error sends v as JSON with status 200.
 type handlerFunc func(w http.ResponseWriter, r *http.Request, caller string) (any, error)
 
-// route registers a handler; agent routes require AgentHeader; query
-// lists the query parameters the route accepts (any other is refused).
 // longAgentRoute registers an operator route that runs an agent for up
 // to its ?timeout (run's own default when absent: budget), such as a probe
 // or a verification. Such a run may legitimately outlast WriteTimeout, so
@@ -400,6 +398,8 @@ func longAgentRoute[T any](s *Server, pattern string, budget time.Duration, run 
 	})
 }
 
+// route registers a handler; agent routes require AgentHeader; query
+// lists the query parameters the route accepts (any other is refused).
 func (s *Server) route(pattern string, agent bool, query []string, h handlerFunc) {
 	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
 		caller := ""
@@ -443,13 +443,23 @@ func (s *Server) route(pattern string, agent bool, query []string, h handlerFunc
 	})
 }
 
+// routes registers every route of the API: the version, the agent routes
+// (which act as the AgentHeader identity) and the operator routes under
+// /v1/operator/.
 func (s *Server) routes() {
 	s.mux.HandleFunc("/", s.handleUnknown)
 	s.route("GET /v1/version", false, nil, func(http.ResponseWriter, *http.Request, string) (any, error) {
 		return VersionInfo{Version: s.o.Version, API: APIVersion}, nil
 	})
+	s.messageRoutes()
+	s.taskRoutes()
+	s.agentRoutes()
+	s.operatorTaskRoutes()
+	s.operatorRoutes()
+}
 
-	// Agent routes.
+// messageRoutes registers the agent routes of passive messages.
+func (s *Server) messageRoutes() {
 	s.route("POST /v1/messages", true, nil, func(w http.ResponseWriter, r *http.Request, caller string) (any, error) {
 		req, err := DecodeSendRequest(r.Body, s.o.MaxBody)
 		if err != nil {
@@ -482,6 +492,10 @@ func (s *Server) routes() {
 		}
 		return s.svc.AckMessages(r.Context(), caller, ids)
 	})
+}
+
+// taskRoutes registers the agent routes of tasks.
+func (s *Server) taskRoutes() {
 	s.route("POST /v1/tasks", true, nil, func(w http.ResponseWriter, r *http.Request, caller string) (any, error) {
 		req, err := DecodeSubmitRequest(r.Body, s.o.MaxBody)
 		if err != nil {
@@ -512,6 +526,11 @@ func (s *Server) routes() {
 		}
 		return struct{}{}, s.svc.MCPTaskEvent(r.Context(), caller, r.PathValue("id"), model.MCPTaskEvent(r.PathValue("event")))
 	})
+}
+
+// agentRoutes registers the agent routes of the registry and of
+// connections.
+func (s *Server) agentRoutes() {
 	s.route("GET /v1/agents", true, nil, func(w http.ResponseWriter, r *http.Request, caller string) (any, error) {
 		as, err := s.svc.ListAgents(r.Context())
 		return AgentList{Agents: nonNil(as)}, err
@@ -538,8 +557,10 @@ func (s *Server) routes() {
 		s.facades.add(c)
 		return struct{}{}, nil
 	})
+}
 
-	// Operator routes.
+// operatorTaskRoutes registers the operator routes of tasks.
+func (s *Server) operatorTaskRoutes() {
 	s.route("GET /v1/operator/tasks", false, []string{"state", "agent", "caller", "target", "limit", "before"}, func(w http.ResponseWriter, r *http.Request, _ string) (any, error) {
 		q := r.URL.Query()
 		limit, err := queryLimit(q)
@@ -561,6 +582,11 @@ func (s *Server) routes() {
 		}
 		return s.svc.CancelTaskAsOperator(r.Context(), r.PathValue("id"))
 	})
+}
+
+// operatorRoutes registers the other operator routes: messages, agents
+// (list, probe, verify), the event watch and the audit check.
+func (s *Server) operatorRoutes() {
 	s.route("GET /v1/operator/messages", false, []string{"to", "from", "unread_only", "limit", "before"}, func(w http.ResponseWriter, r *http.Request, _ string) (any, error) {
 		q := r.URL.Query()
 		limit, err := queryLimit(q)
