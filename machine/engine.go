@@ -173,7 +173,7 @@ func (e *Engine) Start(ctx context.Context) error {
 // all pages through every task matching f, newest first.
 func (e *Engine) all(ctx context.Context, f model.TaskFilter) ([]model.Task, error) {
 	var out []model.Task
-	f.Limit = 1000
+	f.Limit = model.MaxPageSize
 	for {
 		page, err := e.store.ListTasks(ctx, f)
 		if err != nil {
@@ -325,10 +325,10 @@ func (e *Engine) Submit(ctx context.Context, caller string, r model.SubmitReques
 
 func (e *Engine) validate(caller string, r *model.SubmitRequest) error {
 	if caller == "" {
-		return invalidArgs("caller is required")
+		return model.InvalidArgs("caller is required")
 	}
 	if r.Target == "" {
-		return invalidArgs("target is required")
+		return model.InvalidArgs("target is required")
 	}
 	if !e.registry.Known(r.Target) {
 		return model.Errorf(model.CodeUnknownAgent, "no agent named %q", model.Echo(r.Target)).WithHint(spec.Hint(model.CodeUnknownAgent))
@@ -337,26 +337,22 @@ func (e *Engine) validate(caller string, r *model.SubmitRequest) error {
 		r.Mode = model.ModeReadOnly
 	}
 	if !r.Mode.Valid() {
-		return invalidArgs(fmt.Sprintf("mode %q is not read_only or state_changing", model.Echo(string(r.Mode))))
+		return model.InvalidArgs("mode %q is not read_only or state_changing", model.Echo(string(r.Mode)))
 	}
 	if r.Prompt == "" {
-		return invalidArgs("prompt is required")
+		return model.InvalidArgs("prompt is required")
 	}
 	if len(r.Prompt) > e.maxPrompt {
 		return model.Errorf(model.CodePayloadTooLarge, "prompt is %d bytes; the limit is %d", len(r.Prompt), e.maxPrompt).
 			WithHint(spec.Hint(model.CodePayloadTooLarge))
 	}
-	if err := checkSubmitBounds(r); err != nil {
+	if err := r.CheckBounds(); err != nil {
 		return err
 	}
 	if err := CheckCwd(r.Cwd); err != nil {
 		return err
 	}
-	return CheckArtifacts(r.Artifacts)
-}
-
-func invalidArgs(msg string) *model.Error {
-	return model.Errorf(model.CodeInvalidArgs, "%s", msg).WithHint(spec.Hint(model.CodeInvalidArgs))
+	return model.CheckArtifacts(r.Artifacts)
 }
 
 // CheckCwd requires an absolute, clean path to an existing directory.

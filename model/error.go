@@ -149,6 +149,17 @@ func Errorf(code Code, format string, args ...any) *Error {
 	return &Error{Code: code, Message: fmt.Sprintf(format, echoArgs(args)...)}
 }
 
+// InvalidArgsHint is the hint of every invalid_args error (spec's
+// catalogue lists it with the code).
+const InvalidArgsHint = "check the tool's input schema"
+
+// InvalidArgs builds an invalid_args error with a formatted message (as
+// Errorf) and InvalidArgsHint: the one constructor of that code, for every
+// layer and transport.
+func InvalidArgs(format string, args ...any) *Error {
+	return Errorf(CodeInvalidArgs, format, args...).WithHint(InvalidArgsHint)
+}
+
 // WithHint returns e with its hint set.
 func (e *Error) WithHint(hint string) *Error { e.Hint = hint; return e }
 

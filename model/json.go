@@ -54,6 +54,16 @@ func (e *JSONError) Error() string {
 // refuse it with an error, reported like the others. A defect is returned
 // as a *JSONError.
 func CheckJSON(data []byte, key func(k string) error) error {
+	var at func([]jsonStep, string) error
+	if key != nil {
+		at = func(_ []jsonStep, k string) error { return key(k) }
+	}
+	return checkJSON(data, at)
+}
+
+// checkJSON is CheckJSON whose key hook is also told where the key's
+// object stands (the path of containers from the top, as where renders).
+func checkJSON(data []byte, key func(path []jsonStep, k string) error) error {
 	s := &jsonScan{b: data, key: key}
 	s.space()
 	if err := s.value(); err != nil {
@@ -72,7 +82,7 @@ type jsonScan struct {
 	i     int
 	depth int
 	path  []jsonStep // the containers the reader is in
-	key   func(string) error
+	key   func(path []jsonStep, k string) error
 }
 
 // jsonStep is one container on the path: an array at index, or an object
@@ -254,7 +264,7 @@ func (s *jsonScan) object() error {
 		}
 		seen[f] = k
 		if s.key != nil {
-			if err := s.key(k); err != nil {
+			if err := s.key(s.path, k); err != nil {
 				return s.fail(err.Error())
 			}
 		}

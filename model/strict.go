@@ -22,10 +22,11 @@ import (
 //     around it: empty data, another JSON value, data after the object;
 //   - whatever CheckJSON refuses (invalid UTF-8, a lone surrogate, a key
 //     given twice or two keys differing only in case, at any depth);
-//   - for a struct, a key that is not the JSON name of a field of it or of
-//     a struct nested in it, spelled exactly (encoding/json would match it
-//     case-insensitively), and a key unknown where it stands; a value of
-//     the wrong type.
+//   - for a struct, a key that is not, spelled exactly, the JSON name of
+//     a field of the struct its own object decodes into (encoding/json
+//     would match it case-insensitively, so a name of another level, in
+//     another case, could fill a field of this one); below a map field,
+//     any key is the map's; a value of the wrong type.
 //
 // A map takes any key (its caller checks them, as the MCP server checks
 // its tools' parameters, or ignores those it does not know, as the
@@ -52,7 +53,7 @@ func DecodeStrict(data []byte, v any) error {
 	// twice, or fill a field from a key that matches its name only in
 	// case. A document that is not JSON at all gets the decoder's message,
 	// the better one.
-	if err := CheckJSON(data, exactKeys(v)); err != nil && json.Valid(data) {
+	if err := checkJSON(data, exactKeys(v)); err != nil && json.Valid(data) {
 		return err
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
@@ -66,15 +67,23 @@ func DecodeStrict(data []byte, v any) error {
 	return nil
 }
 
-// strictKeyNames caches exactKeys' sets of names by type.
-var strictKeyNames sync.Map // reflect.Type → map[string]bool
+// strictKeyLevels caches keyLevelOf's answers by type.
+var strictKeyLevels sync.Map // reflect.Type → *keyLevel
+
+// keyLevel is the keys one object may hold when decoded into a struct:
+// each field's JSON name, spelled exactly, with the level of its value
+// (nil: any key below it, as in a map, an interface or raw JSON).
+type keyLevel struct {
+	fields map[string]*keyLevel
+}
 
 // exactKeys returns DecodeStrict's key check for decoding into v: for a
-// struct, a key must be the JSON name of a field of v's type or of a type
-// nested in it (an artifact), spelled exactly; a key at the wrong level is
-// left to the decoder's unknown-field check. For anything else, nil: any
-// key.
-func exactKeys(v any) func(string) error {
+// struct, a key must be the JSON name of a field of the struct its object
+// decodes into (v's type at the top, an artifact inside artifacts),
+// spelled exactly; a name of another level is refused too, as encoding/json
+// would match it case-insensitively to a field of this one. For anything
+// else, nil: any key.
+func exactKeys(v any) func(path []jsonStep, k string) error {
 	t := reflect.TypeOf(v)
 	for t != nil && t.Kind() == reflect.Pointer {
 		t = t.Elem()
@@ -82,44 +91,72 @@ func exactKeys(v any) func(string) error {
 	if t == nil || t.Kind() != reflect.Struct {
 		return nil
 	}
-	names, ok := strictKeyNames.Load(t)
+	top, ok := strictKeyLevels.Load(t)
 	if !ok {
-		m := map[string]bool{}
-		fieldNames(t, m)
-		names, _ = strictKeyNames.LoadOrStore(t, m)
+		top, _ = strictKeyLevels.LoadOrStore(t, keyLevelOf(t, map[reflect.Type]*keyLevel{}))
 	}
-	known := names.(map[string]bool)
-	return func(k string) error {
-		if !known[k] {
+	root := top.(*keyLevel)
+	return func(path []jsonStep, k string) error {
+		lv := root
+		for _, st := range path {
+			if st.index >= 0 {
+				continue // an array's items share its level
+			}
+			if lv = lv.fields[st.key]; lv == nil {
+				return nil
+			}
+		}
+		if _, ok := lv.fields[k]; !ok {
 			return fmt.Errorf("unknown field %q (keys match a field's name exactly; unknown arguments are refused)", Clip(k, jsonShow))
 		}
 		return nil
 	}
 }
 
-// fieldNames adds the JSON names of t's fields, and of the structs in
-// them, to names.
-func fieldNames(t reflect.Type, names map[string]bool) {
+// keyLevelOf returns the level of a value of type t: its fields' names
+// when it is a struct (through pointers, slices and arrays), else nil.
+// seen holds the levels being built, for a type that nests itself.
+func keyLevelOf(t reflect.Type, seen map[reflect.Type]*keyLevel) *keyLevel {
 	for t.Kind() == reflect.Pointer || t.Kind() == reflect.Slice || t.Kind() == reflect.Array {
 		t = t.Elem()
 	}
 	if t.Kind() != reflect.Struct {
-		return
+		return nil
 	}
+	if lv, ok := seen[t]; ok {
+		return lv
+	}
+	lv := &keyLevel{fields: map[string]*keyLevel{}}
+	seen[t] = lv
+	addFields(t, lv, seen)
+	return lv
+}
+
+// addFields adds the JSON names of struct t's fields to lv, those of an
+// embedded struct without a name of its own included.
+func addFields(t reflect.Type, lv *keyLevel, seen map[reflect.Type]*keyLevel) {
 	for i := range t.NumField() {
 		f := t.Field(i)
 		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
 		switch {
-		case name == "-" || !f.IsExported():
+		case name == "-" || !f.IsExported() && !f.Anonymous:
 			continue
 		case f.Anonymous && name == "":
-			fieldNames(f.Type, names)
-			continue
+			et := f.Type
+			if et.Kind() == reflect.Pointer {
+				et = et.Elem()
+			}
+			if et.Kind() == reflect.Struct {
+				addFields(et, lv, seen)
+				continue
+			}
+			if !f.IsExported() {
+				continue
+			}
 		case name == "":
 			name = f.Name
 		}
-		names[name] = true
-		fieldNames(f.Type, names)
+		lv.fields[name] = keyLevelOf(f.Type, seen)
 	}
 }
 

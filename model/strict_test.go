@@ -87,3 +87,46 @@ func TestDecodeStrictMap(t *testing.T) {
 		}
 	}
 }
+
+// levelDoc and levelItem share a name in two cases, one at each level:
+// encoding/json matches a key to a field case-insensitively, so only a key
+// check per level tells "Name" (an item's) from "name" (the document's).
+type levelDoc struct {
+	Name  string            `json:"name"`
+	Item  levelItem         `json:"item"`
+	Items []levelItem       `json:"items"`
+	Extra map[string]string `json:"extra"`
+}
+
+type levelItem struct {
+	Name string `json:"Name"`
+	Size int    `json:"size"`
+}
+
+// A key is checked against the fields of the struct its own object decodes
+// into: a name valid at another level is refused, not matched in another
+// case to a field of this one; below a map any key is the map's.
+func TestDecodeStrictKeysPerLevel(t *testing.T) {
+	t.Parallel()
+	var ok levelDoc
+	doc := `{"name":"a","item":{"Name":"b","size":1},"items":[{"Name":"c"},{"size":2}],"extra":{"name":"d","any":"e"}}`
+	if err := model.DecodeStrict([]byte(doc), &ok); err != nil {
+		t.Errorf("valid document: %v", err)
+	} else if ok.Name != "a" || ok.Item.Name != "b" || len(ok.Items) != 2 || ok.Items[0].Name != "c" || ok.Extra["any"] != "e" {
+		t.Errorf("decoded %+v", ok)
+	}
+	for _, c := range []struct{ doc, mention string }{
+		{`{"Name":"x"}`, `"Name"`},                        // an item's name at the top
+		{`{"item":{"name":"x"}}`, `"name"`},               // the top's name in an item
+		{`{"items":[{"size":1},{"name":"x"}]}`, `"name"`}, // and in an array's item
+		{`{"size":1}`, `"size"`},
+		{`{"item":{"item":{}}}`, `"item"`},
+	} {
+		var v levelDoc
+		err := model.DecodeStrict([]byte(c.doc), &v)
+		var je *model.JSONError
+		if !errors.As(err, &je) || !strings.Contains(err.Error(), c.mention) {
+			t.Errorf("%s: %v (decoded %+v); want a *model.JSONError naming %s", c.doc, err, v, c.mention)
+		}
+	}
+}

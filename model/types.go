@@ -205,6 +205,26 @@ type AuditReport struct {
 	Head   string `json:"head"`
 }
 
+// Listings come in pages (TaskFilter, MessageFilter, an inbox, an agent's
+// tasks): DefaultPageSize items when the request names no limit, at most
+// MaxPageSize; ack_messages takes at most MaxPageSize ids at once.
+const (
+	DefaultPageSize = 50
+	MaxPageSize     = 1000
+)
+
+// PageLimit checks a listing's limit as a request gives it: 0 is
+// DefaultPageSize, and anything outside 1..MaxPageSize is invalid_args.
+func PageLimit(n int) (int, error) {
+	switch {
+	case n == 0:
+		return DefaultPageSize, nil
+	case n < 0 || n > MaxPageSize:
+		return 0, InvalidArgs("limit %d is out of range 1..%d", n, MaxPageSize)
+	}
+	return n, nil
+}
+
 // TaskFilter selects tasks for listing. Zero values select everything.
 type TaskFilter struct {
 	State  State

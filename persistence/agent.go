@@ -27,7 +27,7 @@ type Probe struct {
 // ("agent.probe"), in one transaction. A zero At is stamped with the clock.
 func (db *DB) RecordProbe(ctx context.Context, p Probe) error {
 	if p.Name == "" {
-		return invalidArgs("probe without an agent name")
+		return model.InvalidArgs("probe without an agent name")
 	}
 	var err error
 	if p.At, err = stamp("probe time", p.At, db.now); err != nil {
@@ -74,10 +74,10 @@ func (db *DB) Probes(ctx context.Context) ([]Probe, error) {
 // clock.
 func (db *DB) RecordVerification(ctx context.Context, v model.Verification) error {
 	if v.Agent == "" {
-		return invalidArgs("verification without an agent name")
+		return model.InvalidArgs("verification without an agent name")
 	}
 	if !slices.Contains(model.AllHardeningStatuses(), v.Status) {
-		return invalidArgs("verification status %q is not one of %v", v.Status, model.AllHardeningStatuses())
+		return model.InvalidArgs("verification status %q is not one of %v", v.Status, model.AllHardeningStatuses())
 	}
 	var err error
 	if v.At, err = stamp("verification time", v.At, db.now); err != nil {

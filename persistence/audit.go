@@ -145,7 +145,7 @@ func (w *writeTx) flushAudit(ctx context.Context) error {
 // stamped with the clock; Seq, PrevHash and Hash are assigned here.
 func (db *DB) Audit(ctx context.Context, ev model.AuditEvent) error {
 	if ev.Kind == "" {
-		return invalidArgs("audit event without a kind")
+		return model.InvalidArgs("audit event without a kind")
 	}
 	var err error
 	if ev.At, err = stamp("audit time", ev.At, db.now); err != nil {

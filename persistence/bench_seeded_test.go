@@ -74,7 +74,7 @@ func BenchmarkInboxPoll(b *testing.B) {
 	agents := model.CoreAgents()
 	for _, a := range agents { // read everything first
 		for {
-			ms, _, err := db.Inbox(ctx, a, true, persistence.MaxLimit)
+			ms, _, err := db.Inbox(ctx, a, true, model.MaxPageSize)
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -327,7 +327,7 @@ func TestStorageFullRefusesWritesKeepsReadsAndRecovers(t *testing.T) {
 		t.Fatal("not one message fitted; the test cap is too tight")
 	}
 	// The refused write left nothing; what was acknowledged reads back.
-	ms, err := db.ListMessages(ctx, model.MessageFilter{Limit: MaxLimit})
+	ms, err := db.ListMessages(ctx, model.MessageFilter{Limit: model.MaxPageSize})
 	if err != nil {
 		t.Fatalf("a read while the disk is full: %v", err)
 	}

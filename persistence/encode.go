@@ -27,21 +27,14 @@ const (
 	sqliteConstraintPrimary = sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY
 )
 
-// Limits on page sizes and id lists.
-const (
-	// DefaultLimit is the page size when a filter gives none.
-	DefaultLimit = 50
-	// MaxLimit caps every page size.
-	MaxLimit = 1000
-)
-
-// pageSize applies DefaultLimit and MaxLimit.
+// pageSize applies model.DefaultPageSize and model.MaxPageSize: a store
+// caps a page, the service refuses a limit out of range (model.PageLimit).
 func pageSize(n int) int {
 	switch {
 	case n <= 0:
-		return DefaultLimit
-	case n > MaxLimit:
-		return MaxLimit
+		return model.DefaultPageSize
+	case n > model.MaxPageSize:
+		return model.MaxPageSize
 	}
 	return n
 }
@@ -92,7 +85,7 @@ func stamp(what string, t time.Time, now func() time.Time) (time.Time, error) {
 	}
 	t = normTime(t)
 	if y := t.Year(); y < 1 || y > 9999 {
-		return time.Time{}, invalidArgs("%s %s is outside the years 1-9999", what, t)
+		return time.Time{}, model.InvalidArgs("%s %s is outside the years 1-9999", what, t)
 	}
 	return t, nil
 }
@@ -207,11 +200,6 @@ func atSizeLimit(path string) bool {
 // notFound builds the CodeNotFound error for a missing row.
 func notFound(what, id string) error {
 	return &model.Error{Code: model.CodeNotFound, Message: fmt.Sprintf("%s %q not found", what, model.Echo(id))}
-}
-
-// invalidArgs builds a CodeInvalidArgs error.
-func invalidArgs(format string, args ...any) error {
-	return model.Errorf(model.CodeInvalidArgs, format, args...)
 }
 
 // wrap adds the operation to an internal error, leaving *model.Error values

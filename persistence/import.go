@@ -57,9 +57,9 @@ func (db *DB) Import(ctx context.Context, h History) error {
 func (db *DB) importableMessage(m *model.Message) error {
 	switch {
 	case m.ID == "":
-		return invalidArgs("import: message without an id")
+		return model.InvalidArgs("import: message without an id")
 	case m.From == "" || m.To == "":
-		return invalidArgs("import: message %q without a sender or a recipient", m.ID)
+		return model.InvalidArgs("import: message %q without a sender or a recipient", m.ID)
 	}
 	if m.State == "" {
 		m.State = model.MessageStored
@@ -67,18 +67,18 @@ func (db *DB) importableMessage(m *model.Message) error {
 	switch m.State {
 	case model.MessageStored:
 		if m.ReadAt != nil || m.AckedAt != nil {
-			return invalidArgs("import: message %q is stored (unread) but has a read or acked time", m.ID)
+			return model.InvalidArgs("import: message %q is stored (unread) but has a read or acked time", m.ID)
 		}
 	case model.MessageRead:
 		if m.ReadAt == nil || m.AckedAt != nil {
-			return invalidArgs("import: message %q is read: it needs a read time and no acked time", m.ID)
+			return model.InvalidArgs("import: message %q is read: it needs a read time and no acked time", m.ID)
 		}
 	case model.MessageAcked:
 		if m.ReadAt == nil || m.AckedAt == nil {
-			return invalidArgs("import: message %q is acked: it needs a read and an acked time", m.ID)
+			return model.InvalidArgs("import: message %q is acked: it needs a read and an acked time", m.ID)
 		}
 	default:
-		return invalidArgs("import: message %q: unknown state %q", m.ID, m.State)
+		return model.InvalidArgs("import: message %q: unknown state %q", m.ID, m.State)
 	}
 	var err error
 	m.CreatedAt, err = stamp("created_at", m.CreatedAt, db.now)
@@ -89,25 +89,25 @@ func (db *DB) importableMessage(m *model.Message) error {
 func (db *DB) importableTask(t *model.TaskDetail) error {
 	switch {
 	case t.ID == "":
-		return invalidArgs("import: task without an id")
+		return model.InvalidArgs("import: task without an id")
 	case t.Caller == "" || t.Target == "":
-		return invalidArgs("import: task %q without a caller or a target", t.ID)
+		return model.InvalidArgs("import: task %q without a caller or a target", t.ID)
 	}
 	if t.State == "" {
 		t.State = model.StateSubmitted
 	}
 	if !t.State.Valid() {
-		return invalidArgs("import: task %q: unknown state %q", t.ID, t.State)
+		return model.InvalidArgs("import: task %q: unknown state %q", t.ID, t.State)
 	}
 	if t.Mode == "" {
 		t.Mode = model.ModeReadOnly
 	}
 	if !t.Mode.Valid() {
-		return invalidArgs("import: task %q: unknown mode %q", t.ID, t.Mode)
+		return model.InvalidArgs("import: task %q: unknown mode %q", t.ID, t.Mode)
 	}
 	for _, e := range t.Events {
 		if e.TaskID != "" && e.TaskID != t.ID {
-			return invalidArgs("import: task %q has an event of task %q", t.ID, e.TaskID)
+			return model.InvalidArgs("import: task %q has an event of task %q", t.ID, e.TaskID)
 		}
 	}
 	var err error
@@ -168,7 +168,7 @@ func importMessages(ctx context.Context, w *writeTx, ms []model.Message) error {
 		r.Seq = seq
 		if _, err := ins.ExecContext(ctx, importMessageBind.args(&r)...); err != nil {
 			if isUniqueViolation(err) {
-				return invalidArgs("message id %q already exists", m.ID)
+				return model.InvalidArgs("message id %q already exists", m.ID)
 			}
 			return err
 		}
@@ -202,7 +202,7 @@ func importTasks(ctx context.Context, w *writeTx, ts []model.TaskDetail) error {
 		r.Seq = seq
 		if _, err := insTask.ExecContext(ctx, importTaskBind.args(&r)...); err != nil {
 			if isUniqueViolation(err) {
-				return invalidArgs("task id %q (or its idempotency key) already exists", t.ID)
+				return model.InvalidArgs("task id %q (or its idempotency key) already exists", t.ID)
 			}
 			return err
 		}

@@ -125,11 +125,11 @@ func messageSize(m model.Message) int { return model.EncodedLen(m) }
 func (db *DB) CreateMessage(ctx context.Context, m model.Message) (model.Message, error) {
 	switch {
 	case m.ID == "":
-		return model.Message{}, invalidArgs("message without an id")
+		return model.Message{}, model.InvalidArgs("message without an id")
 	case m.From == "":
-		return model.Message{}, invalidArgs("message %q without a sender", m.ID)
+		return model.Message{}, model.InvalidArgs("message %q without a sender", m.ID)
 	case m.To == "":
-		return model.Message{}, invalidArgs("message %q without a recipient", m.ID)
+		return model.Message{}, model.InvalidArgs("message %q without a recipient", m.ID)
 	}
 	m.State = model.MessageStored
 	var err error
@@ -166,7 +166,7 @@ func insertMessage(ctx context.Context, w *writeTx, m model.Message) error {
 	_, err = w.ExecContext(ctx, qMessageInsert, messageBind.args(&r)...)
 	if err != nil {
 		if isUniqueViolation(err) {
-			return invalidArgs("message id %q already exists", m.ID)
+			return model.InvalidArgs("message id %q already exists", m.ID)
 		}
 		return err
 	}
@@ -204,8 +204,8 @@ func messageStored(m model.Message) model.AuditEvent {
 // read_at, in the same transaction as one "message.read" audit row naming
 // them all (message_ids, comma-separated, and count);
 // they are returned in their new state. unread is the number of to's stored
-// messages left after the call. limit defaults to DefaultLimit and is
-// capped at MaxLimit.
+// messages left after the call. limit defaults to model.DefaultPageSize and is
+// capped at model.MaxPageSize.
 //
 // The page also stops before the message that would take its encoded
 // answer past the DB's answer bound (Options.AnswerBytes; it always holds
@@ -218,7 +218,7 @@ func messageStored(m model.Message) model.AuditEvent {
 // that snapshot would have returned.
 func (db *DB) Inbox(ctx context.Context, to string, unreadOnly bool, limit int) ([]model.Message, int, error) {
 	if to == "" {
-		return nil, 0, invalidArgs("inbox without a recipient")
+		return nil, 0, model.InvalidArgs("inbox without a recipient")
 	}
 	states := []model.MessageState{model.MessageStored, model.MessageRead}
 	if unreadOnly {
@@ -329,7 +329,7 @@ const ackChunkBytes = 4 << 20
 // "message.acked" audit row each, and returns how many changed; messages
 // already acked do not count. If any id is not one of to's messages, it
 // returns a CodeNotFound error naming them and changes nothing. At most
-// MaxLimit ids at once.
+// model.MaxPageSize ids at once.
 //
 // The acknowledgements commit in transactions of at most ackChunkBytes of
 // bodies each (at least one message), oldest first. A failure part-way
@@ -337,14 +337,14 @@ const ackChunkBytes = 4 << 20
 // again is harmless, so a retry finishes the job.
 func (db *DB) Ack(ctx context.Context, to string, ids []string) (int, error) {
 	if to == "" {
-		return 0, invalidArgs("ack without a recipient")
+		return 0, model.InvalidArgs("ack without a recipient")
 	}
 	ids = slices.Compact(slices.Sorted(slices.Values(ids)))
 	if len(ids) == 0 {
-		return 0, invalidArgs("no message ids to acknowledge")
+		return 0, model.InvalidArgs("no message ids to acknowledge")
 	}
-	if len(ids) > MaxLimit {
-		return 0, invalidArgs("at most %d message ids at once, got %d", MaxLimit, len(ids))
+	if len(ids) > model.MaxPageSize {
+		return 0, model.InvalidArgs("at most %d message ids at once, got %d", model.MaxPageSize, len(ids))
 	}
 	// Only the recipient's own messages are visible here, so an id that
 	// exists but belongs to another agent is reported exactly like one
@@ -486,8 +486,8 @@ func (db *DB) GetMessage(ctx context.Context, id string) (model.Message, error) 
 
 // ListMessages returns the messages matching f, newest first, for
 // operators. UnreadOnly selects stored messages; f.Limit defaults to
-// DefaultLimit and is capped at MaxLimit; f.Before is a message id, and
-// only older messages are returned. The page stops before the message that
+// model.DefaultPageSize and is capped at model.MaxPageSize; f.Before is a
+// message id, and only older messages are returned. The page stops before the message that
 // would take its encoded answer past the DB's answer bound (it always holds
 // one): page on with Before until a page is empty.
 //

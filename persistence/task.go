@@ -134,19 +134,19 @@ func (db *DB) queryTasksUpTo(ctx context.Context, q querier, take func(model.Tas
 func (db *DB) CreateTask(ctx context.Context, t model.Task) (model.Task, bool, error) {
 	switch {
 	case t.ID == "":
-		return model.Task{}, false, invalidArgs("task without an id")
+		return model.Task{}, false, model.InvalidArgs("task without an id")
 	case t.Caller == "":
-		return model.Task{}, false, invalidArgs("task %q without a caller", t.ID)
+		return model.Task{}, false, model.InvalidArgs("task %q without a caller", t.ID)
 	case t.Target == "":
-		return model.Task{}, false, invalidArgs("task %q without a target", t.ID)
+		return model.Task{}, false, model.InvalidArgs("task %q without a target", t.ID)
 	case t.State != "" && t.State != model.StateSubmitted:
-		return model.Task{}, false, invalidArgs("a new task is submitted, not %s", t.State)
+		return model.Task{}, false, model.InvalidArgs("a new task is submitted, not %s", t.State)
 	}
 	if t.Mode == "" {
 		t.Mode = model.ModeReadOnly
 	}
 	if !t.Mode.Valid() {
-		return model.Task{}, false, invalidArgs("unknown mode %q", t.Mode)
+		return model.Task{}, false, model.InvalidArgs("unknown mode %q", t.Mode)
 	}
 	t.State = model.StateSubmitted
 	var err error
@@ -181,7 +181,7 @@ func (db *DB) CreateTask(ctx context.Context, t model.Task) (model.Task, bool, e
 		_, err := w.ExecContext(ctx, qTaskInsert, taskBind.args(&r)...)
 		if err != nil {
 			if isUniqueViolation(err) {
-				return invalidArgs("task id %q already exists", t.ID)
+				return model.InvalidArgs("task id %q already exists", t.ID)
 			}
 			return err
 		}
@@ -247,11 +247,11 @@ func (db *DB) GetTask(ctx context.Context, id string) (model.Task, error) {
 func (db *DB) Transition(ctx context.Context, tr model.Transition) (model.Task, error) {
 	switch {
 	case tr.TaskID == "":
-		return model.Task{}, invalidArgs("transition without a task id")
+		return model.Task{}, model.InvalidArgs("transition without a task id")
 	case !tr.From.Valid() || !tr.To.Valid():
-		return model.Task{}, invalidArgs("transition of task %q from %q to %q: unknown state", tr.TaskID, tr.From, tr.To)
+		return model.Task{}, model.InvalidArgs("transition of task %q from %q to %q: unknown state", tr.TaskID, tr.From, tr.To)
 	case tr.Trigger == "":
-		return model.Task{}, invalidArgs("transition of task %q without a trigger", tr.TaskID)
+		return model.Task{}, model.InvalidArgs("transition of task %q without a trigger", tr.TaskID)
 	case tr.From.Terminal():
 		return model.Task{}, &model.Error{Code: model.CodeInvalidTransition,
 			Message: fmt.Sprintf("task %q: %s is terminal and never changes", model.Echo(tr.TaskID), tr.From)}
@@ -391,9 +391,9 @@ func casMiss(ctx context.Context, q querier, id string, from model.State) error 
 	}
 }
 
-// ListTasks returns the tasks matching f, newest first. f.Limit defaults to
-// DefaultLimit and is capped at MaxLimit; f.Before is the id of a task, and
-// only older tasks are returned (not_found if there is no such task). The
+// ListTasks returns the tasks matching f, newest first. f.Limit defaults
+// to model.DefaultPageSize and is capped at model.MaxPageSize; f.Before is
+// the id of a task, and only older tasks are returned (not_found if there is no such task). The
 // page stops before the task that would take its encoded answer past the
 // DB's answer bound (it always holds one): page on with Before until a page
 // is empty.
@@ -405,7 +405,7 @@ func casMiss(ctx context.Context, q querier, id string, from model.State) error 
 // ever touched).
 func (db *DB) ListTasks(ctx context.Context, f model.TaskFilter) ([]model.Task, error) {
 	if f.State != "" && !f.State.Valid() {
-		return nil, invalidArgs("unknown state %q", f.State)
+		return nil, model.InvalidArgs("unknown state %q", f.State)
 	}
 	var where []string
 	var args []any
@@ -615,7 +615,7 @@ func taskExists(ctx context.Context, q querier, id string) error {
 // it does not exist), and nothing is written.
 func (db *DB) RecordDenial(ctx context.Context, taskID string, data map[string]string) error {
 	if taskID == "" {
-		return invalidArgs("denial without a task id")
+		return model.InvalidArgs("denial without a task id")
 	}
 	at := db.now()
 	err := db.write(ctx, func(ctx context.Context, w *writeTx) error {

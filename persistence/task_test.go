@@ -408,7 +408,7 @@ func TestListTasksFiltersAndCursor(t *testing.T) {
 
 	// Default page: 50 newest, newest first.
 	page, err := db.ListTasks(ctx, model.TaskFilter{})
-	if err != nil || len(page) != DefaultLimit || page[0].ID != "T-0119" || page[49].ID != "T-0070" {
+	if err != nil || len(page) != model.DefaultPageSize || page[0].ID != "T-0119" || page[49].ID != "T-0070" {
 		t.Fatalf("first page = %v, %v", taskIDs(page), err)
 	}
 	// Walk every page with the cursor: all 120, no repeats, in order.
@@ -432,7 +432,7 @@ func TestListTasksFiltersAndCursor(t *testing.T) {
 
 	check := func(name string, f model.TaskFilter, want func(i int) bool) {
 		t.Helper()
-		f.Limit = MaxLimit
+		f.Limit = model.MaxPageSize
 		got, err := db.ListTasks(ctx, f)
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
@@ -468,7 +468,7 @@ func TestListTasksFiltersAndCursor(t *testing.T) {
 
 func TestListTasksLimitIsCapped(t *testing.T) {
 	t.Parallel()
-	if pageSize(0) != DefaultLimit || pageSize(-3) != DefaultLimit || pageSize(1001) != MaxLimit || pageSize(7) != 7 {
+	if pageSize(0) != model.DefaultPageSize || pageSize(-3) != model.DefaultPageSize || pageSize(1001) != model.MaxPageSize || pageSize(7) != 7 {
 		t.Error("pageSize")
 	}
 }

@@ -33,7 +33,7 @@ func auditHeadSeq(ctx context.Context, q querier) (int64, error) {
 // what happened since its cursor.
 func (db *DB) EventsAfter(ctx context.Context, taskID string, after int64, limit int) ([]model.WatchEvent, int64, error) {
 	if limit <= 0 {
-		limit = 1000
+		limit = model.MaxPageSize
 	}
 	var out []model.WatchEvent
 	cursor := after

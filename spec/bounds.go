@@ -42,8 +42,8 @@ func RequestBounds() []FieldBound {
 		{"artifacts[i].media_type", "send_message, submit_task", bytes(model.MaxArtifactMediaTypeBytes), ia},
 		{"cwd", "submit_task", bytes(model.MaxCwdBytes) + ", a clean absolute path to an existing directory", ia + "; `invalid_cwd` within it"},
 		{"mode, state", "submit_task, list_tasks", "one of the listed values", "`invalid_args`"},
-		{"limit", "check_inbox, list_tasks", "1–1000", "`invalid_args`"},
-		{"message_ids", "ack_messages", "1–1000 ids", "`invalid_args`; `not_found` for an id that is not a message to you"},
+		{"limit", "check_inbox, list_tasks", fmt.Sprintf("1–%d", model.MaxPageSize), "`invalid_args`"},
+		{"message_ids", "ack_messages", fmt.Sprintf("1–%d ids", model.MaxPageSize), "`invalid_args`; `not_found` for an id that is not a message to you"},
 		{"wait_seconds", "get_task", fmt.Sprintf("an integer from 0 to %d (seconds; the socket API's `wait`: a duration up to %s)", int(model.MaxTaskWait.Seconds()), model.MaxTaskWait), "`invalid_args`"},
 		{"task_id", "get_task, cancel_task, `relay tasks show/cancel`", taskID + "; any other id names no task", fmt.Sprintf("`not_found`, with no query (the client answers it without sending one over %d bytes)", model.MaxLookupIDBytes)},
 	}

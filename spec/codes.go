@@ -67,7 +67,7 @@ func Catalogue() []CodeInfo {
 		t(model.CodeCanceledBySubmitter, model.StateCanceled, "the submitter canceled the task", ""),
 		t(model.CodeCanceledByOperator, model.StateCanceled, "an operator canceled the task", ""),
 
-		r(model.CodeInvalidArgs, "the request's arguments are missing, malformed or unknown, or could be read more than one way (a key twice or differing from another only in case, a lone surrogate, invalid UTF-8, two identities)", "check the tool's input schema"),
+		r(model.CodeInvalidArgs, "the request's arguments are missing, malformed or unknown, or could be read more than one way (a key twice or differing from another only in case, a lone surrogate, invalid UTF-8, two identities)", model.InvalidArgsHint),
 		r(model.CodeUnknownAgent, "no agent of that name is known", "use list_agents to see the known agents"),
 		r(model.CodeInvalidRecipient, "the recipient is not allowed (for example yourself)", "send to another agent"),
 		r(model.CodeBroadcastNotSupported, "messages go to exactly one agent", "send one message per recipient"),

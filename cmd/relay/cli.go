@@ -248,12 +248,12 @@ func (f *flags) newTable(w io.Writer, header ...string) *table {
 	return t
 }
 
-// checkLimit refuses a --limit outside 1..1000, as the MCP tools'
-// schemas do (the daemon would read 0 as "the default").
+// checkLimit refuses a --limit outside 1..model.MaxPageSize, as the MCP
+// tools' schemas do (the daemon would read 0 as "the default").
 func (f *flags) checkLimit(n int) error {
-	if n < 1 || n > 1000 {
-		return model.Errorf(model.CodeInvalidArgs, "--limit %d is out of range 1..1000", n).
-			WithHint(fmt.Sprintf("pass --limit between 1 and 1000; page with --before (run `relay %s --help`)", f.name))
+	if n < 1 || n > model.MaxPageSize {
+		return model.Errorf(model.CodeInvalidArgs, "--limit %d is out of range 1..%d", n, model.MaxPageSize).
+			WithHint(fmt.Sprintf("pass --limit between 1 and %d; page with --before (run `relay %s --help`)", model.MaxPageSize, f.name))
 	}
 	return nil
 }

@@ -357,7 +357,7 @@ func (d *daemon) run(ctx context.Context) (err error) {
 func countTasks(ctx context.Context, eng *machine.Engine, states ...model.State) (int, error) {
 	n := 0
 	for _, st := range states {
-		f := model.TaskFilter{State: st, Limit: 1000}
+		f := model.TaskFilter{State: st, Limit: model.MaxPageSize}
 		for {
 			page, err := eng.List(ctx, f)
 			if err != nil {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/hai-relay/relay/model"
 )
@@ -14,7 +15,7 @@ func runMessagesList(ctx context.Context, e *env, args []string) error {
 	f := newFlags(e, "messages list", "[--to A] [--from A] [--limit N] [--before MESSAGE_ID] [--json]")
 	to := f.String("to", "", "only messages to `AGENT`")
 	from := f.String("from", "", "only messages from `AGENT`")
-	limit := f.Int("limit", 50, "at most `N` messages (1..1000)")
+	limit := f.Int("limit", model.DefaultPageSize, fmt.Sprintf("at most `N` messages (1..%d)", model.MaxPageSize))
 	before := f.String("before", "", "page: messages older than `MESSAGE_ID`")
 	if err := f.parse(args, 0); err != nil {
 		return err

@@ -21,7 +21,7 @@ func runTasksList(ctx context.Context, e *env, args []string) error {
 	f := newFlags(e, "tasks list", "[--state S] [--agent A] [--limit N] [--before TASK_ID] [--json]")
 	state := f.String("state", "", "only tasks in `STATE`")
 	agent := f.String("agent", "", "only tasks `AGENT` submitted or targets")
-	limit := f.Int("limit", 50, "at most `N` tasks (1..1000)")
+	limit := f.Int("limit", model.DefaultPageSize, fmt.Sprintf("at most `N` tasks (1..%d)", model.MaxPageSize))
 	before := f.String("before", "", "page: tasks older than `TASK_ID`")
 	if err := f.parse(args, 0); err != nil {
 		return err

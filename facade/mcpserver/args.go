@@ -18,10 +18,11 @@ import (
 // The bounds the facade enforces on its arguments.
 const (
 	// mcpMaxLimit is the largest limit a listing accepts.
-	mcpMaxLimit = 1000
+	mcpMaxLimit = model.MaxPageSize
 	// mcpMaxItems is the largest array a tool accepts when its parameter
-	// names no smaller bound (mcpParam.maxItems).
-	mcpMaxItems = 1000
+	// names no smaller bound (mcpParam.maxItems): the daemon's bound on
+	// the ids of one ack_messages.
+	mcpMaxItems = model.MaxPageSize
 )
 
 // mcpKind is the type of one tool argument. One table drives both the

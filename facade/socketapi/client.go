@@ -370,7 +370,7 @@ func clientDecodeError(status int, data []byte) error {
 // clientPathArg refuses an empty path segment, which would change the route.
 func clientPathArg(name, v string) (string, error) {
 	if v == "" {
-		return "", model.Errorf(model.CodeInvalidArgs, "%s is required", name).WithHint(spec.Hint(model.CodeInvalidArgs))
+		return "", model.InvalidArgs("%s is required", name)
 	}
 	return url.PathEscape(v), nil
 }

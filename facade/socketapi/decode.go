@@ -72,8 +72,9 @@ func readBounded(r io.Reader, max int64) ([]byte, error) {
 			WithHint(spec.Hint(model.CodePayloadTooLarge))
 	}
 	if err != nil {
-		return nil, &model.Error{Code: model.CodeInvalidArgs, Message: "the request body could not be read",
-			Hint: spec.Hint(model.CodeInvalidArgs), Err: err}
+		e := model.InvalidArgs("the request body could not be read")
+		e.Err = err
+		return nil, e
 	}
 	return data, nil
 }
@@ -93,7 +94,7 @@ func decodeBody(r io.Reader, max int64, v any) error {
 // and reports a refusal as invalid_args.
 func decodeBytes(data []byte, v any) error {
 	if err := model.DecodeStrict(data, v); err != nil {
-		return invalidArgs("the request body is refused: %v", err)
+		return model.InvalidArgs("the request body is refused: %v", err)
 	}
 	return nil
 }

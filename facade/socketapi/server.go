@@ -376,8 +376,6 @@ func (c *peerConn) CloseWrite() error {
 // routes and "" elsewhere. A nil error sends v as JSON with status 200.
 type handlerFunc func(w http.ResponseWriter, r *http.Request, caller string) (any, error)
 
-// route registers a handler; agent routes require AgentHeader; query
-// lists the query parameters the route accepts (any other is refused).
 // longAgentRoute registers an operator route that runs an agent for up
 // to its ?timeout (run's own default when absent: budget), such as a probe
 // or a verification. Such a run may legitimately outlast WriteTimeout, so
@@ -400,6 +398,8 @@ func longAgentRoute[T any](s *Server, pattern string, budget time.Duration, run 
 	})
 }
 
+// route registers a handler; agent routes require AgentHeader; query
+// lists the query parameters the route accepts (any other is refused).
 func (s *Server) route(pattern string, agent bool, query []string, h handlerFunc) {
 	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
 		caller := ""
@@ -407,21 +407,21 @@ func (s *Server) route(pattern string, agent bool, query []string, h handlerFunc
 			caller = r.Header.Get(AgentHeader)
 			if n := len(r.Header.Values(AgentHeader)); n > 1 {
 				// One identity, once: neither the first nor the last wins.
-				s.writeError(w, r, invalidArgs("the %s header is given %d times; a request acts as one agent", AgentHeader, n))
+				s.writeError(w, r, model.InvalidArgs("the %s header is given %d times; a request acts as one agent", AgentHeader, n))
 				return
 			}
 			if caller == "" {
-				s.writeError(w, r, invalidArgs("the %s header (the calling agent's identity) is required on %s", AgentHeader, r.URL.Path))
+				s.writeError(w, r, model.InvalidArgs("the %s header (the calling agent's identity) is required on %s", AgentHeader, r.URL.Path))
 				return
 			}
 			if caller == model.RelayAgent {
-				s.writeError(w, r, invalidArgs("%q is the relay itself; no agent may act as it", caller))
+				s.writeError(w, r, model.InvalidArgs("%q is the relay itself; no agent may act as it", caller))
 				return
 			}
 			// An identity is stored with everything the caller does: it
 			// must be an agent name, never arbitrary text.
 			if !spec.ValidAgentName(caller) {
-				s.writeError(w, r, invalidArgs("the %s header %q is not an agent name (1–64 characters of [a-z0-9_-])", AgentHeader, model.Clip(caller, 64)))
+				s.writeError(w, r, model.InvalidArgs("the %s header %q is not an agent name (1–64 characters of [a-z0-9_-])", AgentHeader, model.Clip(caller, 64)))
 				return
 			}
 			if s.o.KnownAgent != nil && !s.o.KnownAgent(caller) {
@@ -443,13 +443,23 @@ func (s *Server) route(pattern string, agent bool, query []string, h handlerFunc
 	})
 }
 
+// routes registers every route of the API: the version, the agent routes
+// (which act as the AgentHeader identity) and the operator routes under
+// /v1/operator/.
 func (s *Server) routes() {
 	s.mux.HandleFunc("/", s.handleUnknown)
 	s.route("GET /v1/version", false, nil, func(http.ResponseWriter, *http.Request, string) (any, error) {
 		return VersionInfo{Version: s.o.Version, API: APIVersion}, nil
 	})
+	s.messageRoutes()
+	s.taskRoutes()
+	s.agentRoutes()
+	s.operatorTaskRoutes()
+	s.operatorRoutes()
+}
 
-	// Agent routes.
+// messageRoutes registers the agent routes of passive messages.
+func (s *Server) messageRoutes() {
 	s.route("POST /v1/messages", true, nil, func(w http.ResponseWriter, r *http.Request, caller string) (any, error) {
 		req, err := DecodeSendRequest(r.Body, s.o.MaxBody)
 		if err != nil {
@@ -482,6 +492,10 @@ func (s *Server) routes() {
 		}
 		return s.svc.AckMessages(r.Context(), caller, ids)
 	})
+}
+
+// taskRoutes registers the agent routes of tasks.
+func (s *Server) taskRoutes() {
 	s.route("POST /v1/tasks", true, nil, func(w http.ResponseWriter, r *http.Request, caller string) (any, error) {
 		req, err := DecodeSubmitRequest(r.Body, s.o.MaxBody)
 		if err != nil {
@@ -512,6 +526,11 @@ func (s *Server) routes() {
 		}
 		return struct{}{}, s.svc.MCPTaskEvent(r.Context(), caller, r.PathValue("id"), model.MCPTaskEvent(r.PathValue("event")))
 	})
+}
+
+// agentRoutes registers the agent routes of the registry and of
+// connections.
+func (s *Server) agentRoutes() {
 	s.route("GET /v1/agents", true, nil, func(w http.ResponseWriter, r *http.Request, caller string) (any, error) {
 		as, err := s.svc.ListAgents(r.Context())
 		return AgentList{Agents: nonNil(as)}, err
@@ -526,7 +545,7 @@ func (s *Server) routes() {
 			c.Agent = caller
 		case caller:
 		default:
-			return nil, invalidArgs("conn agent %q is not the caller %q", c.Agent, caller)
+			return nil, model.InvalidArgs("conn agent %q is not the caller %q", c.Agent, caller)
 		}
 		// The kernel's word on who connected beats the body's.
 		if uid, pid, ok := PeerFromContext(r.Context()); ok {
@@ -538,8 +557,10 @@ func (s *Server) routes() {
 		s.facades.add(c)
 		return struct{}{}, nil
 	})
+}
 
-	// Operator routes.
+// operatorTaskRoutes registers the operator routes of tasks.
+func (s *Server) operatorTaskRoutes() {
 	s.route("GET /v1/operator/tasks", false, []string{"state", "agent", "caller", "target", "limit", "before"}, func(w http.ResponseWriter, r *http.Request, _ string) (any, error) {
 		q := r.URL.Query()
 		limit, err := queryLimit(q)
@@ -561,6 +582,11 @@ func (s *Server) routes() {
 		}
 		return s.svc.CancelTaskAsOperator(r.Context(), r.PathValue("id"))
 	})
+}
+
+// operatorRoutes registers the other operator routes: messages, agents
+// (list, probe, verify), the event watch and the audit check.
+func (s *Server) operatorRoutes() {
 	s.route("GET /v1/operator/messages", false, []string{"to", "from", "unread_only", "limit", "before"}, func(w http.ResponseWriter, r *http.Request, _ string) (any, error) {
 		q := r.URL.Query()
 		limit, err := queryLimit(q)
@@ -605,7 +631,7 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request, _ string) 
 	if q.Has("after") {
 		n, err := strconv.ParseInt(q.Get("after"), 10, 64)
 		if err != nil || n < 0 {
-			return nil, invalidArgs("after %q is not a cursor (a non-negative integer from a previous answer)", model.Clip(q.Get("after"), 64))
+			return nil, model.InvalidArgs("after %q is not a cursor (a non-negative integer from a previous answer)", model.Clip(q.Get("after"), 64))
 		}
 		f.After = n
 	}
@@ -614,7 +640,7 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request, _ string) 
 		return nil, err
 	}
 	if wait > model.MaxWatchWait {
-		return nil, invalidArgs("wait %s is over the bound of %s", wait, model.MaxWatchWait)
+		return nil, model.InvalidArgs("wait %s is over the bound of %s", wait, model.MaxWatchWait)
 	}
 	// Past the read deadline net/http's background read fails and ends
 	// the request's context; past the write deadline the answer is lost.
@@ -655,7 +681,7 @@ func (s *Server) handleGetTask(w http.ResponseWriter, r *http.Request, caller st
 		return nil, err
 	}
 	if wait > model.MaxTaskWait {
-		return nil, invalidArgs("wait %s is over the bound of %s", wait, model.MaxTaskWait)
+		return nil, model.InvalidArgs("wait %s is over the bound of %s", wait, model.MaxTaskWait)
 	}
 	if wait == 0 {
 		return s.svc.GetTask(r.Context(), caller, r.PathValue("id"))
@@ -717,7 +743,7 @@ func (s *Server) handleUnknown(w http.ResponseWriter, r *http.Request) {
 		for _, m := range allow {
 			w.Header().Add("Allow", m)
 		}
-		e := invalidArgs("method %s is not allowed on %s (allowed: %v)", r.Method, r.URL.Path, allow)
+		e := model.InvalidArgs("method %s is not allowed on %s (allowed: %v)", r.Method, r.URL.Path, allow)
 		s.writeErrorStatus(w, r, http.StatusMethodNotAllowed, e)
 		return
 	}
@@ -800,11 +826,6 @@ func (s *Server) writeJSON(w http.ResponseWriter, r *http.Request, status int, v
 	_, _ = w.Write(b)
 }
 
-// invalidArgs builds an invalid_args error.
-func invalidArgs(format string, args ...any) *model.Error {
-	return model.Errorf(model.CodeInvalidArgs, format, args...).WithHint(spec.Hint(model.CodeInvalidArgs))
-}
-
 // checkQuery refuses unknown and repeated query parameters.
 func checkQuery(q url.Values, allowed []string) error {
 	for k, vs := range q {
@@ -816,10 +837,10 @@ func checkQuery(q url.Values, allowed []string) error {
 			}
 		}
 		if !ok {
-			return invalidArgs("unknown query parameter %q", k)
+			return model.InvalidArgs("unknown query parameter %q", k)
 		}
 		if len(vs) > 1 {
-			return invalidArgs("query parameter %q is given %d times", k, len(vs))
+			return model.InvalidArgs("query parameter %q is given %d times", k, len(vs))
 		}
 	}
 	return nil
@@ -834,10 +855,10 @@ func queryLimit(q url.Values) (int, error) {
 	s := q.Get("limit")
 	n, err := strconv.Atoi(s)
 	if err != nil {
-		return 0, invalidArgs("limit %q is not an integer", s)
+		return 0, model.InvalidArgs("limit %q is not an integer", s)
 	}
 	if n < 0 {
-		return 0, invalidArgs("limit %d is negative", n)
+		return 0, model.InvalidArgs("limit %d is negative", n)
 	}
 	return n, nil
 }
@@ -853,7 +874,7 @@ func queryBool(q url.Values, name string, def bool) (bool, error) {
 	case "false", "0":
 		return false, nil
 	}
-	return false, invalidArgs("%s %q is not true or false", name, s)
+	return false, model.InvalidArgs("%s %q is not true or false", name, s)
 }
 
 // queryDuration parses a Go duration such as 60s; absent means 0.
@@ -864,10 +885,10 @@ func queryDuration(q url.Values, name string) (time.Duration, error) {
 	s := q.Get(name)
 	d, err := time.ParseDuration(s)
 	if err != nil {
-		return 0, invalidArgs("%s %q is not a duration such as 60s", name, s)
+		return 0, model.InvalidArgs("%s %q is not a duration such as 60s", name, s)
 	}
 	if d < 0 {
-		return 0, invalidArgs("%s %s is negative", name, fmt.Sprint(d))
+		return 0, model.InvalidArgs("%s %s is negative", name, fmt.Sprint(d))
 	}
 	return d, nil
 }

@@ -28,7 +28,8 @@ import (
 
 // conformanceOverSocket starts the in-process service (servicerig)
 // behind the socket API on a temporary socket, and returns a fixture whose
-// agents each call through their own client.
+// agents each call through their own client, and the operator through a
+// client without an agent identity, as the CLI's.
 func conformanceOverSocket(t *testing.T) servicetest.Fixture {
 	t.Helper()
 	rig := servicerig.New(t)
@@ -49,12 +50,15 @@ func conformanceOverSocket(t *testing.T) servicetest.Fixture {
 
 	var mu sync.Mutex
 	clients := map[string]*socketapi.Client{}
+	// The operator's client, as the CLI makes it: no agent identity.
+	operator := socketapi.NewClient(sock, socketapi.ClientOptions{})
 	t.Cleanup(func() {
 		mu.Lock()
 		for _, c := range clients {
 			c.Close()
 		}
 		mu.Unlock()
+		operator.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		if err := srv.Shutdown(ctx); err != nil {
@@ -76,6 +80,7 @@ func conformanceOverSocket(t *testing.T) servicetest.Fixture {
 			}
 			return c
 		},
+		Operator:     operator,
 		Agents:       []string{"codex", "claude", "gemini"},
 		Cwd:          rig.Cwd,
 		MessageBytes: servicerig.MessageBytes,

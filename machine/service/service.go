@@ -72,26 +72,6 @@ func New(o Options) *Service {
 	return &Service{o: o, now: func() time.Time { return o.Clock().UTC() }}
 }
 
-// Default and maximum page sizes for listings.
-const (
-	DefaultLimit = 50
-	MaxLimit     = 1000
-)
-
-func limitOf(n int) (int, error) {
-	switch {
-	case n == 0:
-		return DefaultLimit, nil
-	case n < 0 || n > MaxLimit:
-		return 0, invalidArgs(fmt.Sprintf("limit %d is out of range 1..%d", n, MaxLimit))
-	}
-	return n, nil
-}
-
-func invalidArgs(msg string) *model.Error {
-	return model.Errorf(model.CodeInvalidArgs, "%s", msg).WithHint(spec.Hint(model.CodeInvalidArgs))
-}
-
 func notFound(what, id string) *model.Error {
 	return model.Errorf(model.CodeNotFound, "no %s %q", what, model.Echo(id)).WithHint(spec.Hint(model.CodeNotFound))
 }
@@ -100,11 +80,11 @@ func notFound(what, id string) *model.Error {
 func (s *Service) checkRecipient(caller, to string) error {
 	switch {
 	case to == "":
-		return invalidArgs("to is required")
+		return model.InvalidArgs("to is required")
 	case strings.TrimSpace(to) != to:
 		// A padded name is a malformed name, not a list of agents.
-		return invalidArgs(fmt.Sprintf("to %q has whitespace around the name; give exactly one agent name, such as %q",
-			model.Echo(to), model.Echo(strings.TrimSpace(to))))
+		return model.InvalidArgs("to %q has whitespace around the name; give exactly one agent name, such as %q",
+			model.Echo(to), model.Echo(strings.TrimSpace(to)))
 	case to == "*" || strings.EqualFold(to, "all") || strings.ContainsAny(to, ",; "):
 		return model.Errorf(model.CodeBroadcastNotSupported, "to %q names more than one agent", model.Echo(to)).
 			WithHint(spec.Hint(model.CodeBroadcastNotSupported))
@@ -127,16 +107,16 @@ func (s *Service) SendMessage(ctx context.Context, caller string, r model.SendRe
 		return model.Message{}, err
 	}
 	if r.Body == "" {
-		return model.Message{}, invalidArgs("body is required")
+		return model.Message{}, model.InvalidArgs("body is required")
 	}
 	if len(r.Body) > s.o.MessageBytes {
 		return model.Message{}, model.Errorf(model.CodePayloadTooLarge, "body is %d bytes; the limit is %d (limits.message_bytes)", len(r.Body), s.o.MessageBytes).
 			WithHint(spec.Hint(model.CodePayloadTooLarge))
 	}
-	if err := machine.CheckSendBounds(r); err != nil {
+	if err := r.CheckBounds(); err != nil {
 		return model.Message{}, err
 	}
-	if err := machine.CheckArtifacts(r.Artifacts); err != nil {
+	if err := model.CheckArtifacts(r.Artifacts); err != nil {
 		return model.Message{}, err
 	}
 	ctxID := r.ContextID
@@ -176,7 +156,7 @@ func (s *Service) visibleMessage(ctx context.Context, caller, id string) (model.
 
 // CheckInbox returns the caller's messages and the unread count left.
 func (s *Service) CheckInbox(ctx context.Context, caller string, unreadOnly bool, limit int) (model.Inbox, error) {
-	n, err := limitOf(limit)
+	n, err := model.PageLimit(limit)
 	if err != nil {
 		return model.Inbox{}, err
 	}
@@ -193,10 +173,10 @@ func (s *Service) CheckInbox(ctx context.Context, caller string, unreadOnly bool
 // AckMessages acknowledges messages sent to the caller.
 func (s *Service) AckMessages(ctx context.Context, caller string, ids []string) (model.AckResult, error) {
 	if len(ids) == 0 {
-		return model.AckResult{}, invalidArgs("message_ids must name at least one message")
+		return model.AckResult{}, model.InvalidArgs("message_ids must name at least one message")
 	}
-	if len(ids) > MaxLimit {
-		return model.AckResult{}, invalidArgs(fmt.Sprintf("at most %d message_ids at a time", MaxLimit))
+	if len(ids) > model.MaxPageSize {
+		return model.AckResult{}, model.InvalidArgs("at most %d message_ids at a time", model.MaxPageSize)
 	}
 	n, err := s.o.Messages.Ack(ctx, caller, ids)
 	return model.AckResult{Acked: n}, err
@@ -251,7 +231,7 @@ func (s *Service) GetTask(ctx context.Context, caller, id string) (model.Task, e
 // the caller gone), the task is read once more and answered as it is.
 func (s *Service) WaitTask(ctx context.Context, caller, id string, wait time.Duration) (model.Task, error) {
 	if wait < 0 || wait > model.MaxTaskWait {
-		return model.Task{}, invalidArgs(fmt.Sprintf("wait %s is out of range 0..%s", wait, model.MaxTaskWait))
+		return model.Task{}, model.InvalidArgs("wait %s is out of range 0..%s", wait, model.MaxTaskWait)
 	}
 	var changed <-chan struct{}
 	if s.o.Engine != nil {
@@ -286,12 +266,12 @@ func (s *Service) WaitTask(ctx context.Context, caller, id string, wait time.Dur
 // ListTasks lists the tasks the caller submitted or targets, newest first;
 // before, a task id, pages on to the tasks older than it.
 func (s *Service) ListTasks(ctx context.Context, caller string, state model.State, limit int, before string) ([]model.Task, error) {
-	n, err := limitOf(limit)
+	n, err := model.PageLimit(limit)
 	if err != nil {
 		return nil, err
 	}
 	if state != "" && !state.Valid() {
-		return nil, invalidArgs(fmt.Sprintf("state %q is not a task state", model.Echo(string(state))))
+		return nil, model.InvalidArgs("state %q is not a task state", model.Echo(string(state)))
 	}
 	if before != "" {
 		// The cursor must be a task the caller may see: another agent's
@@ -336,7 +316,7 @@ func (s *Service) Connected(ctx context.Context, c model.Conn) error {
 // may see (audit kind "mcp.task.EVENT").
 func (s *Service) MCPTaskEvent(ctx context.Context, caller, id string, event model.MCPTaskEvent) error {
 	if !slices.Contains(model.AllMCPTaskEvents(), event) {
-		return invalidArgs(fmt.Sprintf("%q is not an MCP task event (one of %v)", model.Echo(string(event)), model.AllMCPTaskEvents()))
+		return model.InvalidArgs("%q is not an MCP task event (one of %v)", model.Echo(string(event)), model.AllMCPTaskEvents())
 	}
 	t, err := s.visibleTask(ctx, caller, id)
 	if err != nil {
@@ -348,12 +328,12 @@ func (s *Service) MCPTaskEvent(ctx context.Context, caller, id string, event mod
 
 // Tasks lists tasks for an operator.
 func (s *Service) Tasks(ctx context.Context, f model.TaskFilter) ([]model.Task, error) {
-	n, err := limitOf(f.Limit)
+	n, err := model.PageLimit(f.Limit)
 	if err != nil {
 		return nil, err
 	}
 	if f.State != "" && !f.State.Valid() {
-		return nil, invalidArgs(fmt.Sprintf("state %q is not a task state", model.Echo(string(f.State))))
+		return nil, model.InvalidArgs("state %q is not a task state", model.Echo(string(f.State)))
 	}
 	if err := s.knownAgents(f.Agent, f.Caller, f.Target); err != nil {
 		return nil, err
@@ -399,7 +379,7 @@ func (s *Service) CancelTaskAsOperator(ctx context.Context, id string) (model.Ta
 
 // Messages lists messages for an operator.
 func (s *Service) Messages(ctx context.Context, f model.MessageFilter) ([]model.Message, error) {
-	n, err := limitOf(f.Limit)
+	n, err := model.PageLimit(f.Limit)
 	if err != nil {
 		return nil, err
 	}

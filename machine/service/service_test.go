@@ -36,7 +36,7 @@ func TestConformance(t *testing.T) {
 	t.Parallel()
 	servicetest.Run(t, func(t *testing.T) servicetest.Fixture {
 		r := servicerig.New(t)
-		return servicetest.Fixture{As: func(string) model.Service { return r.Service },
+		return servicetest.Fixture{As: func(string) model.Service { return r.Service }, Operator: r.Service,
 			Agents: []string{"codex", "claude", "gemini"}, Cwd: r.Cwd, MessageBytes: servicerig.MessageBytes}
 	})
 }

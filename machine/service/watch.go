@@ -2,7 +2,6 @@ package service
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/hai-relay/relay/model"
@@ -31,9 +30,9 @@ func (s *Service) WatchEvents(ctx context.Context, f model.EventFilter) (model.E
 	}
 	switch {
 	case f.After < model.AfterNow:
-		return model.EventBatch{}, invalidArgs(fmt.Sprintf("after %d is not a cursor (an audit seq, or %d for now)", f.After, model.AfterNow))
+		return model.EventBatch{}, model.InvalidArgs("after %d is not a cursor (an audit seq, or %d for now)", f.After, model.AfterNow)
 	case f.Wait < 0 || f.Wait > model.MaxWatchWait:
-		return model.EventBatch{}, invalidArgs(fmt.Sprintf("wait %s is out of range 0..%s", f.Wait, model.MaxWatchWait))
+		return model.EventBatch{}, model.InvalidArgs("wait %s is out of range 0..%s", f.Wait, model.MaxWatchWait)
 	}
 	if f.TaskID != "" {
 		if _, err := s.task(ctx, f.TaskID); err != nil {

@@ -1,8 +1,11 @@
 // Package servicetest is the conformance suite of model.Service: the
-// access rules an agent relies on, whichever transport it reaches the
-// relay through. Run it against every implementation; the in-process
+// access rules an agent relies on and what the operator's commands rely
+// on (listings and their pages, a task's timeline, cancel as operator and
+// its record, the watch, probes, the audit chain), whichever transport
+// reaches the relay. Run it against every implementation; the in-process
 // service (machine/service) and the socket client (facade) both pass it,
-// so transport parity is tested, not claimed.
+// so transport parity is tested, not claimed. Every method of the port
+// is covered (TestSuiteCoversEveryMethod).
 //
 // It is test-only: nothing in the product imports it.
 //
@@ -11,7 +14,7 @@
 //	func TestConformance(t *testing.T) {
 //		servicetest.Run(t, func(t *testing.T) servicetest.Fixture {
 //			svc := ... // a fresh service on a fresh store
-//			return servicetest.Fixture{As: func(string) model.Service { return svc }, ...}
+//			return servicetest.Fixture{As: func(string) model.Service { return svc }, Operator: svc, ...}
 //		})
 //	}
 package servicetest
@@ -34,6 +37,12 @@ type Fixture struct {
 	// agent; a transport returns a client whose identity is fixed to
 	// agent, as a facade's is at launch.
 	As func(agent string) model.Service
+	// Operator is the service as the operator CLI reaches it: the suite
+	// calls only the operator methods (model.OperatorService) on it.
+	// The service's probe and hardening verification of a known agent
+	// (machine/service's Options.Probe and Verify) are the fixture's
+	// own; they may fail, as long as they answer for the agent named.
+	Operator model.Service
 	// Agents are at least three distinct agent names the service knows
 	// (enabled and configured), none of them the relay's own.
 	Agents []string
@@ -44,32 +53,53 @@ type Fixture struct {
 	MessageBytes int
 }
 
+// A suiteCase is one test of the suite, with the model.Service methods
+// whose promises it checks; TestSuiteCoversEveryMethod keeps the lists
+// complete.
+type suiteCase struct {
+	name   string
+	covers []string
+	run    func(t *testing.T, f Fixture)
+}
+
+// cases are the suite's tests.
+var cases = []suiteCase{
+	{"MessagesReachOnlyTheRecipient", []string{"SendMessage", "CheckInbox"}, messagesReachOnlyTheRecipient},
+	{"AckOnlyOwnMessages", []string{"AckMessages"}, ackOnlyOwnMessages},
+	{"NotYoursIsNotThere", []string{"GetTask", "WaitTask", "CancelTask", "SendMessage", "AckMessages"}, notYoursIsNotThere},
+	{"RecipientRules", []string{"SendMessage"}, recipientRules},
+	{"PayloadBounds", []string{"SendMessage", "SubmitTask"}, payloadBounds},
+	{"TaskVisibility", []string{"ListTasks", "GetTask"}, taskVisibility},
+	{"CancelOnlyOwnTasks", []string{"CancelTask"}, cancelOnlyOwnTasks},
+	{"WaitTask", []string{"WaitTask"}, waitTask},
+	{"Idempotency", []string{"SubmitTask"}, idempotency},
+	{"UnknownTarget", []string{"SubmitTask", "ListAgents"}, unknownTarget},
+	{"MCPTaskEventsOnlyOnVisibleTasks", []string{"MCPTaskEvent"}, mcpTaskEvents},
+	{"ConnectionsAreAudited", []string{"Connected", "VerifyAudit"}, connectionsAreAudited},
+	{"OperatorListsEveryTask", []string{"Tasks"}, operatorListsEveryTask},
+	{"OperatorShowsATasksTimeline", []string{"ShowTask"}, operatorShowsATasksTimeline},
+	{"OperatorCancelsAnyTask", []string{"CancelTaskAsOperator", "ShowTask", "VerifyAudit"}, operatorCancelsAnyTask},
+	{"OperatorListsEveryMessage", []string{"Messages"}, operatorListsEveryMessage},
+	{"OperatorAgents", []string{"Agents", "ListAgents"}, operatorAgents},
+	{"ProbeAndVerifyKnownAgentsOnly", []string{"ProbeAgent", "VerifyAgent"}, probeAndVerifyKnownAgentsOnly},
+	{"WatchFollowsATask", []string{"WatchEvents"}, watchFollowsATask},
+	{"WatchRefusals", []string{"WatchEvents"}, watchRefusals},
+}
+
 // Run runs the suite. newFixture is called once per test, each of which
 // runs in parallel with the others; it should give a service on a store
 // of its own, and clean it up with t.Cleanup.
 func Run(t *testing.T, newFixture func(t *testing.T) Fixture) {
 	t.Helper()
-	for _, c := range []struct {
-		name string
-		run  func(t *testing.T, f Fixture)
-	}{
-		{"MessagesReachOnlyTheRecipient", messagesReachOnlyTheRecipient},
-		{"AckOnlyOwnMessages", ackOnlyOwnMessages},
-		{"NotYoursIsNotThere", notYoursIsNotThere},
-		{"RecipientRules", recipientRules},
-		{"PayloadBounds", payloadBounds},
-		{"TaskVisibility", taskVisibility},
-		{"CancelOnlyOwnTasks", cancelOnlyOwnTasks},
-		{"WaitTask", waitTask},
-		{"Idempotency", idempotency},
-		{"UnknownTarget", unknownTarget},
-		{"MCPTaskEventsOnlyOnVisibleTasks", mcpTaskEvents},
-	} {
+	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			f := newFixture(t)
 			if len(f.Agents) < 3 {
 				t.Fatalf("servicetest: the fixture names %d agents; the suite needs 3", len(f.Agents))
+			}
+			if f.Operator == nil {
+				t.Fatal("servicetest: the fixture has no Operator service")
 			}
 			c.run(t, f)
 		})

@@ -9,6 +9,7 @@ package servicerig
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -52,6 +53,21 @@ func (r Registry) Agents(context.Context) []model.AgentInfo {
 	return out
 }
 
+// probe is the rig's live probe: it starts no agent, so every probe
+// fails, and a failed probe is an answer (the entry, with the reason).
+func (r Registry) probe(_ context.Context, name string, _ time.Duration) (model.AgentInfo, error) {
+	a := r[name]
+	a.WorkedLive, a.WorkedLiveReason = false, "the service rig starts no agent"
+	return a, errors.New(a.WorkedLiveReason)
+}
+
+// verify is the rig's hardening verification: it starts no agent, so
+// nothing is verified.
+func (r Registry) verify(_ context.Context, name string, _ time.Duration) (model.Verification, error) {
+	return model.Verification{Agent: name, Status: model.HardeningUnverified, At: time.Now().UTC(),
+		Reason: "the service rig starts no agent", Attempts: []model.VerifyAttempt{}}, nil
+}
+
 // dispatcher keeps the deny-all promise and starts nothing: an authorized
 // task stays authorized until it is canceled.
 type dispatcher struct{}
@@ -89,6 +105,7 @@ func New(t *testing.T) *Rig {
 			t.Errorf("stop: %v", err)
 		}
 	})
-	svc := service.New(service.Options{Engine: eng, Store: db, Messages: db, Registry: reg, MessageBytes: MessageBytes})
+	svc := service.New(service.Options{Engine: eng, Store: db, Messages: db, Registry: reg, MessageBytes: MessageBytes,
+		Probe: reg.probe, Verify: reg.verify})
 	return &Rig{DB: db, Engine: eng, Service: svc, Registry: reg, Cwd: t.TempDir()}
 }
