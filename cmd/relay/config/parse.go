@@ -78,10 +78,9 @@ func ParseConfig(data []byte, name string) (Config, error) {
 		return Config{}, syntaxError(name, err)
 	}
 	d := &decoder{name: name, md: &md, top: top, problems: map[string]problem{}}
-	var f file
-	d.table(nil, top, reflect.ValueOf(&f).Elem())
-	// The decode above visits the tables in map order, so it records every
-	// problem it meets; the first in the file is the one reported.
+	f := d.decode()
+	// The decode visits the tables in map order and records every problem
+	// it meets; the first in the file is the one reported.
 	// MetaData.Keys lists every key in document order, parents before
 	// children; a problem found at a key's parent (an unknown table, a bad
 	// agent name) is reported at the first key that reaches it.
@@ -137,10 +136,10 @@ func ParseConfig(data []byte, name string) (Config, error) {
 }
 
 // file is config.toml as written: one field per key of the format, named by
-// its toml tag. The tags are the exact-key allow-list: a key of the file is
-// known when a field has exactly its name (decoder.table). Each value field
-// is a type that checks the TOML value it is given and keeps whether the
-// file set it, so that apply merges only what was written.
+// its toml tag, which the TOML library decodes into. The tags are also the
+// exact-key allow-list (schema). Each value field is a type that checks the
+// TOML value it is given and keeps whether the file set it, so that apply
+// merges only what was written.
 type file struct {
 	Authority authorityTable         `toml:"authority"`
 	Agents    map[string]*agentTable `toml:"agents"`
@@ -232,10 +231,11 @@ func (f *file) apply(cfg *Config) {
 	f.Daemon.Env.merge(&cfg.Daemon.Env)
 }
 
-// value is one key's value as the file set it.
+// value is one key's value as the file set it, and what is wrong with it.
 type value[T any] struct {
 	v   T
 	set bool
+	err error
 }
 
 func (x *value[T]) merge(dst *T) {
@@ -244,11 +244,16 @@ func (x *value[T]) merge(dst *T) {
 	}
 }
 
-// keep records a checked value; the error, if any, is the key's problem.
+// keep records a checked value and its problem, if any. The problem is
+// kept rather than returned, so that the library decodes every key and the
+// first problem in the file can be reported, not the first in map order.
 func (x *value[T]) keep(v T, err error) error {
-	x.v, x.set = v, true
-	return err
+	x.v, x.set, x.err = v, true, err
+	return nil
 }
+
+// problem is what keep recorded as wrong.
+func (x *value[T]) problem() error { return x.err }
 
 // The value types: each UnmarshalTOML is given the decoded TOML value (a
 // string, int64, float64, bool, datetime, []any or map[string]any) and says
@@ -296,7 +301,7 @@ func parseEnvKeys(v any, daemon bool) ([]string, error) {
 func (x *boolValue) UnmarshalTOML(v any) error {
 	b, ok := v.(bool)
 	if !ok {
-		return fmt.Errorf("want true or false, got %s", describe(v))
+		return x.keep(false, fmt.Errorf("want true or false, got %s", describe(v)))
 	}
 	return x.keep(b, nil)
 }
@@ -304,7 +309,7 @@ func (x *boolValue) UnmarshalTOML(v any) error {
 func (x *syncValue) UnmarshalTOML(v any) error {
 	s, ok := v.(string)
 	if !ok {
-		return fmt.Errorf("want %q or %q, got %s", SynchronousFull, SynchronousNormal, describe(v))
+		return x.keep("", fmt.Errorf("want %q or %q, got %s", SynchronousFull, SynchronousNormal, describe(v)))
 	}
 	return x.keep(s, checkSynchronous(s))
 }
@@ -316,7 +321,7 @@ type problem struct {
 	msg  string
 }
 
-// decoder decodes one document into a file, key by key.
+// decoder decodes one document into a file.
 type decoder struct {
 	name     string
 	md       *toml.MetaData
@@ -324,96 +329,115 @@ type decoder struct {
 	problems map[string]problem // by key
 }
 
-// table decodes the table at key, whose keys are prims, into dst, a struct
-// of the file. Each key is matched to the field whose tag is exactly its
-// name: the TOML library's own struct decode also matches a field
-// case-insensitively (Max_Dispatch would be taken as max_dispatch), and
-// keys are case-sensitive here; it also stops at the first bad value in
-// map order, where the first in the file is wanted. For the same reasons
-// MetaData.Undecoded cannot find the unknown keys: a key matched by case
-// folding counts as decoded. A key with no field is unknown, and its
-// children are not looked at.
-func (d *decoder) table(key toml.Key, prims map[string]toml.Primitive, dst reflect.Value) {
-	for name, prim := range prims {
-		k := append(slices.Clip(key), name)
-		f, ok := fieldByTag(dst, name)
-		if !ok {
-			d.unknown(k, dst.Type())
-			continue
+// decode has the TOML library decode each table of the document into its
+// struct of the file, and records every problem: a table that is not one,
+// a bad agent name, a bad value, an unknown key.
+func (d *decoder) decode() *file {
+	f := &file{Agents: map[string]*agentTable{}}
+	tables := map[string]any{"authority": &f.Authority, "limits": &f.Limits, "storage": &f.Storage, "retention": &f.Retention, "daemon": &f.Daemon}
+	for name, prim := range d.top {
+		k := toml.Key{name}
+		dst, known := tables[name]
+		switch {
+		case name == "agents" && d.isTable(k, prim):
+			d.agents(prim, f.Agents)
+		case known && d.isTable(k, prim):
+			_ = d.md.PrimitiveDecode(prim, dst) // the value types keep their problems
+			d.values(k, dst)
 		}
-		if u, ok := f.Addr().Interface().(toml.Unmarshaler); ok {
-			if err := d.md.PrimitiveDecode(prim, u); err != nil {
-				d.problem(k, leafHint(pattern(k), agentOf(k)), unwrapMessage(err))
+	}
+	d.unknownKeys()
+	return f
+}
+
+// agents decodes [agents], one table per agent under its name, into dst.
+func (d *decoder) agents(prim toml.Primitive, dst map[string]*agentTable) {
+	var m map[string]toml.Primitive
+	_ = d.md.PrimitiveDecode(prim, &m)
+	for agent, prim := range m {
+		k := toml.Key{"agents", agent}
+		if err := checkAgentName(agent); err != nil {
+			hint := agentNameHint
+			if agent == model.RelayAgent {
+				hint = "choose another name: \"relay\" is the sender of the relay's own task notifications"
 			}
+			d.problem(k, hint, err.Error())
 			continue
 		}
-		sub, ok := d.subtable(k, prim)
-		if !ok {
+		if !d.isTable(k, prim) {
 			continue
 		}
-		if f.Kind() != reflect.Map {
-			d.table(k, sub, f)
-			continue
-		}
-		// agents: one table per agent, under its name.
-		f.Set(reflect.MakeMap(f.Type()))
-		for agent, prim := range sub {
-			ak := append(slices.Clip(k), agent)
-			if err := checkAgentName(agent); err != nil {
-				hint := agentNameHint
-				if agent == model.RelayAgent {
-					hint = "choose another name: \"relay\" is the sender of the relay's own task notifications"
-				}
-				d.problem(ak, hint, err.Error())
-				continue
-			}
-			at, ok := d.subtable(ak, prim)
-			if !ok {
-				continue
-			}
-			a := reflect.New(f.Type().Elem().Elem())
-			d.table(ak, at, a.Elem())
-			f.SetMapIndex(reflect.ValueOf(agent), a)
+		a := &agentTable{}
+		_ = d.md.PrimitiveDecode(prim, a)
+		d.values(k, a)
+		dst[agent] = a
+	}
+}
+
+// isTable reports whether the value at k is a table, or records that it is
+// not. The library would decode an array of tables into a table's struct
+// as if it were empty.
+func (d *decoder) isTable(k toml.Key, prim toml.Primitive) bool {
+	if d.md.Type(k...) == "Hash" {
+		return true
+	}
+	var v any
+	_ = d.md.PrimitiveDecode(prim, &v)
+	if _, ok := v.(map[string]any); ok {
+		return true // a table made implicitly, by a dotted key
+	}
+	d.problem(k, tableHint(k), fmt.Sprintf("want a table, got %s", describe(v)))
+	return false
+}
+
+// values records the problems the value types of table, the struct decoded
+// at key k, kept.
+func (d *decoder) values(k toml.Key, table any) {
+	v := reflect.ValueOf(table).Elem()
+	for i := range v.NumField() {
+		fk := append(slices.Clip(k), v.Type().Field(i).Tag.Get("toml"))
+		if x, ok := v.Field(i).Addr().Interface().(interface{ problem() error }); ok && x.problem() != nil {
+			d.problem(fk, leafHint(pattern(fk), agentOf(fk)), x.problem().Error())
 		}
 	}
 }
 
-// subtable returns the keys of the table at k, or records that its value
-// is not a table.
-func (d *decoder) subtable(k toml.Key, prim toml.Primitive) (map[string]toml.Primitive, bool) {
-	var v any
-	_ = d.md.PrimitiveDecode(prim, &v)
-	if _, ok := v.(map[string]any); !ok {
-		d.problem(k, tableHint(k), fmt.Sprintf("want a table, got %s", describe(v)))
-		return nil, false
+// schema is the keys of each table of the file, by pattern ("agents.*" is
+// any agent). Any name is a key of [agents]: checkAgentName checks them.
+var schema = map[string][]string{
+	"":          tags(reflect.TypeFor[file]()),
+	"agents":    nil,
+	"authority": tags(reflect.TypeFor[authorityTable]()),
+	"agents.*":  tags(reflect.TypeFor[agentTable]()),
+	"limits":    tags(reflect.TypeFor[limitsTable]()),
+	"storage":   tags(reflect.TypeFor[storageTable]()),
+	"retention": tags(reflect.TypeFor[retentionTable]()),
+	"daemon":    tags(reflect.TypeFor[daemonTable]()),
+}
+
+// unknownKeys records every key of the document that is not a key of its
+// table, at the shortest such prefix (an unknown table, not each of its
+// keys). This is MetaData.Undecoded made exact: the library also matches a
+// field case-insensitively (Max_Dispatch would be taken as max_dispatch),
+// and counts such a key as decoded, while keys are case-sensitive here.
+// A key inside a value (the tables of mcp_servers) is the value's to check.
+func (d *decoder) unknownKeys() {
+	for _, k := range d.md.Keys() {
+		for i := range k {
+			keys, isTable := schema[pattern(k[:i])]
+			if !isTable {
+				break
+			}
+			if keys != nil && !slices.Contains(keys, k[i]) {
+				d.unknown(k[:i+1], keys)
+				break
+			}
+		}
 	}
-	m := map[string]toml.Primitive{}
-	_ = d.md.PrimitiveDecode(prim, &m) // a table decodes into a map
-	return m, true
 }
 
 func (d *decoder) problem(k toml.Key, hint, msg string) {
 	d.problems[k.String()] = problem{key: k, hint: hint, msg: msg}
-}
-
-// unwrapMessage is the message of a value type's error, without the
-// position the TOML library wraps around it (the caller gives its own).
-func unwrapMessage(err error) string {
-	var pe toml.ParseError
-	if errors.As(err, &pe) {
-		return pe.Message
-	}
-	return err.Error()
-}
-
-// fieldByTag returns the field of struct v whose toml tag is exactly name.
-func fieldByTag(v reflect.Value, name string) (reflect.Value, bool) {
-	for i := range v.NumField() {
-		if v.Type().Field(i).Tag.Get("toml") == name {
-			return v.Field(i), true
-		}
-	}
-	return reflect.Value{}, false
 }
 
 // tags returns the toml tags of struct type t, sorted: the keys of its table.
@@ -588,9 +612,8 @@ func tableHint(k toml.Key) string {
 	return fmt.Sprintf("write [%s] as a table header followed by its keys", k)
 }
 
-// unknown records k, a key of the table of type t that t has no field for.
-func (d *decoder) unknown(k toml.Key, t reflect.Type) {
-	siblings := tags(t)
+// unknown records k, a key of a table whose keys are siblings.
+func (d *decoder) unknown(k toml.Key, siblings []string) {
 	msg := "unknown key"
 	if s := suggest(k[len(k)-1], siblings); s != "" {
 		if strings.EqualFold(s, k[len(k)-1]) {
