@@ -23,6 +23,16 @@ import (
 // writes the request and reads the answer itself, on a connection it holds
 // alone for the call; the wire is the same HTTP/1.1 the daemon's net/http
 // server speaks.
+//
+// It is kept instead of an http.Client on a Transport with a unix
+// DialContext because it measured clearly cheaper where the relay is
+// short of its aim: BENCHMARKS.md, "What was changed", item 9 (the
+// send_message_8_facades row's facade CPU per call, and
+// BenchmarkAPIGetTask against BenchmarkAPIGetTaskHTTPTransport). The
+// Transport also hides whether a failed request reached the daemon, which
+// daemon_unavailable ("nothing was changed") against outcome_unknown
+// needs: a daemon that closed the connection with the request unread
+// (ECONNRESET) looks to it like one that read it and then closed.
 
 // clientMaxIdle bounds the idle connections a client keeps.
 const clientMaxIdle = 16

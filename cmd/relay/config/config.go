@@ -31,18 +31,18 @@ import (
 // return a Config that passes Validate.
 type Config struct {
 	// Authority is the [authority] table.
-	Authority AuthorityConfig
+	Authority AuthorityConfig `toml:"authority"`
 	// Agents are the [agents.NAME] tables, keyed by agent name: the six core
 	// agents always, plus any custom agent the file adds.
-	Agents map[string]AgentConfig
+	Agents map[string]AgentConfig `toml:"agents"`
 	// Limits is the [limits] table.
-	Limits LimitsConfig
+	Limits LimitsConfig `toml:"limits"`
 	// Storage is the [storage] table.
-	Storage StorageConfig
+	Storage StorageConfig `toml:"storage"`
 	// Retention is the [retention] table.
-	Retention RetentionConfig
+	Retention RetentionConfig `toml:"retention"`
 	// Daemon is the [daemon] table.
-	Daemon DaemonConfig
+	Daemon DaemonConfig `toml:"daemon"`
 }
 
 // RetentionConfig is the [retention] table: how long the daemon keeps
@@ -53,12 +53,12 @@ type RetentionConfig struct {
 	// AckedMessages is how long an acknowledged message is kept after its
 	// acknowledgement (key acked_messages, a Go duration, default
 	// DefaultAckedMessagesRetention).
-	AckedMessages time.Duration
+	AckedMessages time.Duration `toml:"acked_messages"`
 	// TerminalTasks is how long a task is kept after it ended (completed,
 	// failed, canceled, rejected or blocked), with its events, verdicts
 	// and agent log (key terminal_tasks, default
 	// DefaultTerminalTasksRetention).
-	TerminalTasks time.Duration
+	TerminalTasks time.Duration `toml:"terminal_tasks"`
 }
 
 // Policy is the retention policy the table sets.
@@ -73,7 +73,7 @@ type DaemonConfig struct {
 	// request being served, no task running or queued (key idle_timeout,
 	// a Go duration, default DefaultIdleTimeout). Zero means never. A
 	// daemon started by hand never exits on its own.
-	IdleTimeout time.Duration
+	IdleTimeout time.Duration `toml:"idle_timeout"`
 	// Path is the PATH agent commands (and the authority adapter's) are
 	// resolved through, and the PATH every child of the daemon gets (key
 	// path, an array of absolute directories). Nil means the PATH pinned
@@ -81,14 +81,14 @@ type DaemonConfig struct {
 	// entry that is not safe (not owned by the user or root, or group- or
 	// other-writable, or below such a directory) is skipped and logged
 	// either way.
-	Path []string
+	Path []string `toml:"path"`
 	// Env is what the daemon's environment holds beyond what it takes by
 	// itself (key env, an array of strings): "NAME" takes NAME's value
 	// from the environment of whoever starts the daemon — for a daemon a
 	// facade started, the facade's, which its MCP client's config sets;
 	// "NAME=value" sets it. A code-loading variable or PATH is refused
 	// (PATH is Path's).
-	Env []string
+	Env []string `toml:"env"`
 }
 
 // Environ returns the "NAME=value" entries of Env, and the names Env
@@ -110,16 +110,16 @@ type AuthorityConfig struct {
 	// Command is the adapter's argv, run without a shell (key command). Nil
 	// means no adapter is configured, and every task is then blocked with
 	// authority_not_configured; there is no default adapter.
-	Command []string
+	Command []string `toml:"command"`
 	// Timeout is how long one consultation may take (key timeout, default
 	// DefaultAuthorityTimeout); then the adapter is killed and the task is
 	// blocked with authority_timeout.
-	Timeout time.Duration
+	Timeout time.Duration `toml:"timeout"`
 	// Env is what the adapter's environment holds beyond PATH, HOME, LANG
 	// and TZ (key env, an array of strings): "NAME" passes the daemon's
 	// own value of NAME, when set; "NAME=value" sets it. Nothing else of
 	// the daemon's environment reaches the adapter.
-	Env []string
+	Env []string `toml:"env"`
 }
 
 // Environ returns the adapter's extra environment entries ("NAME=value")
@@ -142,78 +142,78 @@ type AgentConfig struct {
 	// Command is the agent's ACP adapter argv, run without a shell (key
 	// command). Core agents default to their launch spec (the launch specs (docs/agents.md)); a
 	// custom agent must set it.
-	Command []string
+	Command []string `toml:"command"`
 	// Enabled is the agent's policy signal (key enabled, default true). A
 	// task for a disabled agent is blocked with agent_disabled.
-	Enabled bool
+	Enabled bool `toml:"enabled"`
 	// EnabledSet says that config.toml set enabled (false: the default).
-	EnabledSet bool
+	EnabledSet bool `toml:"-"`
 	// MCPServers are the MCP servers (stdio) the relay passes to the agent
 	// in session/new for state_changing tasks, and only for those (key
 	// mcp_servers, an array of {name, command, env} tables): HAI-MCP's
 	// guarded tools reach a state_changing Claude this way, never through
 	// the agent's own settings.
-	MCPServers []MCPServer
+	MCPServers []MCPServer `toml:"mcp_servers"`
 	// RequireVerified is the agent's hardening policy (key
 	// require_verified, default false): when true, a task for the agent is
 	// blocked with agent_not_verified unless its last hardening
 	// verification (relay agents verify NAME) passed, within
 	// VerifiedWithin, on the adapter version installed now.
-	RequireVerified bool
+	RequireVerified bool `toml:"require_verified"`
 	// VerifiedWithin is how old a passed verification may be for
 	// RequireVerified (key verified_within, a positive Go duration,
 	// default DefaultVerifiedWithin; zero in a Config built in code means
 	// the default).
-	VerifiedWithin time.Duration
+	VerifiedWithin time.Duration `toml:"verified_within"`
 }
 
 // MCPServer is one entry of [agents.NAME] mcp_servers.
 type MCPServer struct {
-	Name    string
-	Command []string
-	Env     map[string]string
+	Name    string            `toml:"name"`
+	Command []string          `toml:"command"`
+	Env     map[string]string `toml:"env"`
 }
 
 // LimitsConfig is the [limits] table.
 type LimitsConfig struct {
 	// MessageBytes is the largest message body or task prompt, in bytes
 	// (key message_bytes, default DefaultMessageBytes).
-	MessageBytes int
+	MessageBytes int `toml:"message_bytes"`
 	// TaskTimeout bounds one task's run (key task_timeout, default
 	// DefaultTaskTimeout); then the task fails with task_timeout.
-	TaskTimeout time.Duration
+	TaskTimeout time.Duration `toml:"task_timeout"`
 	// StartTimeout bounds one task's start-up: from the agent's spawn
 	// until its ACP session is set up (initialize, session/new, the
 	// hardening's mode), key start_timeout, default DefaultStartTimeout;
 	// then the agent is killed and the task fails agent_start_timeout.
-	StartTimeout time.Duration
+	StartTimeout time.Duration `toml:"start_timeout"`
 	// ProbeTimeout bounds `relay agents probe` (key probe_timeout, default
 	// DefaultProbeTimeout).
-	ProbeTimeout time.Duration
+	ProbeTimeout time.Duration `toml:"probe_timeout"`
 	// MaxDispatch is how many tasks may run at once (key max_dispatch,
 	// default DefaultMaxDispatch); more wait in submitted.
-	MaxDispatch int
+	MaxDispatch int `toml:"max_dispatch"`
 	// MaxDispatchPerCaller is how many of those one caller's tasks may
 	// hold at once (key max_dispatch_per_caller, at most MaxDispatch);
 	// zero means the default, DefaultMaxDispatchPerCaller(MaxDispatch):
 	// all slots but one, so that one caller never holds every slot. A
 	// caller's further tasks wait in submitted while other callers' tasks
 	// are served.
-	MaxDispatchPerCaller int
+	MaxDispatchPerCaller int `toml:"max_dispatch_per_caller"`
 	// InboxMessages is how many unacknowledged messages one recipient may
 	// hold (key inbox_messages, default DefaultInboxMessages); a message
 	// past it is refused with recipient_inbox_full. Zero means no limit.
-	InboxMessages int
+	InboxMessages int `toml:"inbox_messages"`
 	// InboxBytes is how many bytes of bodies one recipient's
 	// unacknowledged messages may hold (key inbox_bytes, default
 	// DefaultInboxBytes, at least message_bytes). Zero means no limit.
-	InboxBytes int64
+	InboxBytes int64 `toml:"inbox_bytes"`
 	// MaxDelegationDepth bounds a delegation chain (key
 	// max_delegation_depth, 1..MaxDelegationDepth, default
 	// DefaultMaxDelegationDepth): a task submitted from inside a chain of
 	// tasks that deep already (a top-level task is depth 1) is rejected
 	// with delegation_too_deep. 1 allows no delegation from inside a task.
-	MaxDelegationDepth int
+	MaxDelegationDepth int `toml:"max_delegation_depth"`
 }
 
 // DispatchPerCaller is the share of the dispatch slots one caller may
@@ -246,7 +246,7 @@ type StorageConfig struct {
 	// which breaks the at-most-once promise of the lifecycle contract (spec/lifecycle.dot). FULL fsyncs every
 	// commit and closes that window, at the cost of slower writes; it is
 	// the default for that reason.
-	Synchronous string
+	Synchronous string `toml:"synchronous"`
 	// MinFreeBytes is the free space kept for acknowledgements, inbox
 	// reads, transitions and pruning (key min_free_bytes, default
 	// DefaultMinFreeBytes): once a new message or task would leave less
@@ -254,7 +254,7 @@ type StorageConfig struct {
 	// database), it is refused with storage_full. Zero turns the reserve
 	// off: then only a full disk refuses writes, and a full disk refuses
 	// every one of them, those that would empty it too.
-	MinFreeBytes int64
+	MinFreeBytes int64 `toml:"min_free_bytes"`
 }
 
 // The SQLite synchronous modes StorageConfig.Synchronous accepts.

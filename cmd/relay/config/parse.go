@@ -6,7 +6,6 @@ import (
 	"reflect"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/BurntSushi/toml"
 
@@ -77,31 +76,23 @@ func ParseConfig(data []byte, name string) (Config, error) {
 	if err != nil {
 		return Config{}, syntaxError(name, err)
 	}
-	d := &decoder{name: name, md: &md, top: top, problems: map[string]problem{}}
-	var f file
-	d.table(nil, top, reflect.ValueOf(&f).Elem())
-	// The decode above visits the tables in map order, so it records every
-	// problem it meets; the first in the file is the one reported.
-	// MetaData.Keys lists every key in document order, parents before
-	// children; a problem found at a key's parent (an unknown table, a bad
-	// agent name) is reported at the first key that reaches it.
-	for _, k := range md.Keys() {
-		for i := 1; i <= len(k); i++ {
-			if pr, ok := d.problems[k[:i].String()]; ok {
-				return Config{}, d.fail(k, pr.key, pr.hint, "%s", pr.msg)
-			}
-		}
+	d := newDecoder(name, &md, top)
+	if err := d.check(); err != nil {
+		return Config{}, err
 	}
-	cfg := DefaultConfig()
-	f.apply(&cfg)
+	cfg, err := d.decode()
+	if err != nil {
+		// Unreachable when check and the library agree on what decodes.
+		return Config{}, &model.Error{Code: model.CodeInvalidConfig, Message: fmt.Sprintf("%s: %v", name, err),
+			Hint: "check the file against the format in the interface contract (README.md)"}
+	}
 	// A custom agent has no default command; the first in the file without
 	// one is reported at the first key that names it.
 	for _, k := range md.Keys() {
 		if len(k) < 2 || k[0] != "agents" {
 			continue
 		}
-		a := f.Agents[k[1]]
-		if _, core := defaultCommands[k[1]]; core || a == nil || a.Command.set {
+		if _, core := defaultCommands[k[1]]; core || md.IsDefined("agents", k[1], "command") {
 			continue
 		}
 		return Config{}, d.fail(k, toml.Key{"agents", k[1], "command"}, leafHint("agents.*.command", k[1]),
@@ -118,7 +109,7 @@ func ParseConfig(data []byte, name string) (Config, error) {
 	// two the file set (inbox_bytes if both).
 	if b := cfg.Limits.InboxBytes; b > 0 && b < int64(cfg.Limits.MessageBytes) {
 		at := toml.Key{"limits", "inbox_bytes"}
-		if !f.Limits.InboxBytes.set {
+		if !md.IsDefined(at...) {
 			at = toml.Key{"limits", "message_bytes"}
 		}
 		return Config{}, d.fail(at, at, leafHint("limits.inbox_bytes", ""),
@@ -136,291 +127,146 @@ func ParseConfig(data []byte, name string) (Config, error) {
 	return cfg, nil
 }
 
-// file is config.toml as written: one field per key of the format, named by
-// its toml tag. The tags are the exact-key allow-list: a key of the file is
-// known when a field has exactly its name (decoder.table). Each value field
-// is a type that checks the TOML value it is given and keeps whether the
-// file set it, so that apply merges only what was written.
-type file struct {
-	Authority authorityTable         `toml:"authority"`
-	Agents    map[string]*agentTable `toml:"agents"`
-	Limits    limitsTable            `toml:"limits"`
-	Storage   storageTable           `toml:"storage"`
-	Retention retentionTable         `toml:"retention"`
-	Daemon    daemonTable            `toml:"daemon"`
-}
-
-type authorityTable struct {
-	Command argvValue     `toml:"command"`
-	Env     envValue      `toml:"env"`
-	Timeout durationValue `toml:"timeout"`
-}
-
-type agentTable struct {
-	Command         argvValue     `toml:"command"`
-	Enabled         boolValue     `toml:"enabled"`
-	MCPServers      mcpValue      `toml:"mcp_servers"`
-	RequireVerified boolValue     `toml:"require_verified"`
-	VerifiedWithin  durationValue `toml:"verified_within"`
-}
-
-type limitsTable struct {
-	InboxBytes    sizeValue     `toml:"inbox_bytes"`
-	InboxMessages sizeValue     `toml:"inbox_messages"`
-	MaxDispatch   countValue    `toml:"max_dispatch"`
-	MaxDepth      depthValue    `toml:"max_delegation_depth"`
-	PerCaller     countValue    `toml:"max_dispatch_per_caller"`
-	MessageBytes  countValue    `toml:"message_bytes"`
-	ProbeTimeout  durationValue `toml:"probe_timeout"`
-	StartTimeout  durationValue `toml:"start_timeout"`
-	TaskTimeout   durationValue `toml:"task_timeout"`
-}
-
-type storageTable struct {
-	MinFreeBytes reserveValue `toml:"min_free_bytes"`
-	Synchronous  syncValue    `toml:"synchronous"`
-}
-
-type retentionTable struct {
-	AckedMessages keepValue `toml:"acked_messages"`
-	TerminalTasks keepValue `toml:"terminal_tasks"`
-}
-
-type daemonTable struct {
-	Env         daemonEnvValue `toml:"env"`
-	IdleTimeout idleValue      `toml:"idle_timeout"`
-	Path        pathValue      `toml:"path"`
-}
-
-// apply merges what the file set over cfg. A custom agent starts enabled,
-// like the core ones, with the default verification age.
-func (f *file) apply(cfg *Config) {
-	au := &cfg.Authority
-	f.Authority.Command.merge(&au.Command)
-	f.Authority.Env.merge(&au.Env)
-	f.Authority.Timeout.merge(&au.Timeout)
-	for name, t := range f.Agents {
-		a, ok := cfg.Agents[name]
-		if !ok {
-			a = AgentConfig{Enabled: true, VerifiedWithin: DefaultVerifiedWithin}
-		}
-		t.Command.merge(&a.Command)
-		t.Enabled.merge(&a.Enabled)
-		a.EnabledSet = a.EnabledSet || t.Enabled.set
-		t.MCPServers.merge(&a.MCPServers)
-		t.RequireVerified.merge(&a.RequireVerified)
-		t.VerifiedWithin.merge(&a.VerifiedWithin)
-		cfg.Agents[name] = a
-	}
-	f.Limits.MaxDispatch.merge(&cfg.Limits.MaxDispatch)
-	f.Limits.PerCaller.merge(&cfg.Limits.MaxDispatchPerCaller)
-	f.Limits.MaxDepth.merge(&cfg.Limits.MaxDelegationDepth)
-	f.Limits.MessageBytes.merge(&cfg.Limits.MessageBytes)
-	f.Limits.ProbeTimeout.merge(&cfg.Limits.ProbeTimeout)
-	f.Limits.TaskTimeout.merge(&cfg.Limits.TaskTimeout)
-	f.Limits.StartTimeout.merge(&cfg.Limits.StartTimeout)
-	if f.Limits.InboxMessages.set {
-		cfg.Limits.InboxMessages = int(f.Limits.InboxMessages.v)
-	}
-	f.Limits.InboxBytes.merge(&cfg.Limits.InboxBytes)
-	f.Storage.Synchronous.merge(&cfg.Storage.Synchronous)
-	f.Storage.MinFreeBytes.merge(&cfg.Storage.MinFreeBytes)
-	f.Retention.AckedMessages.merge(&cfg.Retention.AckedMessages)
-	f.Retention.TerminalTasks.merge(&cfg.Retention.TerminalTasks)
-	f.Daemon.IdleTimeout.merge(&cfg.Daemon.IdleTimeout)
-	f.Daemon.Path.merge(&cfg.Daemon.Path)
-	f.Daemon.Env.merge(&cfg.Daemon.Env)
-}
-
-// value is one key's value as the file set it.
-type value[T any] struct {
-	v   T
-	set bool
-}
-
-func (x *value[T]) merge(dst *T) {
-	if x.set {
-		*dst = x.v
-	}
-}
-
-// keep records a checked value; the error, if any, is the key's problem.
-func (x *value[T]) keep(v T, err error) error {
-	x.v, x.set = v, true
-	return err
-}
-
-// The value types: each UnmarshalTOML is given the decoded TOML value (a
-// string, int64, float64, bool, datetime, []any or map[string]any) and says
-// what is wrong with it in the key's own terms.
-type (
-	argvValue     struct{ value[[]string] }
-	envValue      struct{ value[[]string] }
-	durationValue struct{ value[time.Duration] }
-	countValue    struct{ value[int] }
-	depthValue    struct{ value[int] }
-	boolValue     struct{ value[bool] }
-	mcpValue      struct{ value[[]MCPServer] }
-	syncValue     struct{ value[string] }
-	idleValue     struct{ value[time.Duration] }
-	pathValue     struct{ value[[]string] }
-	// daemonEnvValue is [daemon] env: an env list that may not name PATH.
-	daemonEnvValue struct{ value[[]string] }
-	sizeValue      struct{ value[int64] }
-	reserveValue   struct{ value[int64] }
-	keepValue      struct{ value[time.Duration] }
-)
-
-func (x *argvValue) UnmarshalTOML(v any) error      { return x.keep(parseArgv(v)) }
-func (x *envValue) UnmarshalTOML(v any) error       { return x.keep(parseEnvKeys(v, false)) }
-func (x *daemonEnvValue) UnmarshalTOML(v any) error { return x.keep(parseEnvKeys(v, true)) }
-func (x *pathValue) UnmarshalTOML(v any) error      { return x.keep(parsePathList(v)) }
-func (x *durationValue) UnmarshalTOML(v any) error  { return x.keep(parseDuration(v)) }
-func (x *countValue) UnmarshalTOML(v any) error     { return x.keep(parsePositiveInt(v)) }
-func (x *depthValue) UnmarshalTOML(v any) error     { return x.keep(parseDepth(v)) }
-func (x *idleValue) UnmarshalTOML(v any) error      { return x.keep(parseIdleTimeout(v)) }
-func (x *sizeValue) UnmarshalTOML(v any) error      { return x.keep(parseNonNegativeInt(v)) }
-func (x *keepValue) UnmarshalTOML(v any) error      { return x.keep(parseKeep(v)) }
-func (x *reserveValue) UnmarshalTOML(v any) error   { return x.keep(parseReserve(v)) }
-func (x *mcpValue) UnmarshalTOML(v any) error       { return x.keep(parseMCPServers(v)) }
-
-// parseEnvKeys is parseEnvList, then checkEnvList.
-func parseEnvKeys(v any, daemon bool) ([]string, error) {
-	env, err := parseEnvList(v)
-	if err != nil {
-		return env, err
-	}
-	return env, checkEnvList(env, daemon)
-}
-
-func (x *boolValue) UnmarshalTOML(v any) error {
-	b, ok := v.(bool)
-	if !ok {
-		return fmt.Errorf("want true or false, got %s", describe(v))
-	}
-	return x.keep(b, nil)
-}
-
-func (x *syncValue) UnmarshalTOML(v any) error {
-	s, ok := v.(string)
-	if !ok {
-		return fmt.Errorf("want %q or %q, got %s", SynchronousFull, SynchronousNormal, describe(v))
-	}
-	return x.keep(s, checkSynchronous(s))
-}
-
-// problem is what is wrong at one key of the file.
-type problem struct {
-	key  toml.Key
-	hint string
-	msg  string
-}
-
-// decoder decodes one document into a file, key by key.
+// decoder checks one document, then has the TOML library decode it into a
+// Config.
 type decoder struct {
-	name     string
-	md       *toml.MetaData
-	top      map[string]toml.Primitive
-	problems map[string]problem // by key
+	name string
+	md   *toml.MetaData
+	top  map[string]toml.Primitive
+	raw  map[string]any // the same tables, decoded as TOML values
 }
 
-// table decodes the table at key, whose keys are prims, into dst, a struct
-// of the file. Each key is matched to the field whose tag is exactly its
-// name: the TOML library's own struct decode also matches a field
-// case-insensitively (Max_Dispatch would be taken as max_dispatch), and
-// keys are case-sensitive here; it also stops at the first bad value in
-// map order, where the first in the file is wanted. For the same reasons
-// MetaData.Undecoded cannot find the unknown keys: a key matched by case
-// folding counts as decoded. A key with no field is unknown, and its
-// children are not looked at.
-func (d *decoder) table(key toml.Key, prims map[string]toml.Primitive, dst reflect.Value) {
-	for name, prim := range prims {
-		k := append(slices.Clip(key), name)
-		f, ok := fieldByTag(dst, name)
-		if !ok {
-			d.unknown(k, dst.Type())
-			continue
-		}
-		if u, ok := f.Addr().Interface().(toml.Unmarshaler); ok {
-			if err := d.md.PrimitiveDecode(prim, u); err != nil {
-				d.problem(k, leafHint(pattern(k), agentOf(k)), unwrapMessage(err))
-			}
-			continue
-		}
-		sub, ok := d.subtable(k, prim)
-		if !ok {
-			continue
-		}
-		if f.Kind() != reflect.Map {
-			d.table(k, sub, f)
-			continue
-		}
-		// agents: one table per agent, under its name.
-		f.Set(reflect.MakeMap(f.Type()))
-		for agent, prim := range sub {
-			ak := append(slices.Clip(k), agent)
-			if err := checkAgentName(agent); err != nil {
-				hint := agentNameHint
-				if agent == model.RelayAgent {
-					hint = "choose another name: \"relay\" is the sender of the relay's own task notifications"
-				}
-				d.problem(ak, hint, err.Error())
+func newDecoder(name string, md *toml.MetaData, top map[string]toml.Primitive) *decoder {
+	d := &decoder{name: name, md: md, top: top, raw: map[string]any{}}
+	for k, prim := range top {
+		var v any
+		_ = md.PrimitiveDecode(prim, &v)
+		d.raw[k] = v
+	}
+	return d
+}
+
+// check returns the first problem in the document, in document order:
+// MetaData.Keys lists the keys so, parents before children, and each key
+// is checked after each of its parents (which the list may leave out: the
+// agents of [agents.claude]), so that an unknown table or a bad agent name
+// is reported once, at the first key that reaches it. The library would
+// stop at the first bad value in map order, and it matches a key to a
+// field case-insensitively (Max_Dispatch would be taken as max_dispatch;
+// MetaData.Undecoded then counts it as decoded), while keys are
+// case-sensitive here: so every key is checked against the field tags of
+// its table before anything is decoded.
+func (d *decoder) check() error {
+	seen := map[string]bool{}
+	for _, k := range d.md.Keys() {
+		for i := 1; i <= len(k); i++ {
+			p := k[:i]
+			if seen[p.String()] {
 				continue
 			}
-			at, ok := d.subtable(ak, prim)
+			seen[p.String()] = true
+			if hint, msg := d.problem(p); msg != "" {
+				return d.fail(k, p, hint, "%s", msg)
+			}
+		}
+	}
+	return nil
+}
+
+// problem says what is wrong with key k, whose parents are right, if
+// anything: an unknown key, a bad agent name, a table that is not one, a
+// bad value. A key inside a value (the tables of mcp_servers) is that
+// value's check's to look at.
+func (d *decoder) problem(k toml.Key) (hint, msg string) {
+	parent, name := pattern(k[:len(k)-1]), k[len(k)-1]
+	keys, inTable := schema[parent]
+	switch {
+	case !inTable:
+		return "", ""
+	case parent == "agents":
+		if err := checkAgentName(name); err != nil {
+			hint := agentNameHint
+			if name == model.RelayAgent {
+				hint = "choose another name: \"relay\" is the sender of the relay's own task notifications"
+			}
+			return hint, err.Error()
+		}
+	case !slices.Contains(keys, name):
+		return unknown(k, keys)
+	}
+	v := d.value(k)
+	if _, isTable := schema[pattern(k)]; isTable {
+		if _, ok := v.(map[string]any); !ok {
+			return tableHint(k), fmt.Sprintf("want a table, got %s", describe(v))
+		}
+		return "", ""
+	}
+	if err := leaves[pattern(k)].check(v); err != nil {
+		return leafHint(pattern(k), agentOf(k)), err.Error()
+	}
+	return "", ""
+}
+
+// value returns the TOML value at k.
+func (d *decoder) value(k toml.Key) any {
+	v := d.raw[k[0]]
+	for _, s := range k[1:] {
+		m, _ := v.(map[string]any)
+		v = m[s]
+	}
+	return v
+}
+
+// decode merges the checked document over DefaultConfig: the library
+// decodes each table into its part of the Config, and each agent's table
+// over the agent's defaults (a custom agent starts enabled, like the core
+// ones, with the default verification age).
+func (d *decoder) decode() (Config, error) {
+	cfg := DefaultConfig()
+	tables := map[string]any{"authority": &cfg.Authority, "limits": &cfg.Limits, "storage": &cfg.Storage,
+		"retention": &cfg.Retention, "daemon": &cfg.Daemon}
+	var errs []error
+	for name, prim := range d.top {
+		if name != "agents" {
+			errs = append(errs, d.md.PrimitiveDecode(prim, tables[name]))
+			continue
+		}
+		var agents map[string]toml.Primitive
+		errs = append(errs, d.md.PrimitiveDecode(prim, &agents))
+		for agent, prim := range agents {
+			a, ok := cfg.Agents[agent]
 			if !ok {
-				continue
+				a = AgentConfig{Enabled: true, VerifiedWithin: DefaultVerifiedWithin}
 			}
-			a := reflect.New(f.Type().Elem().Elem())
-			d.table(ak, at, a.Elem())
-			f.SetMapIndex(reflect.ValueOf(agent), a)
+			errs = append(errs, d.md.PrimitiveDecode(prim, &a))
+			a.EnabledSet = d.md.IsDefined("agents", agent, "enabled")
+			cfg.Agents[agent] = a
 		}
 	}
+	return cfg, errors.Join(errs...)
 }
 
-// subtable returns the keys of the table at k, or records that its value
-// is not a table.
-func (d *decoder) subtable(k toml.Key, prim toml.Primitive) (map[string]toml.Primitive, bool) {
-	var v any
-	_ = d.md.PrimitiveDecode(prim, &v)
-	if _, ok := v.(map[string]any); !ok {
-		d.problem(k, tableHint(k), fmt.Sprintf("want a table, got %s", describe(v)))
-		return nil, false
-	}
-	m := map[string]toml.Primitive{}
-	_ = d.md.PrimitiveDecode(prim, &m) // a table decodes into a map
-	return m, true
-}
-
-func (d *decoder) problem(k toml.Key, hint, msg string) {
-	d.problems[k.String()] = problem{key: k, hint: hint, msg: msg}
-}
-
-// unwrapMessage is the message of a value type's error, without the
-// position the TOML library wraps around it (the caller gives its own).
-func unwrapMessage(err error) string {
-	var pe toml.ParseError
-	if errors.As(err, &pe) {
-		return pe.Message
-	}
-	return err.Error()
-}
-
-// fieldByTag returns the field of struct v whose toml tag is exactly name.
-func fieldByTag(v reflect.Value, name string) (reflect.Value, bool) {
-	for i := range v.NumField() {
-		if v.Type().Field(i).Tag.Get("toml") == name {
-			return v.Field(i), true
-		}
-	}
-	return reflect.Value{}, false
+// schema is the keys of each table of the format, by pattern ("agents.*"
+// is any agent): the toml tags of Config's structs. Any name is a key of
+// [agents]; checkAgentName checks it.
+var schema = map[string][]string{
+	"":          tags(reflect.TypeFor[Config]()),
+	"agents":    nil,
+	"agents.*":  tags(reflect.TypeFor[AgentConfig]()),
+	"authority": tags(reflect.TypeFor[AuthorityConfig]()),
+	"limits":    tags(reflect.TypeFor[LimitsConfig]()),
+	"storage":   tags(reflect.TypeFor[StorageConfig]()),
+	"retention": tags(reflect.TypeFor[RetentionConfig]()),
+	"daemon":    tags(reflect.TypeFor[DaemonConfig]()),
 }
 
 // tags returns the toml tags of struct type t, sorted: the keys of its table.
 func tags(t reflect.Type) []string {
-	out := make([]string, t.NumField())
-	for i := range out {
-		out[i] = t.Field(i).Tag.Get("toml")
+	var out []string
+	for i := range t.NumField() {
+		if tag := t.Field(i).Tag.Get("toml"); tag != "" && tag != "-" {
+			out = append(out, tag)
+		}
 	}
 	slices.Sort(out)
 	return out
@@ -434,114 +280,175 @@ func agentOf(k toml.Key) string {
 	return ""
 }
 
-// hint is what the hint of a bad value says about its key.
-type hint struct {
-	// want says what the key takes.
+// checked turns a value's parser (values.go) into its check.
+func checked[T any](parse func(any) (T, error)) func(any) error {
+	return func(v any) error {
+		_, err := parse(v)
+		return err
+	}
+}
+
+// checkEnv checks an env list: [daemon] env (daemon) may not name PATH.
+func checkEnv(daemon bool) func(any) error {
+	return func(v any) error {
+		env, err := parseEnvList(v)
+		if err != nil {
+			return err
+		}
+		return checkEnvList(env, daemon)
+	}
+}
+
+func checkBool(v any) error {
+	if _, ok := v.(bool); !ok {
+		return fmt.Errorf("want true or false, got %s", describe(v))
+	}
+	return nil
+}
+
+func checkSynchronousValue(v any) error {
+	s, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("want %q or %q, got %s", SynchronousFull, SynchronousNormal, describe(v))
+	}
+	return checkSynchronous(s)
+}
+
+// leaf is a value key of the format.
+type leaf struct {
+	// check says what is wrong with a value, as the TOML library decoded
+	// it, in the key's own terms.
+	check func(any) error
+	// want says what the key takes, for the hint of a bad value.
 	want string
 	// example is a valid line for the key.
 	example string
 }
 
-// hints are the value keys' hints, by schema pattern ("agents.*" is any
-// agent); a test keeps them in step with the file's fields.
-var hints = map[string]hint{
+// leaves are the value keys, by schema pattern ("agents.*" is any agent);
+// a test keeps them in step with the fields of Config.
+var leaves = map[string]leaf{
 	"authority.command": {
+		check:   checked(parseArgv),
 		want:    "the authority adapter's argv, run without a shell",
 		example: `command = ["hai-authority", "--relay"]`,
 	},
 	"authority.env": {
+		check:   checkEnv(false),
 		want:    `an array of "NAME" (passed from the daemon's environment) or "NAME=value" entries`,
 		example: `env = ["HAI_AUTHORITY_TOKEN", "HAI_AUTHORITY_URL=http://127.0.0.1:8700"]`,
 	},
 	"authority.timeout": {
+		check:   checked(parseDuration),
 		want:    "a positive Go duration (default " + model.ShortDuration(DefaultAuthorityTimeout) + ")",
 		example: `timeout = "5s"`,
 	},
 	"agents.*.command": {
+		check:   checked(parseArgv),
 		want:    "the agent's ACP adapter argv, run without a shell",
 		example: "", // built by leafHint from the agent's name
 	},
 	"agents.*.enabled": {
+		check:   checkBool,
 		want:    "true or false (default true)",
 		example: `enabled = true`,
 	},
 	"agents.*.require_verified": {
+		check:   checkBool,
 		want:    "true or false (default false): block tasks unless the agent's last `relay agents verify` passed, recently, on the installed adapter",
 		example: `require_verified = true`,
 	},
 	"agents.*.verified_within": {
+		check:   checked(parseDuration),
 		want:    "a positive Go duration (default " + model.ShortDuration(DefaultVerifiedWithin) + "): how old a passed verification may be for require_verified",
 		example: `verified_within = "720h"`,
 	},
 	"agents.*.mcp_servers": {
+		check:   checked(parseMCPServers),
 		want:    "an array of {name, command, env} tables: stdio MCP servers passed to state_changing tasks",
 		example: `mcp_servers = [{name = "hai", command = ["hai-mcp", "serve"], env = {HAI_LEASE_MODE = "guarded"}}]`,
 	},
 	"limits.message_bytes": {
+		check:   checked(parsePositiveInt),
 		want:    fmt.Sprintf("a positive number of bytes (default %d)", DefaultMessageBytes),
 		example: fmt.Sprintf("message_bytes = %d", DefaultMessageBytes),
 	},
 	"limits.task_timeout": {
+		check:   checked(parseDuration),
 		want:    "a positive Go duration (default " + model.ShortDuration(DefaultTaskTimeout) + ")",
 		example: `task_timeout = "30m"`,
 	},
 	"limits.start_timeout": {
+		check: checked(parseDuration),
 		want: "a positive Go duration (default " + model.ShortDuration(DefaultStartTimeout) + "): how long an agent may take " +
 			"to answer initialize and session/new (and have its session's mode set) before it is killed (agent_start_timeout)",
 		example: `start_timeout = "60s"`,
 	},
 	"limits.probe_timeout": {
+		check:   checked(parseDuration),
 		want:    "a positive Go duration (default " + model.ShortDuration(DefaultProbeTimeout) + ")",
 		example: `probe_timeout = "60s"`,
 	},
 	"limits.max_dispatch": {
+		check:   checked(parsePositiveInt),
 		want:    fmt.Sprintf("a positive number of tasks run at once (default %d)", DefaultMaxDispatch),
 		example: fmt.Sprintf("max_dispatch = %d", DefaultMaxDispatch),
 	},
 	"limits.max_dispatch_per_caller": {
+		check: checked(parsePositiveInt),
 		want: "a positive number of tasks, at most max_dispatch (default max_dispatch - 1, at least 1): " +
 			"how many dispatch slots the tasks of one caller may hold at once",
 		example: fmt.Sprintf("max_dispatch_per_caller = %d", DefaultMaxDispatchPerCaller(DefaultMaxDispatch)),
 	},
 	"limits.max_delegation_depth": {
+		check: checked(parseDepth),
 		want: fmt.Sprintf("an integer from 1 to %d (default %d): how many tasks deep a delegation chain may go, a task submitted "+
 			"outside any task being depth 1; a task submitted from inside a chain that deep already is rejected (delegation_too_deep), "+
 			"and 1 allows no delegation from inside a task", MaxDelegationDepth, DefaultMaxDelegationDepth),
 		example: fmt.Sprintf("max_delegation_depth = %d", DefaultMaxDelegationDepth),
 	},
 	"daemon.path": {
+		check:   checked(parsePathList),
 		want:    "an array of absolute directories: the PATH agent commands are found through and the daemon's children get (default: the PATH the first `relay daemon` by hand pinned in the home)",
 		example: `path = ["/home/me/.local/bin", "/usr/local/bin", "/usr/bin", "/bin"]`,
 	},
 	"daemon.env": {
+		check:   checkEnv(true),
 		want:    `an array of "NAME" (taken from the environment of whoever starts the daemon: for an autostarted one, the facade's, which any project's MCP config can set) or "NAME=value" entries, added to the daemon's environment and so its agents'`,
 		example: `env = ["ANTHROPIC_API_KEY", "HTTPS_PROXY=http://proxy.example:3128"]`,
 	},
 	"limits.inbox_messages": {
+		check:   checked(parseNonNegativeInt),
 		want:    fmt.Sprintf("a number of messages, 0 for no limit (default %d): how many unacknowledged messages one recipient may hold before messages to it are refused (recipient_inbox_full)", DefaultInboxMessages),
 		example: fmt.Sprintf("inbox_messages = %d", DefaultInboxMessages),
 	},
 	"limits.inbox_bytes": {
+		check:   checked(parseNonNegativeInt),
 		want:    fmt.Sprintf("a number of bytes, at least message_bytes, 0 for no limit (default %d): how many bytes of bodies one recipient's unacknowledged messages may hold", DefaultInboxBytes),
 		example: fmt.Sprintf("inbox_bytes = %d", DefaultInboxBytes),
 	},
 	"storage.min_free_bytes": {
+		check:   checked(parseReserve),
 		want:    fmt.Sprintf("a number of bytes, 0 for no reserve or at least %d (default %d): the free space kept for acknowledgements and pruning; new messages and tasks are refused (storage_full) below it", MinReserveBytes, DefaultMinFreeBytes),
 		example: fmt.Sprintf("min_free_bytes = %d", DefaultMinFreeBytes),
 	},
 	"retention.acked_messages": {
+		check:   checked(parseKeep),
 		want:    "a Go duration, 0 to keep forever (default " + model.ShortDuration(DefaultAckedMessagesRetention) + "): how long an acknowledged message is kept after its acknowledgement",
 		example: `acked_messages = "720h"`,
 	},
 	"retention.terminal_tasks": {
+		check:   checked(parseKeep),
 		want:    "a Go duration, 0 to keep forever (default " + model.ShortDuration(DefaultTerminalTasksRetention) + "): how long a task is kept after it ended, with its events, verdicts and agent log",
 		example: `terminal_tasks = "2160h"`,
 	},
 	"daemon.idle_timeout": {
+		check:   checked(parseIdleTimeout),
 		want:    "a Go duration, 0 for never (default " + model.ShortDuration(DefaultIdleTimeout) + "): how long a daemon a facade started stays up with no facade connected and no task running or queued",
 		example: `idle_timeout = "10m"`,
 	},
 	"storage.synchronous": {
+		check:   checkSynchronousValue,
 		want:    fmt.Sprintf("%q or %q (default %q)", SynchronousFull, SynchronousNormal, DefaultSynchronous),
 		example: `synchronous = "FULL"`,
 	},
@@ -549,7 +456,7 @@ var hints = map[string]hint{
 
 // leafHint is the hint shown with a bad value of the schema key pattern.
 func leafHint(pattern, agent string) string {
-	l, ok := hints[pattern]
+	l, ok := leaves[pattern]
 	if !ok {
 		return ""
 	}
@@ -588,10 +495,10 @@ func tableHint(k toml.Key) string {
 	return fmt.Sprintf("write [%s] as a table header followed by its keys", k)
 }
 
-// unknown records k, a key of the table of type t that t has no field for.
-func (d *decoder) unknown(k toml.Key, t reflect.Type) {
-	siblings := tags(t)
-	msg := "unknown key"
+// unknown is the problem of k, a key of a table whose keys are siblings
+// that is none of them.
+func unknown(k toml.Key, siblings []string) (hint, msg string) {
+	msg = "unknown key"
 	if s := suggest(k[len(k)-1], siblings); s != "" {
 		if strings.EqualFold(s, k[len(k)-1]) {
 			msg += " (keys are case-sensitive; "
@@ -600,15 +507,10 @@ func (d *decoder) unknown(k toml.Key, t reflect.Type) {
 		}
 		msg += fmt.Sprintf("did you mean %s?)", s)
 	}
-	var hint string
-	switch {
-	case len(k) == 1:
-		hint = "the tables are [authority], [agents.NAME], [limits], [storage], [retention] and [daemon]"
-	default:
-		hint = fmt.Sprintf("remove it or fix its spelling; the keys of [%s] are %s",
-			k[:len(k)-1], strings.Join(siblings, ", "))
+	if len(k) == 1 {
+		return "the tables are [authority], [agents.NAME], [limits], [storage], [retention] and [daemon]", msg
 	}
-	d.problem(k, hint, msg)
+	return fmt.Sprintf("remove it or fix its spelling; the keys of [%s] are %s", k[:len(k)-1], strings.Join(siblings, ", ")), msg
 }
 
 // suggest returns the candidate closest to s (equal but for case, or within
