@@ -89,37 +89,19 @@ type daemon struct {
 	ownProcess bool
 }
 
+// run runs the daemon until ctx ends, an operator or the idle watch asks
+// it to stop, or the socket server fails. It starts in phases, each
+// returning what the next needs and how to close it, and stops in the
+// reverse order: open the home (lock, log), load the config, open the
+// store, wire the core (registry, dispatcher, authority, engine,
+// service), recover, serve; then drain, stop the dispatcher and the
+// engine, and close what the phases opened, the store before the home.
 func (d *daemon) run(ctx context.Context) (err error) {
-	// Before anything in the home is opened, read or run: it must be
-	// ours and private, and so must every file of ours in it (a link or
-	// another user's file planted there is refused, untouched).
-	_, fix, err := secureHome(d.home, true, model.CodeInvalidArgs)
+	h, err := d.openHome()
 	if err != nil {
 		return err
 	}
-	if err := checkHomeFiles(d.home, model.CodeInvalidArgs); err != nil {
-		return err
-	}
-	lock, err := lockHome(d.home)
-	if err != nil {
-		return err
-	}
-	defer lock.release()
-
-	logFile, err := openRotatingLog(filepath.Join(d.home, "relay.log"), logMaxBytes, logGenerations)
-	if err != nil {
-		var me *model.Error
-		if errors.As(err, &me) {
-			return err
-		}
-		return homeUnwritable(d.home, "the log", err)
-	}
-	defer logFile.Close()
-	fileLog := slog.NewJSONHandler(logFile, &slog.HandlerOptions{Level: slog.LevelDebug})
-	d.log = slog.New(slog.NewMultiHandler(
-		slog.NewTextHandler(d.stderr, &slog.HandlerOptions{Level: slog.LevelInfo}),
-		fileLog,
-	))
+	defer h.close()
 	// From here on a refusal to start is in relay.log too, with its code,
 	// message and hint, not only on the stderr of whoever started the
 	// daemon (autostart discards it). Only in the file: stderr gets it
@@ -127,23 +109,107 @@ func (d *daemon) run(ctx context.Context) (err error) {
 	ready := false
 	defer func() {
 		if err != nil && !ready {
-			logStartFailure(slog.New(fileLog), err)
+			logStartFailure(h.fileLog, err)
 		}
 	}()
+	cfg, path, shim, err := d.loadConfig()
+	if err != nil {
+		return err
+	}
+	db, closeStore, err := d.openStore(ctx, h.lock, cfg)
+	if err != nil {
+		return err
+	}
+	defer closeStore()
+	c, err := d.wireCore(ctx, db, cfg, path, shim)
+	if err != nil {
+		return err
+	}
+	defer c.close()
+	if err := c.eng.Start(ctx); err != nil {
+		return fmt.Errorf("recovery: %w", err)
+	}
+	s, err := d.serve(ctx, db, c, cfg, path)
+	if err != nil {
+		return err
+	}
+	defer s.close()
+	d.log.Info("relay daemon ready", "home", d.home, "socket", sockPath(d.home), "pid", os.Getpid(), "version", Version)
+	h.logFile.startupDone()
+	ready = true
+
+	err = d.waitForStop(ctx, s)
+	d.stop(ctx, c, s)
+	return err
+}
+
+// openedHome is the home the daemon runs on, opened: its single-instance
+// lock and its log.
+type openedHome struct {
+	lock    *homeLock
+	logFile *rotatingLog
+	// fileLog writes to relay.log only.
+	fileLog *slog.Logger
+}
+
+// close closes the log, then lets the lock go.
+func (h *openedHome) close() {
+	h.logFile.Close()
+	h.lock.release()
+}
+
+// openHome secures the home, takes its lock and opens its log, which it
+// makes the daemon's (d.log: stderr and relay.log). Before anything in
+// the home is opened, read or run, the home must be ours and private,
+// and so must every file of ours in it (a link or another user's file
+// planted there is refused, untouched).
+func (d *daemon) openHome() (*openedHome, error) {
+	_, fix, err := secureHome(d.home, true, model.CodeInvalidArgs)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkHomeFiles(d.home, model.CodeInvalidArgs); err != nil {
+		return nil, err
+	}
+	lock, err := lockHome(d.home)
+	if err != nil {
+		return nil, err
+	}
+	logFile, err := openRotatingLog(filepath.Join(d.home, "relay.log"), logMaxBytes, logGenerations)
+	if err != nil {
+		lock.release()
+		var me *model.Error
+		if errors.As(err, &me) {
+			return nil, err
+		}
+		return nil, homeUnwritable(d.home, "the log", err)
+	}
+	fileLog := slog.NewJSONHandler(logFile, &slog.HandlerOptions{Level: slog.LevelDebug})
+	d.log = slog.New(slog.NewMultiHandler(
+		slog.NewTextHandler(d.stderr, &slog.HandlerOptions{Level: slog.LevelInfo}),
+		fileLog,
+	))
 	if fix != nil {
 		d.log.Warn("the relay home was open to group or others; access taken away",
 			"home", d.home, "mode_was", fmt.Sprintf("%04o", fix.from), "mode_now", fmt.Sprintf("%04o", fix.to))
 	}
+	return &openedHome{lock: lock, logFile: logFile, fileLog: slog.New(fileLog)}, nil
+}
+
+// loadConfig checks the socket path, reads config.toml, rebuilds the
+// daemon's environment and resolves every relative program in the
+// config. It returns the config, the daemon's PATH and the shim agents
+// and the authority adapter run under.
+func (d *daemon) loadConfig() (config.Config, daemonPath, []string, error) {
 	// A socket path the kernel cannot take is refused before the database
 	// is opened and anything is recovered or run: bind(2) would fail only
 	// after recovery, with a bare "invalid argument".
 	if err := socketapi.CheckSocketPath(sockPath(d.home)); err != nil {
-		return err
+		return config.Config{}, daemonPath{}, nil, err
 	}
-
 	cfg, err := loadHomeConfig(d.home, model.CodeInvalidArgs)
 	if err != nil {
-		return err
+		return config.Config{}, daemonPath{}, nil, err
 	}
 	// The test switches are read before the environment is rebuilt (a
 	// release build has none: testswitch.go).
@@ -153,7 +219,7 @@ func (d *daemon) run(ctx context.Context) (err error) {
 	}
 	path, err := d.environment(cfg.Daemon)
 	if err != nil {
-		return err
+		return config.Config{}, daemonPath{}, nil, err
 	}
 	// Every relative program is resolved now, once: against the home
 	// (config.toml's directory) when it has a slash, through the daemon's
@@ -162,6 +228,14 @@ func (d *daemon) run(ctx context.Context) (err error) {
 	bare := cfg
 	cfg = cfg.ResolveCommands(d.home, path.lookPath)
 	d.logResolved(bare, path)
+	return cfg, path, shim, nil
+}
+
+// openStore opens the database, checking it first if the last daemon did
+// not leave it cleanly, and records the start in it. The function it
+// returns closes it and, if that succeeds, marks the stop clean in the
+// lock file.
+func (d *daemon) openStore(ctx context.Context, lock *homeLock, cfg config.Config) (*persistence.DB, func(), error) {
 	// A database the last daemon did not leave cleanly (it crashed, or the
 	// file changed since) is checked before it is used: a corrupt one is
 	// refused, untouched, rather than served until a read hits the damage.
@@ -174,54 +248,60 @@ func (d *daemon) run(ctx context.Context) (err error) {
 	db, err := persistence.Open(ctx, dbPath(d.home), persistence.Options{Synchronous: cfg.Storage.Synchronous, Check: check,
 		InboxMessages: inboxMessages, InboxBytes: inboxBytes, MinFreeBytes: minFree})
 	if err != nil {
-		return openError(dbPath(d.home), err)
+		return nil, nil, openError(dbPath(d.home), err)
 	}
 	if check {
 		d.log.Info("checked the database (quick_check), the last stop was not clean", "db", dbPath(d.home),
 			"took", time.Since(t0).Round(time.Millisecond))
 	}
-	defer func() {
+	closeStore := func() {
 		if db.Close() == nil {
 			lock.markClean(dbPath(d.home))
 		}
-	}()
+	}
 	// The database must take writes before anyone is served: a read-only
 	// file, or another process holding it (an open transaction, an
 	// exclusive lock), makes the daemon refuse to start rather than fail
 	// every request later. The row records the start in the audit trail.
 	if err := db.Audit(ctx, model.AuditEvent{At: time.Now().UTC(), Kind: "daemon.started", Actor: model.RelayAgent,
 		Data: map[string]string{"pid": strconv.Itoa(os.Getpid()), "version": Version}}); err != nil {
-		return &model.Error{Code: model.CodeInternal, Err: err,
+		closeStore()
+		return nil, nil, &model.Error{Code: model.CodeInternal, Err: err,
 			Message: "cannot write to " + dbPath(d.home) + ": " + err.Error(),
 			Hint: "another process may hold the database (an open transaction or an exclusive lock), or it or its directory is read-only; " +
 				"stop that process or fix the permissions (the file is left as it is), or pass another --home"}
 	}
+	return db, closeStore, nil
+}
 
+// core is the daemon's wired core: the agent registry, the dispatcher,
+// the engine and the application service over them.
+type core struct {
+	registry *dispatch.Registry
+	disp     *dispatch.Dispatcher
+	eng      *machine.Engine
+	svc      *service.Service
+	// authStarter starts the authority adapter; it stops last, when no
+	// consultation can run any more.
+	authStarter *dispatch.Starter
+}
+
+// close stops what the core started on its own.
+func (c *core) close() { c.authStarter.Stop() }
+
+// wireCore builds the core on the store: the registry with the probes and
+// verifications it last saved, the dispatcher (after killing the agents a
+// crashed daemon left behind), the authority, the engine and the
+// service. It recovers nothing yet: that is the engine's Start.
+func (d *daemon) wireCore(ctx context.Context, db *persistence.DB, cfg config.Config, path daemonPath, shim []string) (*core, error) {
 	registry := newRegistry(cfg, path.lookPath)
 	if err := loadProbes(ctx, db, registry); err != nil {
-		return err
+		return nil, err
 	}
 	if err := loadVerifications(ctx, db, registry); err != nil {
-		return err
+		return nil, err
 	}
-	// Agents and the authority adapter run under this very binary's shim
-	// (shim, above), even if the file is replaced while the daemon runs:
-	// /proc/self/exe is resolved in the forked child.
-	disp := dispatch.New(dispatch.Options{
-		Registry: registry, Home: d.home, TaskTimeout: cfg.Limits.TaskTimeout, StartTimeout: cfg.Limits.StartTimeout, Logger: d.log,
-		Shim: shim,
-		OnProbe: func(name string, p dispatch.Probe) {
-			if err := db.RecordProbe(context.Background(), persistence.Probe{Name: name, WorkedLive: p.OK, At: p.At, Reason: p.Reason}); err != nil {
-				d.log.Error("save probe", "agent", name, "err", err)
-			}
-		},
-		OnVerify: func(v model.Verification) {
-			if err := db.RecordVerification(context.Background(), v); err != nil {
-				d.log.Error("save verification", "agent", v.Agent, "err", err)
-			}
-		},
-		Unhardened: testUnhardened(d.log),
-	})
+	disp := d.newDispatcher(db, registry, cfg, shim)
 	// Agents a crashed daemon left behind (an adapter's native child
 	// survives Pdeathsig) are killed before recovery fails their tasks.
 	if n, err := disp.Reap(ctx); err != nil {
@@ -231,10 +311,8 @@ func (d *daemon) run(ctx context.Context) (err error) {
 	}
 	// The authority adapter runs under the same shim as agents, so that
 	// nothing it starts outlives a consultation or the daemon, with only
-	// the environment its config names. Its starter stops last, when no
-	// consultation can run any more.
+	// the environment its config names.
 	authStarter := dispatch.NewStarter()
-	defer authStarter.Stop()
 	authority := gates.NewAuthority(cfg.Authority.Command, cfg.Authority.Timeout, gates.WithDir(d.home),
 		gates.WithShim(shim...), gates.WithStart(authStarter.Start), gates.WithEnv(cfg.Authority.Environ(os.Getenv)...))
 	eng := machine.New(machine.Options{
@@ -254,103 +332,160 @@ func (d *daemon) run(ctx context.Context) (err error) {
 			return disp.Probe(ctx, name, timeout)
 		}, Verify: disp.Verify, Logger: d.log,
 	})
-	if err := eng.Start(ctx); err != nil {
-		return fmt.Errorf("recovery: %w", err)
-	}
+	return &core{registry: registry, disp: disp, eng: eng, svc: svc, authStarter: authStarter}, nil
+}
 
-	// The PATH a first start by hand pins is written once the daemon has
-	// opened and recovered its database: a start refused before that
-	// changes nothing in the home; the socket, which clients wait for,
-	// comes after it.
+// newDispatcher builds the dispatcher, which saves probe and verification
+// outcomes in the store. Agents run under this very binary's shim, even
+// if the file is replaced while the daemon runs: /proc/self/exe is
+// resolved in the forked child.
+func (d *daemon) newDispatcher(db *persistence.DB, registry *dispatch.Registry, cfg config.Config, shim []string) *dispatch.Dispatcher {
+	return dispatch.New(dispatch.Options{
+		Registry: registry, Home: d.home, TaskTimeout: cfg.Limits.TaskTimeout, StartTimeout: cfg.Limits.StartTimeout, Logger: d.log,
+		Shim: shim,
+		OnProbe: func(name string, p dispatch.Probe) {
+			if err := db.RecordProbe(context.Background(), persistence.Probe{Name: name, WorkedLive: p.OK, At: p.At, Reason: p.Reason}); err != nil {
+				d.log.Error("save probe", "agent", name, "err", err)
+			}
+		},
+		OnVerify: func(v model.Verification) {
+			if err := db.RecordVerification(context.Background(), v); err != nil {
+				d.log.Error("save verification", "agent", v.Agent, "err", err)
+			}
+		},
+		Unhardened: testUnhardened(d.log),
+	})
+}
+
+// serving is the daemon serving: its socket server and what runs beside
+// it (retention, the idle watch).
+type serving struct {
+	srv *socketapi.Server
+	// served gets the socket server's error when it stops on its own.
+	served chan error
+	// stopAsked gets why the daemon stops on its own: an operator's
+	// `relay daemon stop` (POST /v1/operator/stop) or an idle period.
+	stopAsked chan string
+	// stopWatch stops the idle watch (a no-op if there is none).
+	stopWatch func()
+	// stopRetention stops the retention policy between two batches and
+	// waits for it.
+	stopRetention func()
+}
+
+// close stops the idle watch, then the retention policy; the store
+// closes after it.
+func (s *serving) close() {
+	s.stopWatch()
+	s.stopRetention()
+}
+
+// askStop asks the daemon to stop, for why; a request already made wins.
+func (s *serving) askStop(why string) {
+	select {
+	case s.stopAsked <- why:
+	default:
+	}
+}
+
+// serve pins the PATH if asked, listens on the socket and serves the API
+// on it, starts the retention policy and, for an autostarted daemon, the
+// idle watch. The PATH a first start by hand pins is written once the
+// daemon has opened and recovered its database: a start refused before
+// that changes nothing in the home; the socket, which clients wait for,
+// comes after it.
+func (d *daemon) serve(ctx context.Context, db *persistence.DB, c *core, cfg config.Config, path daemonPath) (*serving, error) {
 	if err := d.savePath(path); err != nil {
-		return err
+		return nil, err
 	}
 	ln, err := socketapi.Listen(sockPath(d.home))
 	if err != nil {
-		return err
+		return nil, err
 	}
-	srv := socketapi.NewServer(svc, socketapi.ServerOptions{
-		Version: Version, Logger: d.log, KnownAgent: registry.Known, ProbeTimeout: cfg.Limits.ProbeTimeout,
+	srv := socketapi.NewServer(c.svc, socketapi.ServerOptions{
+		Version: Version, Logger: d.log, KnownAgent: c.registry.Known, ProbeTimeout: cfg.Limits.ProbeTimeout,
 		// A facade whose process descends from a running task's agent
 		// acts inside that task: the dispatcher knows its agents.
-		TaskOf: disp.TaskOfProcess,
+		TaskOf: c.disp.TaskOfProcess,
 		OnRefused: func(ctx context.Context, uid, pid int) {
 			_ = db.Audit(ctx, model.AuditEvent{At: time.Now().UTC(), Kind: "socket.refused", Actor: "uid:" + strconv.Itoa(uid),
 				Data: map[string]string{"uid": strconv.Itoa(uid), "pid": strconv.Itoa(pid)}})
 		},
 	})
 	started := time.Now()
+	s := &serving{srv: srv, served: make(chan error, 1), stopAsked: make(chan string, 1), stopWatch: func() {}}
 	// The retention policy: a pass now, then every hour; stopped (between
 	// two batches) before the database closes.
 	ret := newRetention(db, cfg, d.home, d.log)
-	retCtx, stopRetention := context.WithCancel(context.WithoutCancel(ctx))
+	retCtx, cancelRetention := context.WithCancel(context.WithoutCancel(ctx))
 	retDone := make(chan struct{})
 	go func() { defer close(retDone); ret.run(retCtx) }()
-	defer func() { stopRetention(); <-retDone }()
-	// stopAsked gets why the daemon stops on its own: an operator's
-	// `relay daemon stop` (POST /v1/operator/stop) or an idle period.
-	stopAsked := make(chan string, 1)
-	askStop := func(why string) {
-		select {
-		case stopAsked <- why:
-		default:
-		}
-	}
+	s.stopRetention = func() { cancelRetention(); <-retDone }
 	srv.ServeDaemon(socketapi.DaemonHooks{
 		Status: func(ctx context.Context) (socketapi.DaemonStatus, error) {
-			st := socketapi.DaemonStatus{PID: os.Getpid(), Home: d.home, Version: Version, StartedAt: started.UTC(),
-				UptimeSeconds: int64(time.Since(started) / time.Second), Autostarted: d.autostarted,
-				StartedBy: d.startedBy, Path: path.String(), PathSource: path.source, PathPinned: path.pinned,
-				PathSkipped: nonNilSlice(path.skipped), Env: nonNilSlice(d.env.names()), EnvRemoved: nonNilSlice(d.env.removed)}
-			if d.autostarted {
-				st.IdleTimeout = cfg.Daemon.IdleTimeout.String()
-			}
-			var err error
-			if st.TasksRunning, err = countTasks(ctx, eng, model.StateAuthorized, model.StateWorking); err != nil {
-				return st, err
-			}
-			st.TasksQueued, err = countTasks(ctx, eng, model.StateSubmitted)
-			return st, err
+			return d.status(ctx, c.eng, cfg, path, started)
 		},
-		Stop:  func() { askStop("operator") },
+		Stop:  func() { s.askStop("operator") },
 		Prune: ret.prune,
 	})
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
+	go func() { s.served <- srv.Serve(ln) }()
 	if d.autostarted && cfg.Daemon.IdleTimeout > 0 {
 		watchCtx, stopWatch := context.WithCancel(ctx)
-		defer stopWatch()
-		go d.idleWatch(watchCtx, cfg.Daemon.IdleTimeout, srv, eng, askStop)
+		s.stopWatch = stopWatch
+		go d.idleWatch(watchCtx, cfg.Daemon.IdleTimeout, srv, c.eng, s.askStop)
 	}
-	d.log.Info("relay daemon ready", "home", d.home, "socket", sockPath(d.home), "pid", os.Getpid(), "version", Version)
-	logFile.startupDone()
-	ready = true
+	return s, nil
+}
 
+// status is what `relay daemon status` shows of this daemon.
+func (d *daemon) status(ctx context.Context, eng *machine.Engine, cfg config.Config, path daemonPath, started time.Time) (socketapi.DaemonStatus, error) {
+	st := socketapi.DaemonStatus{PID: os.Getpid(), Home: d.home, Version: Version, StartedAt: started.UTC(),
+		UptimeSeconds: int64(time.Since(started) / time.Second), Autostarted: d.autostarted,
+		StartedBy: d.startedBy, Path: path.String(), PathSource: path.source, PathPinned: path.pinned,
+		PathSkipped: nonNilSlice(path.skipped), Env: nonNilSlice(d.env.names()), EnvRemoved: nonNilSlice(d.env.removed)}
+	if d.autostarted {
+		st.IdleTimeout = cfg.Daemon.IdleTimeout.String()
+	}
+	var err error
+	if st.TasksRunning, err = countTasks(ctx, eng, model.StateAuthorized, model.StateWorking); err != nil {
+		return st, err
+	}
+	st.TasksQueued, err = countTasks(ctx, eng, model.StateSubmitted)
+	return st, err
+}
+
+// waitForStop waits for a reason to stop: ctx ends (a signal), a stop is
+// asked, or the socket server fails, whose error it returns.
+func (d *daemon) waitForStop(ctx context.Context, s *serving) error {
 	select {
 	case <-ctx.Done():
 		d.log.Info("stopping", "reason", "signal")
-	case why := <-stopAsked:
+	case why := <-s.stopAsked:
 		d.log.Info("stopping", "reason", why)
-	case err = <-served:
+	case err := <-s.served:
 		d.log.Error("socket server stopped", "err", err)
+		return err
 	}
-	// Graceful stop: nothing more is authorized (queued tasks, and those
-	// still in their gates, stay submitted and run after the restart; a
-	// slot freed by a stopped run is not handed on), no new connections,
-	// in-flight requests finish, then running agents are stopped (their
-	// tasks fail dispatch_interrupted).
-	eng.Quiesce()
+	return nil
+}
+
+// stop is the graceful stop: nothing more is authorized (queued tasks,
+// and those still in their gates, stay submitted and run after the
+// restart; a slot freed by a stopped run is not handed on), no new
+// connections, in-flight requests finish, then running agents are
+// stopped (their tasks fail dispatch_interrupted), then the engine.
+func (d *daemon) stop(ctx context.Context, c *core, s *serving) {
+	c.eng.Quiesce()
 	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
 	defer cancel()
-	if serr := srv.Shutdown(stopCtx); serr != nil {
-		d.log.Warn("shutdown", "err", serr)
+	if err := s.srv.Shutdown(stopCtx); err != nil {
+		d.log.Warn("shutdown", "err", err)
 	}
-	disp.Stop(stopCtx)
-	if serr := eng.Stop(stopCtx); serr != nil {
-		d.log.Warn("engine stop", "err", serr)
+	c.disp.Stop(stopCtx)
+	if err := c.eng.Stop(stopCtx); err != nil {
+		d.log.Warn("engine stop", "err", err)
 	}
 	d.log.Info("relay daemon stopped")
-	return err
 }
 
 // countTasks counts the tasks in the given states, paging through them.
