@@ -12,138 +12,134 @@ import (
 )
 
 func init() {
-	register(command{name: "tasks list", summary: "list tasks, newest first (--state, --agent, --limit, --before)", run: runTasksList, wide: true})
-	register(command{name: "tasks show", summary: "show a task with its timeline of events and gate verdicts", run: runTasksShow, wide: true})
-	register(command{name: "tasks cancel", summary: "cancel a task as the operator", run: runTasksCancel})
+	register(command{name: "tasks list", summary: "list tasks, newest first (--state, --agent, --limit, --before)", usage: "[--state S] [--agent A] [--limit N] [--before TASK_ID] [--json]", setup: tasksListCommand, wide: true})
+	register(command{name: "tasks show", summary: "show a task with its timeline of events and gate verdicts", usage: "TASK_ID [--json]", args: oneArg, setup: tasksShowCommand, wide: true})
+	register(command{name: "tasks cancel", summary: "cancel a task as the operator", usage: "TASK_ID [--json]", args: oneArg, setup: tasksCancelCommand})
 }
 
-func runTasksList(ctx context.Context, e *env, args []string) error {
-	f := newFlags(e, "tasks list", "[--state S] [--agent A] [--limit N] [--before TASK_ID] [--json]")
+func tasksListCommand(f *flags) runFunc {
 	state := f.String("state", "", "only tasks in `STATE`")
 	agent := f.String("agent", "", "only tasks `AGENT` submitted or targets")
 	limit := f.Int("limit", 50, "at most `N` tasks (1..1000)")
 	before := f.String("before", "", "page: tasks older than `TASK_ID`")
-	if err := f.parse(args, 0); err != nil {
-		return err
+	return func(ctx context.Context, e *env) error {
+		if err := f.checkLimit(*limit); err != nil {
+			return err
+		}
+		c, err := operator(e, f)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		tasks, err := c.Tasks(ctx, model.TaskFilter{State: model.State(*state), Agent: *agent, Limit: *limit, Before: *before})
+		if err != nil {
+			return err
+		}
+		if f.json {
+			return printJSON(e.stdout, map[string]any{"tasks": tasks})
+		}
+		t := f.newTable(e.stdout, "TASK", "STATE", "CODE", "CALLER", "TARGET", "MODE", "UPDATED")
+		for _, x := range tasks {
+			t.row(x.ID, string(x.State), string(x.Code), x.Caller, x.Target, string(x.Mode), ts(x.UpdatedAt))
+		}
+		if err := t.flush(); err != nil {
+			return err
+		}
+		if len(tasks) > 0 {
+			morePages(e, len(tasks), *limit, tasks[len(tasks)-1].ID, "tasks list")
+		}
+		return nil
 	}
-	if err := f.checkLimit(*limit); err != nil {
-		return err
-	}
-	c, err := operator(e, f)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	tasks, err := c.Tasks(ctx, model.TaskFilter{State: model.State(*state), Agent: *agent, Limit: *limit, Before: *before})
-	if err != nil {
-		return err
-	}
-	if f.json {
-		return printJSON(e.stdout, map[string]any{"tasks": tasks})
-	}
-	t := f.newTable(e.stdout, "TASK", "STATE", "CODE", "CALLER", "TARGET", "MODE", "UPDATED")
-	for _, x := range tasks {
-		t.row(x.ID, string(x.State), string(x.Code), x.Caller, x.Target, string(x.Mode), ts(x.UpdatedAt))
-	}
-	if err := t.flush(); err != nil {
-		return err
-	}
-	if len(tasks) > 0 {
-		morePages(e, len(tasks), *limit, tasks[len(tasks)-1].ID, "tasks list")
-	}
-	return nil
 }
 
-func runTasksShow(ctx context.Context, e *env, args []string) error {
-	f := newFlags(e, "tasks show", "TASK_ID [--json]")
-	if err := f.parseN(args, 1); err != nil {
-		return err
-	}
-	c, home, err := operatorAt(e, f)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	d, err := c.ShowTask(ctx, f.pos[0])
-	if err != nil {
-		return err
-	}
-	if f.json {
-		return printJSON(e.stdout, d)
-	}
-	// Every stored string goes through safeText (or oneLine): a client or
-	// an agent wrote it, and it must not act on the terminal.
-	w := e.stdout
-	fmt.Fprintf(w, "task      %s\nstate     %s", safeText(d.ID), safeText(string(d.State)))
-	if d.Code != "" {
-		fmt.Fprintf(w, " (%s)", safeText(string(d.Code)))
-	}
-	fmt.Fprintf(w, "\nmessage   %s\ncaller    %s\ntarget    %s\nmode      %s\nmission   %s\nlease     %s\ncontext   %s\ncwd       %s\ncreated   %s\nupdated   %s\n",
-		oneLine(d.Message, 200), safeText(d.Caller), safeText(d.Target), safeText(string(d.Mode)), oneLine(d.MissionID, 130), oneLine(d.LeaseID, 130),
-		safeText(d.ContextID), safeText(d.Cwd), ts(d.CreatedAt), ts(d.UpdatedAt))
-	// The delegation chain: who delegated to whom down to this task, and
-	// the tasks it went through (a top-level task is its own chain).
-	if d.ParentTaskID != "" {
-		fmt.Fprintf(w, "parent    %s\n", safeText(d.ParentTaskID))
-	}
-	fmt.Fprintf(w, "chain     %s (depth %d", oneLine(d.Path(), 600), d.Depth())
-	if d.ParentTaskID == "" {
-		fmt.Fprint(w, ", top-level")
-	}
-	fmt.Fprintln(w, ")")
-	for _, h := range d.Chain {
-		fmt.Fprintf(w, "          %s %s → %s\n", safeText(h.TaskID), safeText(h.Caller), safeText(h.Target))
-	}
-	if d.StopReason != "" || d.Result != "" {
-		fmt.Fprintf(w, "stop      %s\nresult    %s\n", safeText(d.StopReason), oneLine(d.Result, 400))
-	}
-	if d.SessionMode != "" {
-		fmt.Fprintf(w, "session   mode %s\n", oneLine(d.SessionMode, 60))
-	}
-	for _, ev := range d.Events {
-		if ev.To == model.StateWorking && ev.Message != "" {
-			// How the session was set up: its mode, the hardening profile
-			// and the adapter version (cut in the timeline below).
-			fmt.Fprintf(w, "setup     %s\n", oneLine(ev.Message, 600))
+func tasksShowCommand(f *flags) runFunc {
+	return func(ctx context.Context, e *env) error {
+		c, home, err := operatorAt(e, f)
+		if err != nil {
+			return err
 		}
-	}
-	if d.DeniedPermissions == 0 {
-		fmt.Fprintln(w, "denied    none: no permission request reached the relay")
-	} else {
-		fmt.Fprintf(w, "denied    %d permission request(s), every one refused by the relay\n", d.DeniedPermissions)
-	}
-	for _, tc := range d.ToolCalls {
-		fmt.Fprintf(w, "tool      %s [%s] %s\n", oneLine(tc.Title, 160), oneLine(tc.Kind, 20), oneLine(tc.Status, 20))
-	}
-	fmt.Fprintln(w, "\ntimeline:")
-	t := f.newTable(w, "  AT", "KIND", "FROM", "TO", "TRIGGER/GATE", "CODE", "DETAIL")
-	t.row("  "+ts(d.CreatedAt), "submitted", "-", "submitted", "submit", "", d.Path())
-	// Verdicts are recorded with the transition they led to: show each
-	// evaluation's verdicts right before that transition.
-	vi := 0
-	for _, ev := range d.Events {
-		for vi < len(d.Verdicts) && !d.Verdicts[vi].At.After(ev.At) {
+		defer c.Close()
+		d, err := c.ShowTask(ctx, f.pos[0])
+		if err != nil {
+			return err
+		}
+		if f.json {
+			return printJSON(e.stdout, d)
+		}
+		// Every stored string goes through safeText (or oneLine): a client or
+		// an agent wrote it, and it must not act on the terminal.
+		w := e.stdout
+		fmt.Fprintf(w, "task      %s\nstate     %s", safeText(d.ID), safeText(string(d.State)))
+		if d.Code != "" {
+			fmt.Fprintf(w, " (%s)", safeText(string(d.Code)))
+		}
+		fmt.Fprintf(w, "\nmessage   %s\ncaller    %s\ntarget    %s\nmode      %s\nmission   %s\nlease     %s\ncontext   %s\ncwd       %s\ncreated   %s\nupdated   %s\n",
+			oneLine(d.Message, 200), safeText(d.Caller), safeText(d.Target), safeText(string(d.Mode)), oneLine(d.MissionID, 130), oneLine(d.LeaseID, 130),
+			safeText(d.ContextID), safeText(d.Cwd), ts(d.CreatedAt), ts(d.UpdatedAt))
+		// The delegation chain: who delegated to whom down to this task, and
+		// the tasks it went through (a top-level task is its own chain).
+		if d.ParentTaskID != "" {
+			fmt.Fprintf(w, "parent    %s\n", safeText(d.ParentTaskID))
+		}
+		fmt.Fprintf(w, "chain     %s (depth %d", oneLine(d.Path(), 600), d.Depth())
+		if d.ParentTaskID == "" {
+			fmt.Fprint(w, ", top-level")
+		}
+		fmt.Fprintln(w, ")")
+		for _, h := range d.Chain {
+			fmt.Fprintf(w, "          %s %s → %s\n", safeText(h.TaskID), safeText(h.Caller), safeText(h.Target))
+		}
+		if d.StopReason != "" || d.Result != "" {
+			fmt.Fprintf(w, "stop      %s\nresult    %s\n", safeText(d.StopReason), oneLine(d.Result, 400))
+		}
+		if d.SessionMode != "" {
+			fmt.Fprintf(w, "session   mode %s\n", oneLine(d.SessionMode, 60))
+		}
+		for _, ev := range d.Events {
+			if ev.To == model.StateWorking && ev.Message != "" {
+				// How the session was set up: its mode, the hardening profile
+				// and the adapter version (cut in the timeline below).
+				fmt.Fprintf(w, "setup     %s\n", oneLine(ev.Message, 600))
+			}
+		}
+		if d.DeniedPermissions == 0 {
+			fmt.Fprintln(w, "denied    none: no permission request reached the relay")
+		} else {
+			fmt.Fprintf(w, "denied    %d permission request(s), every one refused by the relay\n", d.DeniedPermissions)
+		}
+		for _, tc := range d.ToolCalls {
+			fmt.Fprintf(w, "tool      %s [%s] %s\n", oneLine(tc.Title, 160), oneLine(tc.Kind, 20), oneLine(tc.Status, 20))
+		}
+		fmt.Fprintln(w, "\ntimeline:")
+		t := f.newTable(w, "  AT", "KIND", "FROM", "TO", "TRIGGER/GATE", "CODE", "DETAIL")
+		t.row("  "+ts(d.CreatedAt), "submitted", "-", "submitted", "submit", "", d.Path())
+		// Verdicts are recorded with the transition they led to: show each
+		// evaluation's verdicts right before that transition.
+		vi := 0
+		for _, ev := range d.Events {
+			for vi < len(d.Verdicts) && !d.Verdicts[vi].At.After(ev.At) {
+				v := d.Verdicts[vi]
+				t.row("  "+ts(v.At), "gate", "", "", string(v.Gate), string(v.Code), verdictText(v))
+				vi++
+			}
+			t.row("  "+ts(ev.At), "event", string(ev.From), string(ev.To), string(ev.Trigger), string(ev.Code), ev.Message)
+		}
+		for ; vi < len(d.Verdicts); vi++ {
 			v := d.Verdicts[vi]
 			t.row("  "+ts(v.At), "gate", "", "", string(v.Gate), string(v.Code), verdictText(v))
-			vi++
 		}
-		t.row("  "+ts(ev.At), "event", string(ev.From), string(ev.To), string(ev.Trigger), string(ev.Code), ev.Message)
+		if err := t.flush(); err != nil {
+			return err
+		}
+		// Where to look next: the agent's own log and what the code means.
+		if log := filepath.Join(home, "logs", "tasks", d.ID+".log"); fileExists(log) {
+			fmt.Fprintf(w, "\nagent log %s\n", safeText(log))
+		}
+		if ci, ok := spec.Lookup(d.Code); ok && ci.Hint != "" && ci.Hint != "—" {
+			fmt.Fprintf(w, "hint      %s\n", safeText(ci.Hint))
+		}
+		return nil
 	}
-	for ; vi < len(d.Verdicts); vi++ {
-		v := d.Verdicts[vi]
-		t.row("  "+ts(v.At), "gate", "", "", string(v.Gate), string(v.Code), verdictText(v))
-	}
-	if err := t.flush(); err != nil {
-		return err
-	}
-	// Where to look next: the agent's own log and what the code means.
-	if log := filepath.Join(home, "logs", "tasks", d.ID+".log"); fileExists(log) {
-		fmt.Fprintf(w, "\nagent log %s\n", safeText(log))
-	}
-	if ci, ok := spec.Lookup(d.Code); ok && ci.Hint != "" && ci.Hint != "—" {
-		fmt.Fprintf(w, "hint      %s\n", safeText(ci.Hint))
-	}
-	return nil
 }
 
 func fileExists(p string) bool {
@@ -185,23 +181,21 @@ func verdictText(v model.Verdict) string {
 	return s
 }
 
-func runTasksCancel(ctx context.Context, e *env, args []string) error {
-	f := newFlags(e, "tasks cancel", "TASK_ID [--json]")
-	if err := f.parseN(args, 1); err != nil {
-		return err
+func tasksCancelCommand(f *flags) runFunc {
+	return func(ctx context.Context, e *env) error {
+		c, err := operator(e, f)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		t, err := c.CancelTaskAsOperator(ctx, f.pos[0])
+		if err != nil {
+			return err
+		}
+		if f.json {
+			return printJSON(e.stdout, t)
+		}
+		fmt.Fprintf(e.stdout, "task %s %s (%s)\n", safeText(t.ID), safeText(string(t.State)), safeText(string(t.Code)))
+		return nil
 	}
-	c, err := operator(e, f)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	t, err := c.CancelTaskAsOperator(ctx, f.pos[0])
-	if err != nil {
-		return err
-	}
-	if f.json {
-		return printJSON(e.stdout, t)
-	}
-	fmt.Fprintf(e.stdout, "task %s %s (%s)\n", safeText(t.ID), safeText(string(t.State)), safeText(string(t.Code)))
-	return nil
 }
