@@ -240,8 +240,12 @@ func morePages(e *env, got, limit int, lastID, command string) {
 	}
 }
 
+// homeDefault is where resolveHome looks without --home, as help says it.
+const homeDefault = "$RELAY_HOME, else $XDG_STATE_HOME/hai-relay, else ~/.local/state/hai-relay"
+
 // resolveHome picks the relay home: --home, else RELAY_HOME, else
-// $XDG_STATE_HOME/hai-relay, else ~/.local/state/hai-relay.
+// $XDG_STATE_HOME/hai-relay, else ~/.local/state/hai-relay (~ is $HOME,
+// else the user's home directory).
 func resolveHome(flagHome string, getenv func(string) string) (string, error) {
 	h := flagHome
 	if h == "" {

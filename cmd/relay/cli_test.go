@@ -190,3 +190,30 @@ func TestCLIFSMDotSVG(t *testing.T) {
 		t.Errorf("fsm dot --svg without dot: %v, stdout %d bytes, stderr %s", err, stdout.Len(), stderr.String())
 	}
 }
+
+// --home's help names every place the home is looked for, in the order
+// resolveHome looks, down to the ~/.local/state/hai-relay fallback.
+func TestCLIHomeHelpNamesTheFallback(t *testing.T) {
+	t.Parallel()
+	home := t.TempDir()
+	for _, args := range [][]string{{"--help"}, {"tasks", "--help"}, {"tasks", "list", "--help"}, {"daemon", "--help"}} {
+		out, _, code := relayCLI(t, home, args...)
+		want := "relay home DIR (default $RELAY_HOME, else $XDG_STATE_HOME/hai-relay, else ~/.local/state/hai-relay)"
+		if code != 0 || !strings.Contains(out, "--home DIR") || !strings.Contains(out, want) {
+			t.Errorf("relay %q: exit %d, --home's help is not %q:\n%s", args, code, want, out)
+		}
+	}
+	for _, c := range []struct {
+		vars map[string]string
+		want string
+	}{
+		{map[string]string{"RELAY_HOME": "/r", "XDG_STATE_HOME": "/x", "HOME": "/h"}, "/r"},
+		{map[string]string{"XDG_STATE_HOME": "/x", "HOME": "/h"}, "/x/hai-relay"},
+		{map[string]string{"HOME": "/h"}, "/h/.local/state/hai-relay"},
+	} {
+		got, err := resolveHome("", func(k string) string { return c.vars[k] })
+		if err != nil || got != c.want {
+			t.Errorf("resolveHome with %v: %q, %v; want %q", c.vars, got, err, c.want)
+		}
+	}
+}

@@ -30,7 +30,7 @@ func newRoot(ctx context.Context, e *env) *cobra.Command {
 		Use:   "relay",
 		Short: "a local relay for coding agents (messages, gated task delegation, audit)",
 		Long: "relay: a local relay for coding agents (messages, gated task delegation, audit).\n\n" +
-			"Every command takes --home DIR (default $RELAY_HOME, else $XDG_STATE_HOME/hai-relay);\n" +
+			"Every command takes --home DIR (default " + homeDefault + ");\n" +
 			"listings and objects take --json. `relay COMMAND --help` shows a command's flags.",
 		Version:               versionLine(),
 		SilenceErrors:         true,
@@ -43,7 +43,7 @@ func newRoot(ctx context.Context, e *env) *cobra.Command {
 	root.SetVersionTemplate("relay {{.Version}}\n")
 	// Every command takes --home, so it is the root's, for all of them
 	// (`relay --home DIR tasks`, `relay tasks list --home DIR`).
-	root.PersistentFlags().String("home", "", "relay home `DIR` (default $RELAY_HOME, else $XDG_STATE_HOME/hai-relay)")
+	root.PersistentFlags().String("home", "", "relay home `DIR` (default "+homeDefault+")")
 	_ = root.MarkPersistentFlagDirname("home")
 	root.SetFlagErrorFunc(flagError)
 	root.SetIn(e.stdin)
