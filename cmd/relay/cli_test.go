@@ -8,6 +8,8 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+
+	"github.com/hai-relay/relay/model"
 )
 
 // relayCLI runs the relay command line in-process on home (nothing runs
@@ -214,6 +216,36 @@ func TestCLIHomeHelpNamesTheFallback(t *testing.T) {
 		got, err := resolveHome("", func(k string) string { return c.vars[k] })
 		if err != nil || got != c.want {
 			t.Errorf("resolveHome with %v: %q, %v; want %q", c.vars, got, err, c.want)
+		}
+	}
+}
+
+// A --state that is no task state is a usage error naming the states,
+// before any daemon is asked; --help lists them too.
+func TestCLITasksListStates(t *testing.T) {
+	t.Parallel()
+	home := t.TempDir()
+	out, errOut, code := relayCLI(t, home, "tasks", "list", "--state", "bogus")
+	if code != 2 || out != "" || !strings.Contains(errOut, `relay: invalid_args: --state "bogus" is not a task state`) {
+		t.Errorf("tasks list --state bogus: exit %d\nstdout %s\nstderr %s", code, out, errOut)
+	}
+	help, _, _ := relayCLI(t, home, "tasks", "list", "--help")
+	for _, l := range strings.Split(help, "\n") {
+		if strings.Contains(l, "--state STATE") {
+			help = l
+		}
+	}
+	jsonOut, _, jsonCode := relayCLI(t, home, "tasks", "list", "--state", "bogus", "--json")
+	var jsonErr map[string]string
+	if err := json.Unmarshal([]byte(jsonOut), &jsonErr); err != nil || jsonCode != 2 || jsonErr["code"] != "invalid_args" {
+		t.Errorf("tasks list --state bogus --json: exit %d, %v: %s", jsonCode, err, jsonOut)
+	}
+	for _, s := range model.AllStates() {
+		if !strings.Contains(errOut, string(s)) || !strings.Contains(jsonErr["hint"], string(s)) {
+			t.Errorf("the --state error does not name %s:\n%s", s, errOut)
+		}
+		if !strings.Contains(help, string(s)) {
+			t.Errorf("tasks list --help: the --state line does not name %s:\n%s", s, help)
 		}
 	}
 }

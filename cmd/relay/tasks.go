@@ -18,13 +18,17 @@ func init() {
 }
 
 func tasksListCommand(f *flags) runFunc {
-	state := f.String("state", "", "only tasks in `STATE`")
+	state := f.String("state", "", "only tasks in `STATE`: "+stateNames())
 	agent := f.String("agent", "", "only tasks `AGENT` submitted or targets")
 	limit := f.Int("limit", 50, "at most `N` tasks (1..1000)")
 	before := f.String("before", "", "page: tasks older than `TASK_ID`")
 	return func(ctx context.Context, e *env) error {
 		if err := f.checkLimit(*limit); err != nil {
 			return err
+		}
+		if *state != "" && !model.State(*state).Valid() {
+			return model.Errorf(model.CodeInvalidArgs, "--state %q is not a task state", model.Echo(*state)).
+				WithHint("pass one of: " + stateNames())
 		}
 		c, err := operator(e, f)
 		if err != nil {
@@ -50,6 +54,15 @@ func tasksListCommand(f *flags) runFunc {
 		}
 		return nil
 	}
+}
+
+// stateNames lists the task states for --state, in lifecycle order.
+func stateNames() string {
+	var ns []string
+	for _, s := range model.AllStates() {
+		ns = append(ns, string(s))
+	}
+	return strings.Join(ns, ", ")
 }
 
 func tasksShowCommand(f *flags) runFunc {
