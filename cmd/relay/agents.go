@@ -15,7 +15,7 @@ import (
 
 func init() {
 	register(command{name: "agents", summary: "list agents with their four health signals (configured, enabled, worked_live, hardening)", usage: "[--json]", setup: agentsCommand, wide: true})
-	register(command{name: "agents probe", summary: "run a bounded live ACP invocation of an agent (deny-all, read_only)", usage: "NAME [--timeout 60s] [--json]", args: oneArg, setup: agentsProbeCommand})
+	register(command{name: "agents probe", summary: "run a bounded live ACP invocation of an agent (deny-all, read_only)", usage: "NAME [--timeout 60s] [--json]", args: oneArg("an agent name", "claude"), setup: agentsProbeCommand})
 	register(command{name: "agents verify", summary: "prove offline that agents stay read-only with your settings (scripted model on 127.0.0.1)", usage: "NAME [NAME...] | --all [--timeout 60s] [--json]", args: maxArgs(64), setup: agentsVerifyCommand, wide: true})
 }
 
@@ -178,8 +178,11 @@ func agentsVerifyCommand(f *flags) runFunc {
 	timeout := f.Duration("timeout", 0, fmt.Sprintf("bound each agent's verification (default %gs)", dispatch.DefaultVerifyTimeout.Seconds()))
 	all := f.Bool("all", false, "verify every agent that has a hardening profile")
 	return func(ctx context.Context, e *env) error {
-		if *all == (len(f.pos) > 0) {
+		switch {
+		case *all && len(f.pos) > 0:
 			return f.usageError("agents verify takes agent names or --all, not both")
+		case !*all && len(f.pos) == 0:
+			return f.usageError("agents verify needs agent names or --all, e.g. relay agents verify claude")
 		}
 		c, err := operator(e, f)
 		if err != nil {

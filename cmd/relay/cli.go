@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/hai-relay/relay/model"
 	"github.com/hai-relay/relay/spec"
@@ -212,12 +213,17 @@ func maxArgs(n int) cobra.PositionalArgs {
 	}
 }
 
-// oneArg takes exactly one positional argument.
-func oneArg(cmd *cobra.Command, args []string) error {
-	if len(args) == 0 {
-		return usageError(cmd, "%d argument(s) expected, %d given", 1, len(args))
+// oneArg takes exactly one positional argument, what (e.g. "a task
+// id"); without it, the error says what is missing and shows it in use
+// with example (e.g. "T-…").
+func oneArg(what, example string) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) == 0 {
+			name := strings.TrimPrefix(cmd.CommandPath(), cmd.Root().Name()+" ")
+			return usageError(cmd, "%s needs %s, e.g. %s %s", name, what, cmd.CommandPath(), example)
+		}
+		return maxArgs(1)(cmd, args)
 	}
-	return maxArgs(1)(cmd, args)
 }
 
 // wantsJSON reports whether args ask for --json (before a "--").

@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"os"
 	"os/exec"
 	"strings"
 	"testing"
 
 	"github.com/hai-relay/relay/model"
+	"github.com/spf13/cobra"
 )
 
 // relayCLI runs the relay command line in-process on home (nothing runs
@@ -248,4 +250,40 @@ func TestCLITasksListStates(t *testing.T) {
 			t.Errorf("tasks list --help: the --state line does not name %s:\n%s", s, help)
 		}
 	}
+}
+
+// A missing argument is named, with the command in use: never "1
+// argument(s) expected, 0 given".
+func TestCLIMissingArguments(t *testing.T) {
+	t.Parallel()
+	home := t.TempDir()
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"tasks", "show"}, "tasks show needs a task id, e.g. relay tasks show T-…"},
+		{[]string{"tasks", "cancel"}, "tasks cancel needs a task id, e.g. relay tasks cancel T-…"},
+		{[]string{"agents", "probe"}, "agents probe needs an agent name, e.g. relay agents probe claude"},
+		{[]string{"agents", "verify"}, "agents verify needs agent names or --all, e.g. relay agents verify claude"},
+		{[]string{"agents", "verify", "claude", "--all"}, "agents verify takes agent names or --all, not both"},
+	} {
+		out, errOut, code := relayCLI(t, home, c.args...)
+		hint := "hint: run `relay " + strings.Join(c.args[:2], " ") + " --help`"
+		if code != 2 || out != "" || !strings.Contains(errOut, "relay: invalid_args: "+c.want+"\n") || !strings.Contains(errOut, hint) {
+			t.Errorf("relay %q: exit %d\nstdout %s\nstderr %s\nwant invalid_args %q and %q", c.args, code, out, errOut, c.want, hint)
+		}
+	}
+	// Every command's check of its positional arguments, run with none.
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		if c.Args != nil {
+			if err := c.Args(c, nil); err != nil && (strings.Contains(err.Error(), "argument(s)") || !strings.Contains(err.Error(), " needs ")) {
+				t.Errorf("%s without arguments: %v; want what it needs", c.CommandPath(), err)
+			}
+		}
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk(newRoot(context.Background(), &env{stdin: strings.NewReader(""), stdout: io.Discard, stderr: io.Discard, getenv: func(string) string { return "" }}))
 }

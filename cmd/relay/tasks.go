@@ -13,8 +13,8 @@ import (
 
 func init() {
 	register(command{name: "tasks list", summary: "list tasks, newest first (--state, --agent, --limit, --before)", usage: "[--state S] [--agent A] [--limit N] [--before TASK_ID] [--json]", setup: tasksListCommand, wide: true})
-	register(command{name: "tasks show", summary: "show a task with its timeline of events and gate verdicts", usage: "TASK_ID [--json]", args: oneArg, setup: tasksShowCommand, wide: true})
-	register(command{name: "tasks cancel", summary: "cancel a task as the operator", usage: "TASK_ID [--json]", args: oneArg, setup: tasksCancelCommand})
+	register(command{name: "tasks show", summary: "show a task with its timeline of events and gate verdicts", usage: "TASK_ID [--json]", args: oneArg("a task id", "T-…"), setup: tasksShowCommand, wide: true})
+	register(command{name: "tasks cancel", summary: "cancel a task as the operator", usage: "TASK_ID [--json]", args: oneArg("a task id", "T-…"), setup: tasksCancelCommand})
 }
 
 func tasksListCommand(f *flags) runFunc {
