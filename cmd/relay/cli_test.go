@@ -9,9 +9,12 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/hai-relay/relay/model"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 )
 
 // relayCLI runs the relay command line in-process on home (nothing runs
@@ -286,4 +289,37 @@ func TestCLIMissingArguments(t *testing.T) {
 		}
 	}
 	walk(newRoot(context.Background(), &env{stdin: strings.NewReader(""), stdout: io.Discard, stderr: io.Discard, getenv: func(string) string { return "" }}))
+}
+
+// Help entries share one style: every command's summary and every flag's
+// help begins in lower case, cobra's own commands (help, completion)
+// included.
+func TestCLIHelpEntriesLowerCase(t *testing.T) {
+	t.Parallel()
+	root := newRoot(context.Background(), &env{stdin: strings.NewReader(""), stdout: io.Discard, stderr: io.Discard, getenv: func(string) string { return "" }})
+	capital := func(s string) bool { r, _ := utf8.DecodeRuneInString(s); return unicode.IsUpper(r) }
+	n := 0
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		n++
+		if capital(c.Short) {
+			t.Errorf("%s: summary %q begins with a capital", c.CommandPath(), c.Short)
+		}
+		c.InitDefaultHelpFlag()
+		c.InitDefaultVersionFlag()
+		for _, fs := range []*pflag.FlagSet{c.LocalFlags(), c.InheritedFlags()} {
+			fs.VisitAll(func(f *pflag.Flag) {
+				if !f.Hidden && capital(f.Usage) {
+					t.Errorf("%s --%s: help %q begins with a capital", c.CommandPath(), f.Name, f.Usage)
+				}
+			})
+		}
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk(root)
+	if n < len(commands)+6 { // the groups, help, completion and its shells
+		t.Errorf("walked %d commands, want every one of the %d registered and cobra's own", n, len(commands))
+	}
 }

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/hai-relay/relay/model"
 	"github.com/spf13/cobra"
@@ -77,7 +79,27 @@ func newRoot(ctx context.Context, e *env) *cobra.Command {
 	for _, rc := range cs {
 		addCommand(ctx, e, node(rc.name), rc)
 	}
+	// Cobra's own commands begin their summaries with a capital; every
+	// other entry begins in lower case, as the flags' help does.
+	root.InitDefaultHelpCmd()
+	root.InitDefaultCompletionCmd()
+	for _, c := range root.Commands() {
+		if c.Name() == "help" || c.Name() == "completion" {
+			lowerSummaries(c)
+		}
+	}
 	return root
+}
+
+// lowerSummaries starts the summaries of c and its subcommands in lower
+// case.
+func lowerSummaries(c *cobra.Command) {
+	if r, n := utf8.DecodeRuneInString(c.Short); n > 0 {
+		c.Short = string(unicode.ToLower(r)) + c.Short[n:]
+	}
+	for _, sub := range c.Commands() {
+		lowerSummaries(sub)
+	}
 }
 
 // addCommand makes c the registered command rc: its synopsis, its flags
