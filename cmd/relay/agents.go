@@ -56,7 +56,7 @@ func agentTable(e *env, wide bool, as []model.AgentInfo) error {
 		if a.Adapter.Superseded != "" {
 			superseded = append(superseded, fmt.Sprintf("%s: %s is superseded by %s", a.Name, a.Adapter.Package, a.Adapter.Superseded))
 		}
-		t.row(a.Name, strings.Join(a.Command, " "), yesNo(a.Configured), yesNo(a.Enabled), yesNo(a.WorkedLive), adapterCell(a.Adapter),
+		t.rowWrap(a.Name, strings.Join(a.Command, " "), yesNo(a.Configured), yesNo(a.Enabled), yesNo(a.WorkedLive), adapterCell(a.Adapter),
 			profileCell(a.Profile), hardeningCell(a.Hardening), why)
 	}
 	if err := t.flush(); err != nil {
