@@ -22,10 +22,6 @@ type env struct {
 	stdout io.Writer
 	stderr io.Writer
 	getenv func(string) string
-
-	// jsonErrors: the command line asked for --json, so an error is
-	// printed as JSON on stdout.
-	jsonErrors bool
 }
 
 // command is one `relay …` command. The tree, help, suggestions and
@@ -106,8 +102,8 @@ func run(ctx context.Context, args []string, e *env) int {
 	root.SetArgs(append([]string{}, args...))
 	cmd, err := root.ExecuteContextC(ctx)
 	if err != nil {
-		e.jsonErrors = cmd != nil && cmd.Flags().Lookup("json") != nil && wantsJSON(args)
-		printError(e, err)
+		// The command that failed offers --json and was asked for it.
+		printError(e, err, cmd != nil && cmd.Flags().Lookup("json") != nil && wantsJSON(args))
 	}
 	return exitCode(err)
 }
@@ -142,12 +138,12 @@ var cliHints = map[model.Code]string{
 // id): it goes through safeText like every stored string. Under --json
 // it is the JSON object {"code","message","hint"} on stdout instead
 // (spec/errors.md), with the same exit code.
-func printError(e *env, err error) {
+func printError(e *env, err error, asJSON bool) {
 	pe := model.Public(err)
 	if h, ok := cliHints[pe.Code]; ok && pe.Hint == spec.Hint(pe.Code) {
 		pe.Hint = h
 	}
-	if e.jsonErrors && !wroteStdout(e.stdout) {
+	if asJSON && !wroteStdout(e.stdout) {
 		_ = printJSON(e.stdout, map[string]string{"code": string(pe.Code), "message": pe.Message, "hint": pe.Hint})
 		return
 	}
