@@ -14,29 +14,27 @@ import (
 )
 
 func init() {
-	register(command{name: "agents", summary: "list agents with their four health signals (configured, enabled, worked_live, hardening)", run: runAgents, wide: true})
-	register(command{name: "agents probe", summary: "run a bounded live ACP invocation of an agent (deny-all, read_only)", run: runAgentsProbe})
-	register(command{name: "agents verify", summary: "prove offline that agents stay read-only with your settings (scripted model on 127.0.0.1)", run: runAgentsVerify, wide: true})
+	register(command{name: "agents", summary: "list agents with their four health signals (configured, enabled, worked_live, hardening)", usage: "[--json]", setup: agentsCommand, wide: true})
+	register(command{name: "agents probe", summary: "run a bounded live ACP invocation of an agent (deny-all, read_only)", usage: "NAME [--timeout 60s] [--json]", args: oneArg("an agent name", "claude"), setup: agentsProbeCommand})
+	register(command{name: "agents verify", summary: "prove offline that agents stay read-only with your settings (scripted model on 127.0.0.1)", usage: "NAME [NAME...] | --all [--timeout 60s] [--json]", args: maxArgs(64), setup: agentsVerifyCommand, wide: true})
 }
 
-func runAgents(ctx context.Context, e *env, args []string) error {
-	f := newFlags(e, "agents", "[--json]")
-	if err := f.parse(args, 0); err != nil {
-		return err
+func agentsCommand(f *flags) runFunc {
+	return func(ctx context.Context, e *env) error {
+		c, err := operator(e, f)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		as, err := c.Agents(ctx)
+		if err != nil {
+			return err
+		}
+		if f.json {
+			return printJSON(e.stdout, map[string]any{"agents": as})
+		}
+		return agentTable(e, f.wide, as)
 	}
-	c, err := operator(e, f)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	as, err := c.Agents(ctx)
-	if err != nil {
-		return err
-	}
-	if f.json {
-		return printJSON(e.stdout, map[string]any{"agents": as})
-	}
-	return agentTable(e, f.wide, as)
 }
 
 func agentTable(e *env, wide bool, as []model.AgentInfo) error {
@@ -58,7 +56,7 @@ func agentTable(e *env, wide bool, as []model.AgentInfo) error {
 		if a.Adapter.Superseded != "" {
 			superseded = append(superseded, fmt.Sprintf("%s: %s is superseded by %s", a.Name, a.Adapter.Package, a.Adapter.Superseded))
 		}
-		t.row(a.Name, strings.Join(a.Command, " "), yesNo(a.Configured), yesNo(a.Enabled), yesNo(a.WorkedLive), adapterCell(a.Adapter),
+		t.rowWrap(a.Name, strings.Join(a.Command, " "), yesNo(a.Configured), yesNo(a.Enabled), yesNo(a.WorkedLive), adapterCell(a.Adapter),
 			profileCell(a.Profile), hardeningCell(a.Hardening), why)
 	}
 	if err := t.flush(); err != nil {
@@ -122,121 +120,118 @@ func profileCell(p model.AgentProfile) string {
 	return p.Name + " (verified on " + strings.Join(p.VerifiedOn, ",") + ")"
 }
 
-func runAgentsProbe(ctx context.Context, e *env, args []string) error {
-	f := newFlags(e, "agents probe", "NAME [--timeout 60s] [--json]")
+func agentsProbeCommand(f *flags) runFunc {
 	timeout := f.Duration("timeout", 0, fmt.Sprintf("bound the probe (default limits.probe_timeout, %gs)", config.DefaultProbeTimeout.Seconds()))
-	if err := f.parseN(args, 1); err != nil {
-		return err
-	}
-	if *timeout == 0 {
-		// The home's limits.probe_timeout, which the daemon applies too:
-		// this client then waits as long as the probe may take.
-		if home, err := resolveHome(f.home, e.getenv); err == nil {
-			if cfg, err := loadHomeConfig(home, model.CodeInvalidConfig); err == nil {
-				*timeout = cfg.Limits.ProbeTimeout
+	return func(ctx context.Context, e *env) error {
+		if *timeout == 0 {
+			// The home's limits.probe_timeout, which the daemon applies too:
+			// this client then waits as long as the probe may take.
+			if home, err := resolveHome(f.home, e.getenv); err == nil {
+				if cfg, err := loadHomeConfig(home, model.CodeInvalidConfig); err == nil {
+					*timeout = cfg.Limits.ProbeTimeout
+				}
 			}
 		}
-	}
-	c, err := operator(e, f)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	// An unknown agent is only an error: look it up before saying that a
-	// probe is under way.
-	as, err := c.Agents(ctx)
-	if err != nil {
-		return err
-	}
-	if !slices.ContainsFunc(as, func(a model.AgentInfo) bool { return a.Name == f.pos[0] }) {
-		return model.Errorf(model.CodeUnknownAgent, "no agent named %q", model.Echo(f.pos[0])).
-			WithHint(spec.Hint(model.CodeUnknownAgent))
-	}
-	fmt.Fprintf(e.stderr, "probing %s (initialize → session/new → one prompt)…\n", safeText(f.pos[0]))
-	a, perr := c.ProbeAgent(ctx, f.pos[0], *timeout)
-	if f.json {
-		if err := printJSON(e.stdout, a); err != nil {
+		c, err := operator(e, f)
+		if err != nil {
 			return err
 		}
-	} else if a.Name != "" {
-		if err := agentTable(e, false, []model.AgentInfo{a}); err != nil {
-			return err
-		}
-	}
-	if perr != nil {
-		return perr
-	}
-	if !a.WorkedLive {
-		code := model.CodeDispatchFailed
-		if strings.HasPrefix(a.WorkedLiveReason, "auth required") {
-			code = model.CodeAgentAuthRequired // the reason names the agent's own login
-		}
-		return model.Errorf(code, "probe of %s failed: %s", a.Name, a.WorkedLiveReason).
-			WithHint("see docs/agents.md for how to install and log in to " + a.Name)
-	}
-	fmt.Fprintf(e.stderr, "%s worked live\n", safeText(a.Name))
-	return nil
-}
-
-func runAgentsVerify(ctx context.Context, e *env, args []string) error {
-	f := newFlags(e, "agents verify", "NAME [NAME...] | --all [--timeout 60s] [--json]")
-	timeout := f.Duration("timeout", 0, fmt.Sprintf("bound each agent's verification (default %gs)", dispatch.DefaultVerifyTimeout.Seconds()))
-	all := f.Bool("all", false, "verify every agent that has a hardening profile")
-	if err := f.parse(args, 64); err != nil {
-		return err
-	}
-	if *all == (len(f.pos) > 0) {
-		fmt.Fprintln(f.Output(), "relay: agents verify takes agent names or --all, not both")
-		f.Usage()
-		return errUsage
-	}
-	c, err := operator(e, f)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	names := f.pos
-	if *all {
+		defer c.Close()
+		// An unknown agent is only an error: look it up before saying that a
+		// probe is under way.
 		as, err := c.Agents(ctx)
 		if err != nil {
 			return err
 		}
-		for _, a := range as {
-			if a.Profile.Name != "" || len(a.Profile.Generations) > 0 {
-				names = append(names, a.Name)
+		if !slices.ContainsFunc(as, func(a model.AgentInfo) bool { return a.Name == f.pos[0] }) {
+			return model.Errorf(model.CodeUnknownAgent, "no agent named %q", model.Echo(f.pos[0])).
+				WithHint(spec.Hint(model.CodeUnknownAgent))
+		}
+		fmt.Fprintf(e.stderr, "probing %s (initialize → session/new → one prompt)…\n", safeText(f.pos[0]))
+		a, perr := c.ProbeAgent(ctx, f.pos[0], *timeout)
+		if f.json {
+			if err := printJSON(e.stdout, a); err != nil {
+				return err
 			}
-		}
-	}
-	var reports []model.Verification
-	var bad []string
-	for _, name := range names {
-		fmt.Fprintf(e.stderr, "verifying %s: a scripted model on 127.0.0.1 makes it try to write, edit and run, in temporary directories…\n", name)
-		began := time.Now()
-		v, err := c.VerifyAgent(ctx, name, *timeout)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(e.stderr, "%s: %s in %s\n", name, v.Status, time.Since(began).Round(time.Second))
-		reports = append(reports, v)
-		if v.Status != model.HardeningVerified {
-			bad = append(bad, fmt.Sprintf("%s %s", v.Agent, v.Status))
-		}
-		if !f.json {
-			if err := verifyReport(e, f.wide, v); err != nil {
+		} else if a.Name != "" {
+			if err := agentTable(e, false, []model.AgentInfo{a}); err != nil {
 				return err
 			}
 		}
+		if perr != nil {
+			return perr
+		}
+		if !a.WorkedLive {
+			code := model.CodeDispatchFailed
+			if strings.HasPrefix(a.WorkedLiveReason, "auth required") {
+				code = model.CodeAgentAuthRequired // the reason names the agent's own login
+			}
+			return model.Errorf(code, "probe of %s failed: %s", a.Name, a.WorkedLiveReason).
+				WithHint("see docs/agents.md for how to install and log in to " + a.Name)
+		}
+		fmt.Fprintf(e.stderr, "%s worked live\n", safeText(a.Name))
+		return nil
 	}
-	if f.json {
-		if err := printJSON(e.stdout, map[string]any{"verifications": reports}); err != nil {
+}
+
+func agentsVerifyCommand(f *flags) runFunc {
+	timeout := f.Duration("timeout", 0, fmt.Sprintf("bound each agent's verification (default %gs)", dispatch.DefaultVerifyTimeout.Seconds()))
+	all := f.Bool("all", false, "verify every agent that has a hardening profile")
+	return func(ctx context.Context, e *env) error {
+		switch {
+		case *all && len(f.pos) > 0:
+			return f.usageError("agents verify takes agent names or --all, not both")
+		case !*all && len(f.pos) == 0:
+			return f.usageError("agents verify needs agent names or --all, e.g. relay agents verify claude")
+		}
+		c, err := operator(e, f)
+		if err != nil {
 			return err
 		}
+		defer c.Close()
+		names := f.pos
+		if *all {
+			as, err := c.Agents(ctx)
+			if err != nil {
+				return err
+			}
+			for _, a := range as {
+				if a.Profile.Name != "" || len(a.Profile.Generations) > 0 {
+					names = append(names, a.Name)
+				}
+			}
+		}
+		var reports []model.Verification
+		var bad []string
+		for _, name := range names {
+			fmt.Fprintf(e.stderr, "verifying %s: a scripted model on 127.0.0.1 makes it try to write, edit and run, in temporary directories…\n", name)
+			began := time.Now()
+			v, err := c.VerifyAgent(ctx, name, *timeout)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(e.stderr, "%s: %s in %s\n", name, v.Status, time.Since(began).Round(time.Second))
+			reports = append(reports, v)
+			if v.Status != model.HardeningVerified {
+				bad = append(bad, fmt.Sprintf("%s %s", v.Agent, v.Status))
+			}
+			if !f.json {
+				if err := verifyReport(e, f.wide, v); err != nil {
+					return err
+				}
+			}
+		}
+		if f.json {
+			if err := printJSON(e.stdout, map[string]any{"verifications": reports}); err != nil {
+				return err
+			}
+		}
+		if len(bad) > 0 {
+			return model.Errorf(model.CodeAgentNotVerified, "hardening not verified: %s", strings.Join(bad, ", ")).
+				WithHint("read each attempt's line above (or --json) and the session logs in the relay home's logs/verify/; docs/agents.md says what each stop means")
+		}
+		return nil
 	}
-	if len(bad) > 0 {
-		return model.Errorf(model.CodeAgentNotVerified, "hardening not verified: %s", strings.Join(bad, ", ")).
-			WithHint("read each attempt's line above (or --json) and the session logs in the relay home's logs/verify/; docs/agents.md says what each stop means")
-	}
-	return nil
 }
 
 // verifyReport prints one verification: a line per attempt, then the

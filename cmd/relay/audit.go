@@ -8,37 +8,35 @@ import (
 )
 
 func init() {
-	register(command{name: "audit verify", summary: "recompute the audit hash chain and name the first bad row", run: runAuditVerify})
+	register(command{name: "audit verify", summary: "recompute the audit hash chain and name the first bad row", usage: "[--json] [--home DIR]", setup: auditVerifyCommand})
 }
 
-func runAuditVerify(ctx context.Context, e *env, args []string) error {
-	f := newFlags(e, "audit verify", "[--json] [--home DIR]")
-	if err := f.parse(args, 0); err != nil {
-		return err
-	}
-	home, err := resolveHome(f.home, e.getenv)
-	if err != nil {
-		return err
-	}
-	db, err := openExisting(ctx, home)
-	if err != nil {
-		return err
-	}
-	defer db.Close()
-	rep, err := db.VerifyAudit(ctx)
-	if err != nil {
-		return err
-	}
-	if f.json {
-		if err := printJSON(e.stdout, rep); err != nil {
+func auditVerifyCommand(f *flags) runFunc {
+	return func(ctx context.Context, e *env) error {
+		home, err := resolveHome(f.home, e.getenv)
+		if err != nil {
 			return err
 		}
-	} else if rep.OK {
-		fmt.Fprintf(e.stdout, "audit chain OK: %d rows, head %s\n", rep.Rows, safeText(rep.Head))
+		db, err := openExisting(ctx, home)
+		if err != nil {
+			return err
+		}
+		defer db.Close()
+		rep, err := db.VerifyAudit(ctx)
+		if err != nil {
+			return err
+		}
+		if f.json {
+			if err := printJSON(e.stdout, rep); err != nil {
+				return err
+			}
+		} else if rep.OK {
+			fmt.Fprintf(e.stdout, "audit chain OK: %d rows, head %s\n", rep.Rows, safeText(rep.Head))
+		}
+		if !rep.OK {
+			return model.Errorf(model.CodeAuditBroken, "audit chain broken at row %d of %d: %s", rep.BadSeq, rep.Rows, rep.Reason).
+				WithHint("row " + fmt.Sprint(rep.BadSeq) + " (or the one before it) was changed, removed or reordered; keep the database as evidence")
+		}
+		return nil
 	}
-	if !rep.OK {
-		return model.Errorf(model.CodeAuditBroken, "audit chain broken at row %d of %d: %s", rep.BadSeq, rep.Rows, rep.Reason).
-			WithHint("row " + fmt.Sprint(rep.BadSeq) + " (or the one before it) was changed, removed or reordered; keep the database as evidence")
-	}
-	return nil
 }

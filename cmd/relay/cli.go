@@ -3,14 +3,15 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/hai-relay/relay/model"
 	"github.com/hai-relay/relay/spec"
+	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 )
 
@@ -21,22 +22,22 @@ type env struct {
 	stdout io.Writer
 	stderr io.Writer
 	getenv func(string) string
-
-	// jsonErrors: the command line asked for --json, so an error is
-	// printed as JSON on stdout.
-	jsonErrors bool
-	// describe, when set, makes a command record its flags here and
-	// return errDescribed instead of running.
-	describe **flags
 }
 
-// command is one `relay …` command: it parses its own flags (newFlags),
-// then runs. The command tree, help, suggestions and completion are
-// cobra's (root.go); the flags of each command are declared where it runs.
+// command is one `relay …` command. The tree, help, suggestions and
+// completion are cobra's (root.go): when the tree is built, setup declares
+// the command's flags on its cobra command and returns what it runs with
+// them parsed.
 type command struct {
 	name    string // e.g. "fsm dot"
 	summary string
-	run     func(ctx context.Context, e *env, args []string) error
+	// long, when set, is the help's text in place of summary.
+	long string
+	// usage is the synopsis after the name, e.g. "TASK_ID [--json]".
+	usage string
+	// args checks the positional arguments; nil takes none.
+	args  cobra.PositionalArgs
+	setup func(f *flags) runFunc
 	// noJSON marks a command that prints no listing or object (the
 	// daemon, the MCP server, a DOT graph, a config snippet): it offers
 	// no --json.
@@ -46,25 +47,13 @@ type command struct {
 	wide bool
 }
 
+// runFunc runs a command whose flags and arguments were parsed into the
+// flags its setup declared.
+type runFunc func(ctx context.Context, e *env) error
+
 var commands []command
 
 func register(c command) { commands = append(commands, c) }
-
-func lookupCommand(name string) (command, bool) {
-	for _, c := range commands {
-		if c.name == name {
-			return c, true
-		}
-	}
-	return command{}, false
-}
-
-// errUsage marks a usage error already explained on stderr (or, with
-// --json, on stdout).
-var errUsage = errors.New("usage")
-
-// errHelpShown marks a --help that was answered: exit 0.
-var errHelpShown = errors.New("help shown")
 
 // exitCodes maps error codes to process exit codes: one table, used by
 // every command.
@@ -90,11 +79,8 @@ var exitCodes = map[model.Code]int{
 }
 
 func exitCode(err error) int {
-	if err == nil || errors.Is(err, errHelpShown) {
+	if err == nil {
 		return 0
-	}
-	if errors.Is(err, errUsage) {
-		return 2
 	}
 	if c, ok := exitCodes[model.ErrorCode(err)]; ok {
 		return c
@@ -114,9 +100,10 @@ func run(ctx context.Context, args []string, e *env) int {
 	// Never nil: cobra reads os.Args itself when given nil, so an empty
 	// command line would be parsed from the process's own arguments.
 	root.SetArgs(append([]string{}, args...))
-	err := root.ExecuteContext(ctx)
-	if err != nil && !errors.Is(err, errUsage) && !errors.Is(err, errHelpShown) {
-		printError(e, err)
+	cmd, err := root.ExecuteContextC(ctx)
+	if err != nil {
+		// The command that failed offers --json and was asked for it.
+		printError(e, err, cmd != nil && cmd.Flags().Lookup("json") != nil && wantsJSON(args))
 	}
 	return exitCode(err)
 }
@@ -151,12 +138,12 @@ var cliHints = map[model.Code]string{
 // id): it goes through safeText like every stored string. Under --json
 // it is the JSON object {"code","message","hint"} on stdout instead
 // (spec/errors.md), with the same exit code.
-func printError(e *env, err error) {
+func printError(e *env, err error, asJSON bool) {
 	pe := model.Public(err)
 	if h, ok := cliHints[pe.Code]; ok && pe.Hint == spec.Hint(pe.Code) {
 		pe.Hint = h
 	}
-	if e.jsonErrors && !wroteStdout(e.stdout) {
+	if asJSON && !wroteStdout(e.stdout) {
 		_ = printJSON(e.stdout, map[string]string{"code": string(pe.Code), "message": pe.Message, "hint": pe.Hint})
 		return
 	}
@@ -166,11 +153,12 @@ func printError(e *env, err error) {
 	}
 }
 
-// flags is the flag set every command starts from: --home, and --json
-// where the command offers it.
+// flags are a command's flags: its cobra command's, with --home (the
+// root's, which every command takes), --json where the command offers it
+// and --wide where it prints a table, and the positional arguments.
 type flags struct {
 	*pflag.FlagSet
-	e    *env
+	cmd  *cobra.Command
 	name string
 	home string
 	json bool
@@ -178,67 +166,6 @@ type flags struct {
 	// pos are the positional arguments; flags may come before or after
 	// them (relay tasks show ID --json).
 	pos []string
-}
-
-func newFlags(e *env, name, args string) *flags {
-	f := &flags{FlagSet: pflag.NewFlagSet("relay "+name, pflag.ContinueOnError), e: e, name: name}
-	f.SetOutput(io.Discard) // errors are reported as invalid_args, help by usage
-	f.StringVar(&f.home, "home", "", "relay home `DIR` (default $RELAY_HOME, else $XDG_STATE_HOME/hai-relay)")
-	if c, ok := lookupCommand(name); !ok || !c.noJSON {
-		f.BoolVar(&f.json, "json", false, "print JSON instead of a table (errors too: {code, message, hint} on stdout)")
-	}
-	if c, ok := lookupCommand(name); ok && c.wide {
-		f.BoolVar(&f.wide, "wide", false, "print every table cell whole (default: cut long cells with …)")
-	}
-	f.Usage = func() {
-		fmt.Fprintf(e.stdout, "Usage: relay %s %s\n", name, args)
-		if c, ok := lookupCommand(name); ok {
-			fmt.Fprintf(e.stdout, "\n%s\n", c.summary)
-		}
-		fmt.Fprintf(e.stdout, "\nFlags:\n%s", f.FlagUsages())
-	}
-	if e.describe != nil {
-		*e.describe = f
-	}
-	return f
-}
-
-// errDescribed ends a command run only to learn its flags (completion,
-// `relay help COMMAND`): newFlags recorded them, nothing ran.
-var errDescribed = errors.New("described")
-
-// parse parses args, flags and positional arguments in any order,
-// refusing stray positional arguments beyond max. --help prints the
-// command's usage on stdout and ends the command with exit 0.
-func (f *flags) parse(args []string, max int) error {
-	if f.e.describe != nil {
-		return errDescribed
-	}
-	if f.Lookup("json") != nil && wantsJSON(args) {
-		f.e.jsonErrors = true
-	}
-	if err := f.Parse(args); err != nil {
-		if errors.Is(err, pflag.ErrHelp) {
-			return errHelpShown // pflag printed f.Usage
-		}
-		return f.usageError("%v", err)
-	}
-	f.pos = f.Args()
-	if len(f.pos) > max {
-		return f.usageError("unexpected argument %q", f.pos[max])
-	}
-	return nil
-}
-
-// parseN parses args and requires exactly n positional arguments.
-func (f *flags) parseN(args []string, n int) error {
-	if err := f.parse(args, n); err != nil {
-		return err
-	}
-	if len(f.pos) != n {
-		return f.usageError("%d argument(s) expected, %d given", n, len(f.pos))
-	}
-	return nil
 }
 
 // newTable is a table on w that cuts long cells unless --wide.
@@ -253,7 +180,7 @@ func (f *flags) newTable(w io.Writer, header ...string) *table {
 func (f *flags) checkLimit(n int) error {
 	if n < 1 || n > model.MaxPageSize {
 		return model.Errorf(model.CodeInvalidArgs, "--limit %d is out of range 1..%d", n, model.MaxPageSize).
-			WithHint(fmt.Sprintf("pass --limit between 1 and %d; page with --before (run `relay %s --help`)", model.MaxPageSize, f.name))
+			WithHint(fmt.Sprintf("pass --limit between 1 and %d; page with --before (run `%s --help`)", model.MaxPageSize, f.cmd.CommandPath()))
 	}
 	return nil
 }
@@ -261,8 +188,38 @@ func (f *flags) checkLimit(n int) error {
 // usageError is invalid_args for a command line the command cannot read,
 // with a hint that speaks CLI.
 func (f *flags) usageError(format string, args ...any) error {
+	return usageError(f.cmd, format, args...)
+}
+
+func usageError(cmd *cobra.Command, format string, args ...any) error {
 	return model.Errorf(model.CodeInvalidArgs, format, args...).
-		WithHint(fmt.Sprintf("run `relay %s --help`", f.name))
+		WithHint(fmt.Sprintf("run `%s --help`", cmd.CommandPath()))
+}
+
+// noArgs is a command's positional arguments when it takes none.
+func noArgs(cmd *cobra.Command, args []string) error { return maxArgs(0)(cmd, args) }
+
+// maxArgs takes at most n positional arguments.
+func maxArgs(n int) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) > n {
+			return usageError(cmd, "unexpected argument %q", args[n])
+		}
+		return nil
+	}
+}
+
+// oneArg takes exactly one positional argument, what (e.g. "a task
+// id"); without it, the error says what is missing and shows it in use
+// with example (e.g. "T-…").
+func oneArg(what, example string) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) == 0 {
+			name := strings.TrimPrefix(cmd.CommandPath(), cmd.Root().Name()+" ")
+			return usageError(cmd, "%s needs %s, e.g. %s %s", name, what, cmd.CommandPath(), example)
+		}
+		return maxArgs(1)(cmd, args)
+	}
 }
 
 // wantsJSON reports whether args ask for --json (before a "--").
@@ -285,8 +242,12 @@ func morePages(e *env, got, limit int, lastID, command string) {
 	}
 }
 
+// homeDefault is where resolveHome looks without --home, as help says it.
+const homeDefault = "$RELAY_HOME, else $XDG_STATE_HOME/hai-relay, else ~/.local/state/hai-relay"
+
 // resolveHome picks the relay home: --home, else RELAY_HOME, else
-// $XDG_STATE_HOME/hai-relay, else ~/.local/state/hai-relay.
+// $XDG_STATE_HOME/hai-relay, else ~/.local/state/hai-relay (~ is $HOME,
+// else the user's home directory).
 func resolveHome(flagHome string, getenv func(string) string) (string, error) {
 	h := flagHome
 	if h == "" {

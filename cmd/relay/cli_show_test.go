@@ -1,9 +1,13 @@
 package main
 
 import (
+	"context"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/hai-relay/relay/dispatch"
+	"github.com/hai-relay/relay/gates"
 	"github.com/hai-relay/relay/model"
 )
 
@@ -59,5 +63,50 @@ func TestCLIOperatorCommands(t *testing.T) {
 	}
 	if _, errOut, code := cli(t, home, "tasks", "list", "--agent", "claude"); code != 0 {
 		t.Errorf("tasks list --agent claude: exit %d\n%s", code, errOut)
+	}
+}
+
+// The acpDenial line of `relay tasks show` gives the hardening rule of
+// the task's own mode: a read_only task's does not print the
+// state_changing rule, nor a state_changing task's the read_only one.
+// --json keeps the verdict as the gate wrote it.
+func TestCLIShowACPDenialForTheTaskMode(t *testing.T) {
+	t.Parallel()
+	reg := dispatch.NewRegistry([]dispatch.AgentSpec{{Name: "claude", Command: []string{"claude-agent-acp"}, Enabled: true}},
+		func(string) (string, error) { return "/nonexistent/claude-agent-acp", nil }, time.Now)
+	info, ok := reg.Agent(context.Background(), "claude")
+	if !ok || info.Profile.Name == "" {
+		t.Fatalf("claude has no hardening profile: %+v", info.Profile)
+	}
+	v := gates.ACPDenial(model.DispatchPolicy{DeniesAllPermissions: true}, info, true)
+	v.Gate, v.At = model.GateACPDenial, time.Now()
+	rules := map[model.Mode]string{}
+	for _, m := range model.AllModes() {
+		rules[m] = string(m) + ": " + info.Profile.Modes[m]
+		if !strings.Contains(v.Message, rules[m]) {
+			t.Fatalf("the gate's message lacks the %s rule %q: %s", m, rules[m], v.Message)
+		}
+	}
+	for _, mode := range model.AllModes() {
+		d := model.TaskDetail{Task: model.Task{ID: "T-1", State: model.StateWorking, Mode: mode, Target: "claude", CreatedAt: v.At},
+			Verdicts: []model.Verdict{v}}
+		var out strings.Builder
+		if err := printTask(&out, t.TempDir(), d, true); err != nil {
+			t.Fatal(err)
+		}
+		var line string
+		for _, l := range strings.Split(out.String(), "\n") {
+			if strings.Contains(l, "acpDenial") {
+				line = l
+			}
+		}
+		for _, m := range model.AllModes() {
+			if has := strings.Contains(line, rules[m]); has != (m == mode) {
+				t.Errorf("a %s task's acpDenial line has the %s rule: %v, want %v\n%s", mode, m, has, m == mode, line)
+			}
+		}
+		if !strings.Contains(line, "pass: permissions denied") || !strings.Contains(line, "hardening profile "+info.Profile.Name) {
+			t.Errorf("a %s task's acpDenial line lost the rest of the verdict:\n%s", mode, line)
+		}
 	}
 }

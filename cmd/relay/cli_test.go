@@ -4,10 +4,17 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"os"
 	"os/exec"
 	"strings"
 	"testing"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/hai-relay/relay/model"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 )
 
 // relayCLI runs the relay command line in-process on home (nothing runs
@@ -188,5 +195,131 @@ func TestCLIFSMDotSVG(t *testing.T) {
 	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 || stdout.Len() != 0 ||
 		!strings.Contains(stderr.String(), "Graphviz's dot, which is not on PATH") || !strings.Contains(stderr.String(), "apt-get install graphviz") {
 		t.Errorf("fsm dot --svg without dot: %v, stdout %d bytes, stderr %s", err, stdout.Len(), stderr.String())
+	}
+}
+
+// --home's help names every place the home is looked for, in the order
+// resolveHome looks, down to the ~/.local/state/hai-relay fallback.
+func TestCLIHomeHelpNamesTheFallback(t *testing.T) {
+	t.Parallel()
+	home := t.TempDir()
+	for _, args := range [][]string{{"--help"}, {"tasks", "--help"}, {"tasks", "list", "--help"}, {"daemon", "--help"}} {
+		out, _, code := relayCLI(t, home, args...)
+		want := "relay home DIR (default $RELAY_HOME, else $XDG_STATE_HOME/hai-relay, else ~/.local/state/hai-relay)"
+		if code != 0 || !strings.Contains(out, "--home DIR") || !strings.Contains(out, want) {
+			t.Errorf("relay %q: exit %d, --home's help is not %q:\n%s", args, code, want, out)
+		}
+	}
+	for _, c := range []struct {
+		vars map[string]string
+		want string
+	}{
+		{map[string]string{"RELAY_HOME": "/r", "XDG_STATE_HOME": "/x", "HOME": "/h"}, "/r"},
+		{map[string]string{"XDG_STATE_HOME": "/x", "HOME": "/h"}, "/x/hai-relay"},
+		{map[string]string{"HOME": "/h"}, "/h/.local/state/hai-relay"},
+	} {
+		got, err := resolveHome("", func(k string) string { return c.vars[k] })
+		if err != nil || got != c.want {
+			t.Errorf("resolveHome with %v: %q, %v; want %q", c.vars, got, err, c.want)
+		}
+	}
+}
+
+// A --state that is no task state is a usage error naming the states,
+// before any daemon is asked; --help lists them too.
+func TestCLITasksListStates(t *testing.T) {
+	t.Parallel()
+	home := t.TempDir()
+	out, errOut, code := relayCLI(t, home, "tasks", "list", "--state", "bogus")
+	if code != 2 || out != "" || !strings.Contains(errOut, `relay: invalid_args: --state "bogus" is not a task state`) {
+		t.Errorf("tasks list --state bogus: exit %d\nstdout %s\nstderr %s", code, out, errOut)
+	}
+	help, _, _ := relayCLI(t, home, "tasks", "list", "--help")
+	for _, l := range strings.Split(help, "\n") {
+		if strings.Contains(l, "--state STATE") {
+			help = l
+		}
+	}
+	jsonOut, _, jsonCode := relayCLI(t, home, "tasks", "list", "--state", "bogus", "--json")
+	var jsonErr map[string]string
+	if err := json.Unmarshal([]byte(jsonOut), &jsonErr); err != nil || jsonCode != 2 || jsonErr["code"] != "invalid_args" {
+		t.Errorf("tasks list --state bogus --json: exit %d, %v: %s", jsonCode, err, jsonOut)
+	}
+	for _, s := range model.AllStates() {
+		if !strings.Contains(errOut, string(s)) || !strings.Contains(jsonErr["hint"], string(s)) {
+			t.Errorf("the --state error does not name %s:\n%s", s, errOut)
+		}
+		if !strings.Contains(help, string(s)) {
+			t.Errorf("tasks list --help: the --state line does not name %s:\n%s", s, help)
+		}
+	}
+}
+
+// A missing argument is named, with the command in use: never "1
+// argument(s) expected, 0 given".
+func TestCLIMissingArguments(t *testing.T) {
+	t.Parallel()
+	home := t.TempDir()
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"tasks", "show"}, "tasks show needs a task id, e.g. relay tasks show T-…"},
+		{[]string{"tasks", "cancel"}, "tasks cancel needs a task id, e.g. relay tasks cancel T-…"},
+		{[]string{"agents", "probe"}, "agents probe needs an agent name, e.g. relay agents probe claude"},
+		{[]string{"agents", "verify"}, "agents verify needs agent names or --all, e.g. relay agents verify claude"},
+		{[]string{"agents", "verify", "claude", "--all"}, "agents verify takes agent names or --all, not both"},
+	} {
+		out, errOut, code := relayCLI(t, home, c.args...)
+		hint := "hint: run `relay " + strings.Join(c.args[:2], " ") + " --help`"
+		if code != 2 || out != "" || !strings.Contains(errOut, "relay: invalid_args: "+c.want+"\n") || !strings.Contains(errOut, hint) {
+			t.Errorf("relay %q: exit %d\nstdout %s\nstderr %s\nwant invalid_args %q and %q", c.args, code, out, errOut, c.want, hint)
+		}
+	}
+	// Every command's check of its positional arguments, run with none.
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		if c.Args != nil {
+			if err := c.Args(c, nil); err != nil && (strings.Contains(err.Error(), "argument(s)") || !strings.Contains(err.Error(), " needs ")) {
+				t.Errorf("%s without arguments: %v; want what it needs", c.CommandPath(), err)
+			}
+		}
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk(newRoot(context.Background(), &env{stdin: strings.NewReader(""), stdout: io.Discard, stderr: io.Discard, getenv: func(string) string { return "" }}))
+}
+
+// Help entries share one style: every command's summary and every flag's
+// help begins in lower case, cobra's own commands (help, completion)
+// included.
+func TestCLIHelpEntriesLowerCase(t *testing.T) {
+	t.Parallel()
+	root := newRoot(context.Background(), &env{stdin: strings.NewReader(""), stdout: io.Discard, stderr: io.Discard, getenv: func(string) string { return "" }})
+	capital := func(s string) bool { r, _ := utf8.DecodeRuneInString(s); return unicode.IsUpper(r) }
+	n := 0
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		n++
+		if capital(c.Short) {
+			t.Errorf("%s: summary %q begins with a capital", c.CommandPath(), c.Short)
+		}
+		c.InitDefaultHelpFlag()
+		c.InitDefaultVersionFlag()
+		for _, fs := range []*pflag.FlagSet{c.LocalFlags(), c.InheritedFlags()} {
+			fs.VisitAll(func(f *pflag.Flag) {
+				if !f.Hidden && capital(f.Usage) {
+					t.Errorf("%s --%s: help %q begins with a capital", c.CommandPath(), f.Name, f.Usage)
+				}
+			})
+		}
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk(root)
+	if n < len(commands)+6 { // the groups, help, completion and its shells
+		t.Errorf("walked %d commands, want every one of the %d registered and cobra's own", n, len(commands))
 	}
 }

@@ -39,44 +39,24 @@ var flagKinds = map[string]string{
 	"client": kindClient,
 }
 
-// complete completes the word toComplete of command rc after args: a
-// flag name, a flag's value, or a positional argument. Task IDs and
-// agent names come from the daemon when one answers on the home (within
-// a second); agent names fall back to the built-in ones.
-func complete(ctx context.Context, e *env, rc command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
-	f := describeFlags(ctx, e, rc)
-	if f == nil {
-		return nil, cobra.ShellCompDirectiveNoFileComp
-	}
-	if strings.HasPrefix(toComplete, "-") {
-		var out []cobra.Completion
-		f.VisitAll(func(fl *pflag.Flag) {
-			if name := "--" + fl.Name; strings.HasPrefix(name, toComplete) {
-				_, usage := pflag.UnquoteUsage(fl)
-				out = append(out, cobra.CompletionWithDesc(name, usage))
-			}
-		})
-		return out, cobra.ShellCompDirectiveNoFileComp
-	}
-	// The home the completed command would use, if given.
-	home := ""
-	for i := 0; i+1 < len(args); i++ {
-		if args[i] == "--home" {
-			home = args[i+1]
-		} else if v, ok := strings.CutPrefix(args[i], "--home="); ok {
-			home = v
+// completeCommand completes rc's positional arguments and flag values on
+// c; cobra completes the flag names from c's own flags, and --home with
+// directories. Task IDs and agent names come from the daemon when one
+// answers on the home (within a second); agent names fall back to the
+// built-in ones.
+func completeCommand(ctx context.Context, e *env, c *cobra.Command, rc command) {
+	complete := func(kind string) cobra.CompletionFunc {
+		return func(cmd *cobra.Command, _ []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
+			home, _ := cmd.Flags().GetString("home")
+			return completions(ctx, e, home, kind, toComplete)
 		}
 	}
-	if n := len(args); n > 0 && strings.HasPrefix(args[n-1], "--") {
-		name := strings.TrimPrefix(args[n-1], "--")
-		if name == "home" {
-			return nil, cobra.ShellCompDirectiveFilterDirs
+	c.ValidArgsFunction = complete(argKinds[rc.name])
+	c.Flags().VisitAll(func(fl *pflag.Flag) {
+		if kind, ok := flagKinds[fl.Name]; ok {
+			_ = c.RegisterFlagCompletionFunc(fl.Name, complete(kind))
 		}
-		if fl := f.Lookup(name); fl != nil && fl.Value.Type() != "bool" {
-			return completions(ctx, e, home, flagKinds[name], toComplete)
-		}
-	}
-	return completions(ctx, e, home, argKinds[rc.name], toComplete)
+	})
 }
 
 func completions(ctx context.Context, e *env, flagHome, kind, prefix string) ([]cobra.Completion, cobra.ShellCompDirective) {

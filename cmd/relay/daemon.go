@@ -26,13 +26,12 @@ import (
 )
 
 func init() {
-	register(command{name: "daemon", summary: "run the relay daemon for a home (socket, engine, dispatcher)", run: runDaemon, noJSON: true})
+	register(command{name: "daemon", summary: "run the relay daemon for a home (socket, engine, dispatcher)", usage: "[--home DIR] [--pin-path] [--autostarted]", setup: daemonCommand, noJSON: true})
 }
 
 func sockPath(home string) string { return filepath.Join(home, "relay.sock") }
 
-func runDaemon(ctx context.Context, e *env, args []string) error {
-	f := newFlags(e, "daemon", "[--home DIR] [--pin-path] [--autostarted]")
+func daemonCommand(f *flags) runFunc {
 	auto := f.Bool("autostarted", false, "mark the daemon as started on demand (what a facade's autostart passes): it exits after [daemon] idle_timeout with no facade connected and no task running or queued, "+
 		"and takes only the locale, the time zone and [daemon] env from the environment it is started with")
 	repin := f.Bool("pin-path", false, "pin this shell's PATH as the one agent commands resolve through (the first start by hand does it; this replaces it)")
@@ -42,9 +41,12 @@ func runDaemon(ctx context.Context, e *env, args []string) error {
 	for _, n := range []string{"by-agent", "by-pid", "by-cwd"} {
 		_ = f.MarkHidden(n)
 	}
-	if err := f.parse(args, 0); err != nil {
-		return err
+	return func(ctx context.Context, e *env) error {
+		return runDaemon(ctx, e, f, auto, repin, byAgent, byPID, byCwd)
 	}
+}
+
+func runDaemon(ctx context.Context, e *env, f *flags, auto *bool, repin *bool, byAgent *string, byPID *int, byCwd *string) error {
 	if *repin && *auto {
 		return f.usageError("--pin-path pins the PATH of a start by hand; a daemon a facade starts (--autostarted) never pins one")
 	}

@@ -14,8 +14,8 @@ import (
 )
 
 func init() {
-	register(command{name: "daemon status", summary: "show the home's daemon: pid, version, uptime, tasks running and queued, connected facades, who started it, its PATH and the names of its environment's variables", run: runDaemonStatus})
-	register(command{name: "daemon stop", summary: "stop the home's daemon gracefully (as SIGTERM does) and wait until it is gone", run: runDaemonStop})
+	register(command{name: "daemon status", summary: "show the home's daemon: pid, version, uptime, tasks running and queued, connected facades, who started it, its PATH and the names of its environment's variables", usage: "[--home DIR] [--json]", setup: daemonStatusCommand})
+	register(command{name: "daemon stop", summary: "stop the home's daemon gracefully (as SIGTERM does) and wait until it is gone", usage: "[--home DIR] [--timeout 30s] [--json]", setup: daemonStopCommand})
 }
 
 // noDaemon reports whether err says that nothing listens on the socket
@@ -33,11 +33,11 @@ func notRunning(home string, err error) error {
 		Hint:    fmt.Sprintf("start one with `relay daemon --home %s` (a facade, `relay mcp`, starts one on demand)", home)}
 }
 
-func runDaemonStatus(ctx context.Context, e *env, args []string) error {
-	f := newFlags(e, "daemon status", "[--home DIR] [--json]")
-	if err := f.parse(args, 0); err != nil {
-		return err
-	}
+func daemonStatusCommand(f *flags) runFunc {
+	return func(ctx context.Context, e *env) error { return runDaemonStatus(ctx, e, f) }
+}
+
+func runDaemonStatus(ctx context.Context, e *env, f *flags) error {
 	c, home, err := operatorAt(e, f)
 	if err != nil {
 		return err
@@ -112,12 +112,12 @@ type stopResult struct {
 // until its process is gone. With no daemon running there is nothing to
 // do, and that is success: stop is idempotent (exit 0, "no relay daemon
 // was running").
-func runDaemonStop(ctx context.Context, e *env, args []string) error {
-	f := newFlags(e, "daemon stop", "[--home DIR] [--timeout 30s] [--json]")
+func daemonStopCommand(f *flags) runFunc {
 	timeout := f.Duration("timeout", 30*time.Second, "how long to wait for the daemon to be gone")
-	if err := f.parse(args, 0); err != nil {
-		return err
-	}
+	return func(ctx context.Context, e *env) error { return runDaemonStop(ctx, e, f, timeout) }
+}
+
+func runDaemonStop(ctx context.Context, e *env, f *flags, timeout *time.Duration) error {
 	if *timeout <= 0 {
 		return f.usageError("--timeout %s is not a positive duration", *timeout)
 	}

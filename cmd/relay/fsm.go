@@ -11,16 +11,16 @@ import (
 )
 
 func init() {
-	register(command{name: "fsm dot", summary: "print the task lifecycle as Graphviz DOT (--task ID highlights a task's path)", run: runFSMDot, noJSON: true})
+	register(command{name: "fsm dot", summary: "print the task lifecycle as Graphviz DOT (--task ID highlights a task's path)", usage: "[--task ID] [--svg] [--home DIR]", setup: fsmDotCommand, noJSON: true})
 }
 
-func runFSMDot(ctx context.Context, e *env, args []string) error {
-	f := newFlags(e, "fsm dot", "[--task ID] [--svg] [--home DIR]")
+func fsmDotCommand(f *flags) runFunc {
 	task := f.String("task", "", "highlight the path task `ID` took")
 	svg := f.Bool("svg", false, "render the graph as SVG with Graphviz (dot on PATH) instead of printing DOT")
-	if err := f.parse(args, 0); err != nil {
-		return err
-	}
+	return func(ctx context.Context, e *env) error { return runFSMDot(ctx, e, f, task, svg) }
+}
+
+func runFSMDot(ctx context.Context, e *env, f *flags, task *string, svg *bool) error {
 	out := func(dot string) error {
 		if *svg {
 			return renderSVG(ctx, e, dot)

@@ -17,16 +17,16 @@ import (
 )
 
 func init() {
-	register(command{name: "mcp", summary: "serve the MCP stdio facade as --as AGENT (what an agent's MCP client launches)", run: runMCP, noJSON: true})
+	register(command{name: "mcp", summary: "serve the MCP stdio facade as --as AGENT (what an agent's MCP client launches)", usage: "--as AGENT [--home DIR] [--no-autostart]", setup: mcpCommand, noJSON: true})
 }
 
-func runMCP(ctx context.Context, e *env, args []string) error {
-	f := newFlags(e, "mcp", "--as AGENT [--home DIR] [--no-autostart]")
+func mcpCommand(f *flags) runFunc {
 	as := f.String("as", "", "the `AGENT` this facade speaks for (fixed for its lifetime)")
 	noAuto := f.Bool("no-autostart", false, "do not start a daemon when none answers")
-	if err := f.parse(args, 0); err != nil {
-		return err
-	}
+	return func(ctx context.Context, e *env) error { return runMCP(ctx, e, f, as, noAuto) }
+}
+
+func runMCP(ctx context.Context, e *env, f *flags, as *string, noAuto *bool) error {
 	home, err := resolveHome(f.home, e.getenv)
 	if err != nil {
 		return err

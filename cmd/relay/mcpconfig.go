@@ -15,7 +15,7 @@ import (
 )
 
 func init() {
-	register(command{name: "mcp-config", summary: "print the MCP client config snippet for --client NAME (never edits a file)", run: runMCPConfig, noJSON: true})
+	register(command{name: "mcp-config", summary: "print the MCP client config snippet for --client NAME (never edits a file)", usage: "--client NAME [--as AGENT] [--home DIR] [--command PATH]", setup: mcpConfigCommand, noJSON: true})
 }
 
 // serverName is the key the relay's facade gets in each client's config.
@@ -75,55 +75,53 @@ func clientNames() []string {
 	return ns
 }
 
-func runMCPConfig(_ context.Context, e *env, args []string) error {
-	f := newFlags(e, "mcp-config", "--client NAME [--as AGENT] [--home DIR] [--command PATH]")
+func mcpConfigCommand(f *flags) runFunc {
 	client := f.String("client", "", "the MCP client: "+strings.Join(clientNames(), ", "))
 	as := f.String("as", "", "the agent identity the facade speaks for (default: the client's own name)")
 	cmdPath := f.String("command", "", "the relay binary `PATH` the client should run (default: this binary, or relay from PATH when this one is a temporary build)")
-	if err := f.parse(args, 0); err != nil {
-		return err
-	}
-	cf, ok := clientFormats[*client]
-	if !ok {
-		return model.Errorf(model.CodeInvalidArgs, "unknown --client %q", *client).
-			WithHint("one of: " + strings.Join(clientNames(), ", "))
-	}
-	agent := *as
-	if agent == "" {
-		agent = *client
-	}
-	relayArgs := []string{"mcp", "--as", agent}
-	if f.home != "" || e.getenv("RELAY_HOME") != "" {
-		home, err := resolveHome(f.home, e.getenv)
+	return func(_ context.Context, e *env) error {
+		cf, ok := clientFormats[*client]
+		if !ok {
+			return model.Errorf(model.CodeInvalidArgs, "unknown --client %q", *client).
+				WithHint("one of: " + strings.Join(clientNames(), ", "))
+		}
+		agent := *as
+		if agent == "" {
+			agent = *client
+		}
+		relayArgs := []string{"mcp", "--as", agent}
+		if f.home != "" || e.getenv("RELAY_HOME") != "" {
+			home, err := resolveHome(f.home, e.getenv)
+			if err != nil {
+				return err
+			}
+			relayArgs = append(relayArgs, "--home", home)
+		}
+		bin := *cmdPath
+		if bin == "" {
+			exe, err := os.Executable()
+			var warning string
+			bin, warning = relayBinary(exe, err, e.getenv)
+			if warning != "" {
+				fmt.Fprintf(e.stderr, "# warning: %s\n", safeText(warning))
+			}
+		}
+		// TOML and YAML strings are Unicode: a path that is not UTF-8 cannot
+		// be written into every client's format without changing it.
+		for _, s := range append([]string{bin}, relayArgs...) {
+			if !utf8.ValidString(s) {
+				return model.Errorf(model.CodeInvalidArgs, "%q is not valid UTF-8; MCP client config files cannot hold it", s).
+					WithHint("install relay, and choose the relay home, under a path that is valid UTF-8")
+			}
+		}
+		out, err := cf.render(bin, relayArgs)
 		if err != nil {
 			return err
 		}
-		relayArgs = append(relayArgs, "--home", home)
+		fmt.Fprint(e.stdout, out)
+		fmt.Fprintf(e.stderr, "# add this to %s; relay never edits client config\n", cf.where)
+		return nil
 	}
-	bin := *cmdPath
-	if bin == "" {
-		exe, err := os.Executable()
-		var warning string
-		bin, warning = relayBinary(exe, err, e.getenv)
-		if warning != "" {
-			fmt.Fprintf(e.stderr, "# warning: %s\n", safeText(warning))
-		}
-	}
-	// TOML and YAML strings are Unicode: a path that is not UTF-8 cannot
-	// be written into every client's format without changing it.
-	for _, s := range append([]string{bin}, relayArgs...) {
-		if !utf8.ValidString(s) {
-			return model.Errorf(model.CodeInvalidArgs, "%q is not valid UTF-8; MCP client config files cannot hold it", s).
-				WithHint("install relay, and choose the relay home, under a path that is valid UTF-8")
-		}
-	}
-	out, err := cf.render(bin, relayArgs)
-	if err != nil {
-		return err
-	}
-	fmt.Fprint(e.stdout, out)
-	fmt.Fprintf(e.stderr, "# add this to %s; relay never edits client config\n", cf.where)
-	return nil
 }
 
 // relayBinary picks the relay program an MCP client should run, always

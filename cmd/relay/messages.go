@@ -8,42 +8,40 @@ import (
 )
 
 func init() {
-	register(command{name: "messages list", summary: "list passive messages, newest first (--to, --from, --limit, --before)", run: runMessagesList, wide: true})
+	register(command{name: "messages list", summary: "list passive messages, newest first (--to, --from, --limit, --before)", usage: "[--to A] [--from A] [--limit N] [--before MESSAGE_ID] [--json]", setup: messagesListCommand, wide: true})
 }
 
-func runMessagesList(ctx context.Context, e *env, args []string) error {
-	f := newFlags(e, "messages list", "[--to A] [--from A] [--limit N] [--before MESSAGE_ID] [--json]")
+func messagesListCommand(f *flags) runFunc {
 	to := f.String("to", "", "only messages to `AGENT`")
 	from := f.String("from", "", "only messages from `AGENT`")
 	limit := f.Int("limit", model.DefaultPageSize, fmt.Sprintf("at most `N` messages (1..%d)", model.MaxPageSize))
 	before := f.String("before", "", "page: messages older than `MESSAGE_ID`")
-	if err := f.parse(args, 0); err != nil {
-		return err
+	return func(ctx context.Context, e *env) error {
+		if err := f.checkLimit(*limit); err != nil {
+			return err
+		}
+		c, err := operator(e, f)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		ms, err := c.Messages(ctx, model.MessageFilter{To: *to, From: *from, Limit: *limit, Before: *before})
+		if err != nil {
+			return err
+		}
+		if f.json {
+			return printJSON(e.stdout, map[string]any{"messages": ms})
+		}
+		t := f.newTable(e.stdout, "MESSAGE", "FROM", "TO", "STATE", "CREATED", "BODY")
+		for _, m := range ms {
+			t.row(m.ID, m.From, m.To, string(m.State), ts(m.CreatedAt), m.Body)
+		}
+		if err := t.flush(); err != nil {
+			return err
+		}
+		if len(ms) > 0 {
+			morePages(e, len(ms), *limit, ms[len(ms)-1].ID, "messages list")
+		}
+		return nil
 	}
-	if err := f.checkLimit(*limit); err != nil {
-		return err
-	}
-	c, err := operator(e, f)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	ms, err := c.Messages(ctx, model.MessageFilter{To: *to, From: *from, Limit: *limit, Before: *before})
-	if err != nil {
-		return err
-	}
-	if f.json {
-		return printJSON(e.stdout, map[string]any{"messages": ms})
-	}
-	t := f.newTable(e.stdout, "MESSAGE", "FROM", "TO", "STATE", "CREATED", "BODY")
-	for _, m := range ms {
-		t.row(m.ID, m.From, m.To, string(m.State), ts(m.CreatedAt), m.Body)
-	}
-	if err := t.flush(); err != nil {
-		return err
-	}
-	if len(ms) > 0 {
-		morePages(e, len(ms), *limit, ms[len(ms)-1].ID, "messages list")
-	}
-	return nil
 }

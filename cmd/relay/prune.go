@@ -10,64 +10,62 @@ import (
 )
 
 func init() {
-	register(command{name: "prune", summary: "apply the retention policy now: remove acknowledged messages and ended tasks older than [retention] (--dry-run counts them)", run: runPrune})
+	register(command{name: "prune", summary: "apply the retention policy now: remove acknowledged messages and ended tasks older than [retention] (--dry-run counts them)", usage: "[--dry-run] [--acked-messages DUR] [--terminal-tasks DUR] [--json] [--home DIR]",
+		long: pruneHelp, setup: pruneCommand})
 }
 
-func runPrune(ctx context.Context, e *env, args []string) error {
-	f := newFlags(e, "prune", "[--dry-run] [--acked-messages DUR] [--terminal-tasks DUR] [--json] [--home DIR]")
+func pruneCommand(f *flags) runFunc {
 	dry := f.Bool("dry-run", false, "count what would be removed; remove nothing")
 	acked := f.Duration("acked-messages", 0, "for this run, remove messages acknowledged more than `DUR` ago instead of [retention] acked_messages (\"0\": keep them)")
 	ended := f.Duration("terminal-tasks", 0, "for this run, remove tasks that ended more than `DUR` ago instead of [retention] terminal_tasks (\"0\": keep them)")
-	f.Usage = pruneUsage(e, f.FlagUsages)
-	if err := f.parse(args, 0); err != nil {
-		return err
-	}
-	var req model.PruneRequest
-	req.DryRun = *dry
-	for name, v := range map[string]*time.Duration{"acked-messages": acked, "terminal-tasks": ended} {
-		if !f.Changed(name) {
-			continue
-		}
-		if *v < 0 {
-			return f.usageError("--%s %s is negative", name, *v)
-		}
-		d := *v
-		if name == "acked-messages" {
-			req.AckedMessages = &d
-		} else {
-			req.TerminalTasks = &d
-		}
-	}
-	c, home, err := operatorAt(e, f)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	// One call is one pass bounded in time; a report with More asks for
-	// the next. A dry run is one read.
-	var total model.PruneReport
-	for first := true; ; first = false {
-		rep, err := c.Prune(ctx, req)
-		if noDaemon(err) {
-			return notRunning(home, err)
-		}
-		if err != nil {
-			if !first {
-				fmt.Fprintf(e.stderr, "relay: prune stopped after removing %d acknowledged messages and %d ended tasks\n",
-					total.AckedMessages.Removed, total.TerminalTasks.Removed)
+	return func(ctx context.Context, e *env) error {
+		var req model.PruneRequest
+		req.DryRun = *dry
+		for name, v := range map[string]*time.Duration{"acked-messages": acked, "terminal-tasks": ended} {
+			if !f.Changed(name) {
+				continue
 			}
+			if *v < 0 {
+				return f.usageError("--%s %s is negative", name, *v)
+			}
+			d := *v
+			if name == "acked-messages" {
+				req.AckedMessages = &d
+			} else {
+				req.TerminalTasks = &d
+			}
+		}
+		c, home, err := operatorAt(e, f)
+		if err != nil {
 			return err
 		}
-		total = addReports(total, rep, first)
-		if !rep.More || req.DryRun {
-			break
+		defer c.Close()
+		// One call is one pass bounded in time; a report with More asks for
+		// the next. A dry run is one read.
+		var total model.PruneReport
+		for first := true; ; first = false {
+			rep, err := c.Prune(ctx, req)
+			if noDaemon(err) {
+				return notRunning(home, err)
+			}
+			if err != nil {
+				if !first {
+					fmt.Fprintf(e.stderr, "relay: prune stopped after removing %d acknowledged messages and %d ended tasks\n",
+						total.AckedMessages.Removed, total.TerminalTasks.Removed)
+				}
+				return err
+			}
+			total = addReports(total, rep, first)
+			if !rep.More || req.DryRun {
+				break
+			}
 		}
+		if f.json {
+			return printJSON(e.stdout, total)
+		}
+		printPrune(e, total)
+		return nil
 	}
-	if f.json {
-		return printJSON(e.stdout, total)
-	}
-	printPrune(e, total)
-	return nil
 }
 
 // addReports adds a pass's counts to the run's; the policy, storage
@@ -129,13 +127,9 @@ func humanBytes(n int64) string {
 	return fmt.Sprintf("%.1f GiB", float64(n)/(k*k*k))
 }
 
-// pruneUsage is prune's --help: the flags, then what the command
+// pruneHelp is prune's --help after its synopsis: what the command
 // removes, what it never removes, and how the space comes back.
-func pruneUsage(e *env, flagUsages func() string) func() {
-	return func() {
-		fmt.Fprintf(e.stdout, `Usage: relay prune [--dry-run] [--acked-messages DUR] [--terminal-tasks DUR] [--json] [--home DIR]
-
-Apply the retention policy now, through the running daemon (it also does at
+const pruneHelp = `Apply the retention policy now, through the running daemon (it also does at
 start and every hour): remove the messages acknowledged longer ago than
 [retention] acked_messages (default 720h) and the tasks that ended
 (completed, failed, canceled, rejected, blocked) longer ago than
@@ -145,9 +139,4 @@ removed. The audit log is kept whole and still verifies: it holds the
 digests of what was removed. Each batch is audited (retention.pruned).
 
 On a disk that fills, free room at once with shorter periods for this run,
-for example: relay prune --acked-messages 1h
-
-Flags:
-%s`, flagUsages())
-	}
-}
+for example: relay prune --acked-messages 1h`

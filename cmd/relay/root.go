@@ -2,14 +2,15 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"slices"
 	"sort"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/hai-relay/relay/model"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 )
 
 // groupSummaries describe the command groups that do nothing themselves
@@ -22,18 +23,16 @@ var groupSummaries = map[string]string{
 }
 
 // newRoot builds the command tree from the registered commands. Cobra
-// owns the tree: `relay --help`, `relay tasks` listing its subcommands,
-// did-you-mean on a mistyped command, `relay --version` and shell
-// completion. Each leaf parses its own flags (newFlags, where the
-// command runs), so cobra passes them through untouched
-// (DisableFlagParsing) and asks the command for them when it needs to
-// list or complete them (describeFlags).
+// owns the tree and the command line: `relay --help`, `relay tasks`
+// listing its subcommands, did-you-mean on a mistyped command, `relay
+// --version`, each command's flags (declared on it by addCommand) and
+// shell completion.
 func newRoot(ctx context.Context, e *env) *cobra.Command {
 	root := &cobra.Command{
 		Use:   "relay",
 		Short: "a local relay for coding agents (messages, gated task delegation, audit)",
 		Long: "relay: a local relay for coding agents (messages, gated task delegation, audit).\n\n" +
-			"Every command takes --home DIR (default $RELAY_HOME, else $XDG_STATE_HOME/hai-relay);\n" +
+			"Every command takes --home DIR (default " + homeDefault + ");\n" +
 			"listings and objects take --json. `relay COMMAND --help` shows a command's flags.",
 		Version:               versionLine(),
 		SilenceErrors:         true,
@@ -44,13 +43,11 @@ func newRoot(ctx context.Context, e *env) *cobra.Command {
 		CompletionOptions:     cobra.CompletionOptions{HiddenDefaultCmd: false},
 	}
 	root.SetVersionTemplate("relay {{.Version}}\n")
-	// Every command takes --home, so a group takes it too (`relay --home
-	// DIR --help`, `relay --home DIR tasks`); leaves parse their own.
-	root.PersistentFlags().String("home", "", "the relay home (default $RELAY_HOME, else $XDG_STATE_HOME/hai-relay)")
-	// A flag a group does not take is a usage error, as a leaf's is.
-	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
-		return model.Errorf(model.CodeInvalidArgs, "%v", err).WithHint(fmt.Sprintf("run `%s --help`", cmd.CommandPath()))
-	})
+	// Every command takes --home, so it is the root's, for all of them
+	// (`relay --home DIR tasks`, `relay tasks list --home DIR`).
+	root.PersistentFlags().String("home", "", "relay home `DIR` (default "+homeDefault+")")
+	_ = root.MarkPersistentFlagDirname("home")
+	root.SetFlagErrorFunc(flagError)
 	root.SetIn(e.stdin)
 	root.SetOut(e.stdout)
 	root.SetErr(e.stderr)
@@ -80,43 +77,101 @@ func newRoot(ctx context.Context, e *env) *cobra.Command {
 	cs := append([]command(nil), commands...)
 	sort.Slice(cs, func(i, j int) bool { return cs[i].name < cs[j].name })
 	for _, rc := range cs {
-		c := node(rc.name)
-		rc := rc
-		c.Short = rc.summary
-		c.DisableFlagParsing = true
-		c.ValidArgsFunction = func(cmd *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
-			return complete(ctx, e, rc, args, toComplete)
+		addCommand(ctx, e, node(rc.name), rc)
+	}
+	// Cobra's own commands begin their summaries with a capital; every
+	// other entry begins in lower case, as the flags' help does.
+	root.InitDefaultHelpCmd()
+	root.InitDefaultCompletionCmd()
+	for _, c := range root.Commands() {
+		if c.Name() == "help" || c.Name() == "completion" {
+			lowerSummaries(c)
 		}
-		c.RunE = func(cmd *cobra.Command, args []string) error {
-			if cmd.HasSubCommands() {
-				// `relay agents prob`: a mistyped subcommand, not an
-				// argument of `relay agents`.
-				if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
-					return unknownCommand(cmd, args[0])
-				}
-				// `relay agents --help`: its flags and its subcommands.
-				if slices.Contains(args, "--help") || slices.Contains(args, "-h") {
-					return cmd.Help()
-				}
-			}
-			return rc.run(cmd.Context(), e, args)
-		}
-		c.SetHelpFunc(func(cmd *cobra.Command, _ []string) {
-			// `relay help tasks list`: the command's own usage.
-			if f := describeFlags(ctx, e, rc); f != nil {
-				f.Usage()
-			}
-			if cmd.HasSubCommands() {
-				fmt.Fprintf(e.stdout, "\nSubcommands:\n")
-				for _, sub := range cmd.Commands() {
-					if sub.IsAvailableCommand() {
-						fmt.Fprintf(e.stdout, "  %-10s %s\n", sub.Name(), sub.Short)
-					}
-				}
-			}
-		})
 	}
 	return root
+}
+
+// lowerSummaries starts the summaries of c and its subcommands in lower
+// case.
+func lowerSummaries(c *cobra.Command) {
+	if r, n := utf8.DecodeRuneInString(c.Short); n > 0 {
+		c.Short = string(unicode.ToLower(r)) + c.Short[n:]
+	}
+	for _, sub := range c.Commands() {
+		lowerSummaries(sub)
+	}
+}
+
+// addCommand makes c the registered command rc: its synopsis, its flags
+// (--json and --wide where it offers them, then its own), the check of
+// its positional arguments, its completion and its help.
+func addCommand(ctx context.Context, e *env, c *cobra.Command, rc command) {
+	c.Use = strings.TrimSpace(c.Name() + " " + rc.usage)
+	c.Short, c.Long = rc.summary, rc.long
+	c.DisableFlagsInUseLine = true
+	// Declared here so that cobra adds none of its own: help is not one
+	// of the flags a command's help lists.
+	c.Flags().BoolP("help", "h", false, "show this help")
+	_ = c.Flags().MarkHidden("help")
+	f := &flags{FlagSet: c.Flags(), cmd: c, name: rc.name}
+	if !rc.noJSON {
+		f.BoolVar(&f.json, "json", false, "print JSON instead of a table (errors too: {code, message, hint} on stdout)")
+	}
+	if rc.wide {
+		f.BoolVar(&f.wide, "wide", false, "print every table cell whole (default: cut long cells with …)")
+	}
+	run := rc.setup(f)
+	args := rc.args
+	if args == nil {
+		args = noArgs
+	}
+	c.Args = func(cmd *cobra.Command, pos []string) error {
+		// `relay agents prob`: a mistyped subcommand, not an argument
+		// of `relay agents`.
+		if cmd.HasSubCommands() && len(pos) > 0 {
+			return unknownCommand(cmd, pos[0])
+		}
+		return args(cmd, pos)
+	}
+	c.RunE = func(cmd *cobra.Command, pos []string) error {
+		f.home, _ = cmd.Flags().GetString("home")
+		f.pos = pos
+		return run(cmd.Context(), e)
+	}
+	completeCommand(ctx, e, c, rc)
+	c.SetHelpFunc(commandHelp)
+}
+
+// commandHelp is a registered command's help (`relay tasks list
+// --help`, `relay help tasks list`): its synopsis, what it does, its
+// flags and its subcommands.
+func commandHelp(cmd *cobra.Command, _ []string) {
+	w := cmd.OutOrStdout()
+	about := cmd.Long
+	if about == "" {
+		about = cmd.Short
+	}
+	fs := pflag.NewFlagSet(cmd.Name(), pflag.ContinueOnError)
+	fs.AddFlagSet(cmd.LocalFlags())
+	fs.AddFlagSet(cmd.InheritedFlags())
+	fmt.Fprintf(w, "Usage: %s\n\n%s\n\nFlags:\n%s", cmd.UseLine(), about, fs.FlagUsages())
+	if cmd.HasSubCommands() {
+		fmt.Fprintf(w, "\nSubcommands:\n")
+		for _, sub := range cmd.Commands() {
+			if sub.IsAvailableCommand() {
+				fmt.Fprintf(w, "  %-10s %s\n", sub.Name(), sub.Short)
+			}
+		}
+	}
+}
+
+// flagError is invalid_args for a flag a command does not take or a
+// value it cannot read. A --help before it still shows the help.
+func flagError(cmd *cobra.Command, err error) error {
+	if help, _ := cmd.Flags().GetBool("help"); help {
+		return pflag.ErrHelp
+	}
+	return usageError(cmd, "%v", err)
 }
 
 // groupRun runs a group without a subcommand (`relay tasks`): it lists
@@ -139,17 +194,6 @@ func unknownCommand(cmd *cobra.Command, word string) error {
 		hint = "did you mean " + strings.Join(s, " or ") + "? " + hint
 	}
 	return model.Errorf(model.CodeInvalidArgs, "unknown command %q", path).WithHint(hint)
-}
-
-// describeFlags returns the flags of command rc without running it.
-func describeFlags(ctx context.Context, e *env, rc command) *flags {
-	var f *flags
-	de := *e
-	de.describe = &f
-	if err := rc.run(ctx, &de, nil); err != nil && !errors.Is(err, errDescribed) {
-		return nil
-	}
-	return f
 }
 
 func versionLine() string {

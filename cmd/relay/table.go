@@ -36,6 +36,49 @@ func (t *table) rowMax(max int, cols ...string) {
 	fmt.Fprintln(t.tw, strings.Join(cols, "\t"))
 }
 
+// rowWrap is row with its last cell wrapped instead of cut (a reason the
+// row is about, too long to be read cut): what does not fit goes on lines
+// of its own under that cell, the other cells of those lines empty, so
+// the columns stay aligned.
+func (t *table) rowWrap(cols ...string) {
+	last := len(cols) - 1
+	if t.wide || last < 0 {
+		t.row(cols...)
+		return
+	}
+	lines := wrap(safeText(cols[last]), 60)
+	cols[last] = lines[0]
+	t.row(cols...)
+	for _, l := range lines[1:] {
+		fmt.Fprintln(t.tw, strings.Repeat("\t", last)+l)
+	}
+}
+
+// wrap breaks s into lines of at most n runes, between words where it
+// can; a word longer than n is broken too.
+func wrap(s string, n int) []string {
+	var lines []string
+	line := ""
+	for _, w := range strings.Fields(s) {
+		for utf8.RuneCountInString(w) > n {
+			if line != "" {
+				lines, line = append(lines, line), ""
+			}
+			r := []rune(w)
+			lines, w = append(lines, string(r[:n])), string(r[n:])
+		}
+		switch {
+		case line == "":
+			line = w
+		case utf8.RuneCountInString(line)+1+utf8.RuneCountInString(w) <= n:
+			line += " " + w
+		default:
+			lines, line = append(lines, line), w
+		}
+	}
+	return append(lines, line)
+}
+
 func (t *table) flush() error { return t.tw.Flush() }
 
 // oneLine makes s safe for one table cell: control characters shown as

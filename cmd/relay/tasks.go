@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,68 +13,83 @@ import (
 )
 
 func init() {
-	register(command{name: "tasks list", summary: "list tasks, newest first (--state, --agent, --limit, --before)", run: runTasksList, wide: true})
-	register(command{name: "tasks show", summary: "show a task with its timeline of events and gate verdicts", run: runTasksShow, wide: true})
-	register(command{name: "tasks cancel", summary: "cancel a task as the operator", run: runTasksCancel})
+	register(command{name: "tasks list", summary: "list tasks, newest first (--state, --agent, --limit, --before)", usage: "[--state S] [--agent A] [--limit N] [--before TASK_ID] [--json]", setup: tasksListCommand, wide: true})
+	register(command{name: "tasks show", summary: "show a task with its timeline of events and gate verdicts", usage: "TASK_ID [--json]", args: oneArg("a task id", "T-…"), setup: tasksShowCommand, wide: true})
+	register(command{name: "tasks cancel", summary: "cancel a task as the operator", usage: "TASK_ID [--json]", args: oneArg("a task id", "T-…"), setup: tasksCancelCommand})
 }
 
-func runTasksList(ctx context.Context, e *env, args []string) error {
-	f := newFlags(e, "tasks list", "[--state S] [--agent A] [--limit N] [--before TASK_ID] [--json]")
-	state := f.String("state", "", "only tasks in `STATE`")
+func tasksListCommand(f *flags) runFunc {
+	state := f.String("state", "", "only tasks in `STATE`: "+stateNames())
 	agent := f.String("agent", "", "only tasks `AGENT` submitted or targets")
 	limit := f.Int("limit", model.DefaultPageSize, fmt.Sprintf("at most `N` tasks (1..%d)", model.MaxPageSize))
 	before := f.String("before", "", "page: tasks older than `TASK_ID`")
-	if err := f.parse(args, 0); err != nil {
-		return err
+	return func(ctx context.Context, e *env) error {
+		if err := f.checkLimit(*limit); err != nil {
+			return err
+		}
+		if *state != "" && !model.State(*state).Valid() {
+			return model.Errorf(model.CodeInvalidArgs, "--state %q is not a task state", model.Echo(*state)).
+				WithHint("pass one of: " + stateNames())
+		}
+		c, err := operator(e, f)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		tasks, err := c.Tasks(ctx, model.TaskFilter{State: model.State(*state), Agent: *agent, Limit: *limit, Before: *before})
+		if err != nil {
+			return err
+		}
+		if f.json {
+			return printJSON(e.stdout, map[string]any{"tasks": tasks})
+		}
+		t := f.newTable(e.stdout, "TASK", "STATE", "CODE", "CALLER", "TARGET", "MODE", "UPDATED")
+		for _, x := range tasks {
+			t.row(x.ID, string(x.State), string(x.Code), x.Caller, x.Target, string(x.Mode), ts(x.UpdatedAt))
+		}
+		if err := t.flush(); err != nil {
+			return err
+		}
+		if len(tasks) > 0 {
+			morePages(e, len(tasks), *limit, tasks[len(tasks)-1].ID, "tasks list")
+		}
+		return nil
 	}
-	if err := f.checkLimit(*limit); err != nil {
-		return err
-	}
-	c, err := operator(e, f)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	tasks, err := c.Tasks(ctx, model.TaskFilter{State: model.State(*state), Agent: *agent, Limit: *limit, Before: *before})
-	if err != nil {
-		return err
-	}
-	if f.json {
-		return printJSON(e.stdout, map[string]any{"tasks": tasks})
-	}
-	t := f.newTable(e.stdout, "TASK", "STATE", "CODE", "CALLER", "TARGET", "MODE", "UPDATED")
-	for _, x := range tasks {
-		t.row(x.ID, string(x.State), string(x.Code), x.Caller, x.Target, string(x.Mode), ts(x.UpdatedAt))
-	}
-	if err := t.flush(); err != nil {
-		return err
-	}
-	if len(tasks) > 0 {
-		morePages(e, len(tasks), *limit, tasks[len(tasks)-1].ID, "tasks list")
-	}
-	return nil
 }
 
-func runTasksShow(ctx context.Context, e *env, args []string) error {
-	f := newFlags(e, "tasks show", "TASK_ID [--json]")
-	if err := f.parseN(args, 1); err != nil {
-		return err
+// stateNames lists the task states for --state, in lifecycle order.
+func stateNames() string {
+	var ns []string
+	for _, s := range model.AllStates() {
+		ns = append(ns, string(s))
 	}
-	c, home, err := operatorAt(e, f)
-	if err != nil {
-		return err
+	return strings.Join(ns, ", ")
+}
+
+func tasksShowCommand(f *flags) runFunc {
+	return func(ctx context.Context, e *env) error {
+		c, home, err := operatorAt(e, f)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		d, err := c.ShowTask(ctx, f.pos[0])
+		if err != nil {
+			return err
+		}
+		if f.json {
+			return printJSON(e.stdout, d)
+		}
+		return printTask(e.stdout, home, d, f.wide)
 	}
-	defer c.Close()
-	d, err := c.ShowTask(ctx, f.pos[0])
-	if err != nil {
-		return err
-	}
-	if f.json {
-		return printJSON(e.stdout, d)
-	}
+}
+
+// printTask prints task d of the relay home for a person: its fields,
+// its delegation chain, its session and its timeline of events and gate
+// verdicts, then where to look next.
+func printTask(w io.Writer, home string, d model.TaskDetail, wide bool) error {
 	// Every stored string goes through safeText (or oneLine): a client or
 	// an agent wrote it, and it must not act on the terminal.
-	w := e.stdout
 	fmt.Fprintf(w, "task      %s\nstate     %s", safeText(d.ID), safeText(string(d.State)))
 	if d.Code != "" {
 		fmt.Fprintf(w, " (%s)", safeText(string(d.Code)))
@@ -116,22 +132,24 @@ func runTasksShow(ctx context.Context, e *env, args []string) error {
 		fmt.Fprintf(w, "tool      %s [%s] %s\n", oneLine(tc.Title, 160), oneLine(tc.Kind, 20), oneLine(tc.Status, 20))
 	}
 	fmt.Fprintln(w, "\ntimeline:")
-	t := f.newTable(w, "  AT", "KIND", "FROM", "TO", "TRIGGER/GATE", "CODE", "DETAIL")
+	t := newTable(w, "  AT", "KIND", "FROM", "TO", "TRIGGER/GATE", "CODE", "DETAIL")
+	t.wide = wide
+	gate := func(v model.Verdict) {
+		t.row("  "+ts(v.At), "gate", "", "", string(v.Gate), string(v.Code), verdictText(forMode(v, d.Mode)))
+	}
 	t.row("  "+ts(d.CreatedAt), "submitted", "-", "submitted", "submit", "", d.Path())
 	// Verdicts are recorded with the transition they led to: show each
 	// evaluation's verdicts right before that transition.
 	vi := 0
 	for _, ev := range d.Events {
 		for vi < len(d.Verdicts) && !d.Verdicts[vi].At.After(ev.At) {
-			v := d.Verdicts[vi]
-			t.row("  "+ts(v.At), "gate", "", "", string(v.Gate), string(v.Code), verdictText(v))
+			gate(d.Verdicts[vi])
 			vi++
 		}
 		t.row("  "+ts(ev.At), "event", string(ev.From), string(ev.To), string(ev.Trigger), string(ev.Code), ev.Message)
 	}
 	for ; vi < len(d.Verdicts); vi++ {
-		v := d.Verdicts[vi]
-		t.row("  "+ts(v.At), "gate", "", "", string(v.Gate), string(v.Code), verdictText(v))
+		gate(d.Verdicts[vi])
 	}
 	if err := t.flush(); err != nil {
 		return err
@@ -144,6 +162,22 @@ func runTasksShow(ctx context.Context, e *env, args []string) error {
 		fmt.Fprintf(w, "hint      %s\n", safeText(ci.Hint))
 	}
 	return nil
+}
+
+// forMode is verdict v as it reads for a task of mode m. The acpDenial
+// verdict names the hardening profile with its rule for every mode; the
+// rules of the other modes do not apply to the task, and would read as if
+// they did.
+func forMode(v model.Verdict, m model.Mode) model.Verdict {
+	if v.Gate != model.GateACPDenial {
+		return v
+	}
+	for _, other := range model.AllModes() {
+		if rule := v.Detail["profile_"+string(other)]; other != m && rule != "" {
+			v.Message = strings.Replace(v.Message, "; "+string(other)+": "+rule, "", 1)
+		}
+	}
+	return v
 }
 
 func fileExists(p string) bool {
@@ -185,23 +219,21 @@ func verdictText(v model.Verdict) string {
 	return s
 }
 
-func runTasksCancel(ctx context.Context, e *env, args []string) error {
-	f := newFlags(e, "tasks cancel", "TASK_ID [--json]")
-	if err := f.parseN(args, 1); err != nil {
-		return err
+func tasksCancelCommand(f *flags) runFunc {
+	return func(ctx context.Context, e *env) error {
+		c, err := operator(e, f)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		t, err := c.CancelTaskAsOperator(ctx, f.pos[0])
+		if err != nil {
+			return err
+		}
+		if f.json {
+			return printJSON(e.stdout, t)
+		}
+		fmt.Fprintf(e.stdout, "task %s %s (%s)\n", safeText(t.ID), safeText(string(t.State)), safeText(string(t.Code)))
+		return nil
 	}
-	c, err := operator(e, f)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	t, err := c.CancelTaskAsOperator(ctx, f.pos[0])
-	if err != nil {
-		return err
-	}
-	if f.json {
-		return printJSON(e.stdout, t)
-	}
-	fmt.Fprintf(e.stdout, "task %s %s (%s)\n", safeText(t.ID), safeText(string(t.State)), safeText(string(t.Code)))
-	return nil
 }

@@ -12,7 +12,7 @@ import (
 var Version = "dev"
 
 func init() {
-	register(command{name: "version", summary: "print the relay's version", run: runVersion})
+	register(command{name: "version", summary: "print the relay's version", usage: "[--json]", setup: versionCommand})
 }
 
 func versionInfo() map[string]string {
@@ -27,19 +27,17 @@ func versionInfo() map[string]string {
 	return v
 }
 
-func runVersion(_ context.Context, e *env, args []string) error {
-	f := newFlags(e, "version", "[--json]")
-	if err := f.parse(args, 0); err != nil {
-		return err
+func versionCommand(f *flags) runFunc {
+	return func(_ context.Context, e *env) error {
+		v := versionInfo()
+		if f.json {
+			return printJSON(e.stdout, v)
+		}
+		fmt.Fprintf(e.stdout, "relay %s (%s", v["version"], v["go"])
+		if r := v["revision"]; r != "" {
+			fmt.Fprintf(e.stdout, ", %s", r)
+		}
+		fmt.Fprintln(e.stdout, ")")
+		return nil
 	}
-	v := versionInfo()
-	if f.json {
-		return printJSON(e.stdout, v)
-	}
-	fmt.Fprintf(e.stdout, "relay %s (%s", v["version"], v["go"])
-	if r := v["revision"]; r != "" {
-		fmt.Fprintf(e.stdout, ", %s", r)
-	}
-	fmt.Fprintln(e.stdout, ")")
-	return nil
 }

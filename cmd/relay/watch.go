@@ -11,7 +11,7 @@ import (
 )
 
 func init() {
-	register(command{name: "tasks watch", summary: "follow task events live: one task until it ends (its history first), or every task from now on", run: runTasksWatch})
+	register(command{name: "tasks watch", summary: "follow task events live: one task until it ends (its history first), or every task from now on", usage: "[TASK_ID] [--json]", args: maxArgs(1), setup: tasksWatchCommand})
 }
 
 // runTasksWatch follows task events through the daemon's long poll (GET
@@ -20,35 +20,19 @@ func init() {
 // task id it prints the history so far, follows, and exits 0 when the
 // task reaches a terminal state; without one it follows every task until
 // interrupted (Ctrl-C exits 0).
-func runTasksWatch(ctx context.Context, e *env, args []string) error {
-	f := newFlags(e, "tasks watch", "[TASK_ID] [--json]")
-	if err := f.parse(args, 1); err != nil {
-		return err
-	}
-	id := ""
-	if len(f.pos) == 1 {
-		id = f.pos[0]
-	}
-	c, err := operator(e, f)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	p := watchPrinter{w: e.stdout, json: f.json}
-	b, err := c.WatchEvents(ctx, model.EventFilter{TaskID: id, After: model.AfterNow})
-	if err != nil {
-		return interrupted(ctx, err)
-	}
-	for _, ev := range b.Events {
-		if err := p.print(ev); err != nil {
+func tasksWatchCommand(f *flags) runFunc {
+	return func(ctx context.Context, e *env) error {
+		id := ""
+		if len(f.pos) == 1 {
+			id = f.pos[0]
+		}
+		c, err := operator(e, f)
+		if err != nil {
 			return err
 		}
-	}
-	if b.Task != nil && b.Task.State.Terminal() {
-		return nil
-	}
-	for cursor := b.Cursor; ; {
-		b, err := c.WatchEvents(ctx, model.EventFilter{TaskID: id, After: cursor, Wait: model.MaxWatchWait})
+		defer c.Close()
+		p := watchPrinter{w: e.stdout, json: f.json}
+		b, err := c.WatchEvents(ctx, model.EventFilter{TaskID: id, After: model.AfterNow})
 		if err != nil {
 			return interrupted(ctx, err)
 		}
@@ -56,11 +40,25 @@ func runTasksWatch(ctx context.Context, e *env, args []string) error {
 			if err := p.print(ev); err != nil {
 				return err
 			}
-			if id != "" && ev.Terminal() {
-				return nil
-			}
 		}
-		cursor = b.Cursor
+		if b.Task != nil && b.Task.State.Terminal() {
+			return nil
+		}
+		for cursor := b.Cursor; ; {
+			b, err := c.WatchEvents(ctx, model.EventFilter{TaskID: id, After: cursor, Wait: model.MaxWatchWait})
+			if err != nil {
+				return interrupted(ctx, err)
+			}
+			for _, ev := range b.Events {
+				if err := p.print(ev); err != nil {
+					return err
+				}
+				if id != "" && ev.Terminal() {
+					return nil
+				}
+			}
+			cursor = b.Cursor
+		}
 	}
 }
 
