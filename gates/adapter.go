@@ -214,57 +214,17 @@ func (a *adapter) Consult(ctx context.Context, req model.AuthorityRequest) (mode
 	if req.RequestedAt.IsZero() {
 		req.RequestedAt = a.now()
 	}
-	chain := make([]spec.AuthorityHop, 0, len(req.Chain))
-	for _, h := range req.Chain {
-		chain = append(chain, spec.AuthorityHop(h))
-	}
-	body, err := json.Marshal(spec.AuthorityRequest{
-		Version:      spec.AuthorityProtocolVersion,
-		RequestID:    req.RequestID,
-		TaskID:       req.TaskID,
-		MissionID:    req.MissionID,
-		LeaseID:      req.LeaseID,
-		Caller:       req.Caller,
-		Target:       req.Target,
-		Mode:         string(req.Mode),
-		RequestedAt:  req.RequestedAt.UTC().Format(time.RFC3339Nano),
-		ParentTaskID: req.ParentTaskID,
-		Chain:        chain,
-		Depth:        len(req.Chain) + 1,
-	})
+	body, err := encodeRequest(req)
 	if err != nil { // cannot happen for strings and ints
 		return model.AuthorityAnswer{ExitCode: -1},
 			authErr(model.CodeAuthorityUnavailable, err, "the authority request could not be encoded")
 	}
-	body = append(body, '\n')
 
 	start := time.Now()
 	r := a.run(ctx, body)
 	ans := model.AuthorityAnswer{Stderr: r.stderr, ExitCode: r.ExitCode, Elapsed: time.Since(start)}
-
-	switch {
-	case r.StartErr != nil:
-		return ans, authErr(model.CodeAuthorityUnavailable, r.StartErr,
-			"the authority adapter %q could not be started", a.argv[0])
-	case r.CtxErr != nil && errors.Is(r.CtxErr, context.DeadlineExceeded):
-		return ans, authErr(model.CodeAuthorityTimeout, r.CtxErr,
-			"the consultation's deadline passed before the authority adapter answered; its process group was killed")
-	case r.CtxErr != nil:
-		return ans, authErr(model.CodeAuthorityUnavailable, r.CtxErr,
-			"the consultation was canceled before the authority adapter answered; its process group was killed")
-	case r.TimedOut:
-		return ans, authErr(model.CodeAuthorityTimeout, nil,
-			"the authority adapter did not answer within %s; its process group was killed", a.timeout)
-	case r.Oversized:
-		return ans, authErr(model.CodeAuthorityInvalidResponse, nil,
-			"the authority adapter wrote more than %d bytes to stdout", spec.AuthorityMaxResponse)
-	case r.ExitCode != 0:
-		how := "exited with status " + strconv.Itoa(r.ExitCode)
-		if r.Signal != "" {
-			how = "was killed by signal " + r.Signal
-		}
-		return ans, authErr(model.CodeAuthorityUnavailable, r.WaitErr,
-			"the authority adapter %s; its output is ignored", how)
+	if e := a.runFailure(r); e != nil {
+		return ans, e
 	}
 
 	resp, why, err := parseResponse(r.Stdout)
@@ -284,6 +244,61 @@ func (a *adapter) Consult(ctx context.Context, req model.AuthorityRequest) (mode
 	}
 	ans.Message = truncateUTF8(resp.Message, MaxAdapterMessage)
 	return ans, nil
+}
+
+// encodeRequest is req as the adapter reads it: one spec.AuthorityRequest
+// as a JSON line.
+func encodeRequest(req model.AuthorityRequest) ([]byte, error) {
+	chain := make([]spec.AuthorityHop, 0, len(req.Chain))
+	for _, h := range req.Chain {
+		chain = append(chain, spec.AuthorityHop(h))
+	}
+	body, err := json.Marshal(spec.AuthorityRequest{
+		Version:      spec.AuthorityProtocolVersion,
+		RequestID:    req.RequestID,
+		TaskID:       req.TaskID,
+		MissionID:    req.MissionID,
+		LeaseID:      req.LeaseID,
+		Caller:       req.Caller,
+		Target:       req.Target,
+		Mode:         string(req.Mode),
+		RequestedAt:  req.RequestedAt.UTC().Format(time.RFC3339Nano),
+		ParentTaskID: req.ParentTaskID,
+		Chain:        chain,
+		Depth:        len(req.Chain) + 1,
+	})
+	return append(body, '\n'), err
+}
+
+// runFailure is the error a run ends the consultation with before its
+// output is read, nil when there is none; the first that applies in
+// NewAuthority's order decides.
+func (a *adapter) runFailure(r runResult) *model.Error {
+	switch {
+	case r.StartErr != nil:
+		return authErr(model.CodeAuthorityUnavailable, r.StartErr,
+			"the authority adapter %q could not be started", a.argv[0])
+	case r.CtxErr != nil && errors.Is(r.CtxErr, context.DeadlineExceeded):
+		return authErr(model.CodeAuthorityTimeout, r.CtxErr,
+			"the consultation's deadline passed before the authority adapter answered; its process group was killed")
+	case r.CtxErr != nil:
+		return authErr(model.CodeAuthorityUnavailable, r.CtxErr,
+			"the consultation was canceled before the authority adapter answered; its process group was killed")
+	case r.TimedOut:
+		return authErr(model.CodeAuthorityTimeout, nil,
+			"the authority adapter did not answer within %s; its process group was killed", a.timeout)
+	case r.Oversized:
+		return authErr(model.CodeAuthorityInvalidResponse, nil,
+			"the authority adapter wrote more than %d bytes to stdout", spec.AuthorityMaxResponse)
+	case r.ExitCode != 0:
+		how := "exited with status " + strconv.Itoa(r.ExitCode)
+		if r.Signal != "" {
+			how = "was killed by signal " + r.Signal
+		}
+		return authErr(model.CodeAuthorityUnavailable, r.WaitErr,
+			"the authority adapter %s; its output is ignored", how)
+	}
+	return nil
 }
 
 // runResult is one run of the adapter: what the supervisor found, and the
