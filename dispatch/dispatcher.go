@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hai-relay/relay/dispatch/supervisor"
 	"github.com/hai-relay/relay/model"
 )
 
@@ -91,7 +92,7 @@ type Dispatcher struct {
 	o       Options
 	log     *slog.Logger
 	policy  model.DispatchPolicy
-	spawner *spawner
+	spawner *supervisor.Starter
 
 	mu     sync.Mutex
 	closed bool
@@ -131,7 +132,7 @@ func New(o Options) *Dispatcher {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	return &Dispatcher{
-		o: o, log: o.Logger, policy: derivePolicy(), spawner: newSpawner(),
+		o: o, log: o.Logger, policy: derivePolicy(), spawner: supervisor.NewStarter(),
 		runs: map[string]*session{}, probes: map[*session]struct{}{}, live: map[liveKey]struct{}{},
 	}
 }
@@ -356,7 +357,7 @@ func (d *Dispatcher) Stop(ctx context.Context) error {
 		}
 		<-done
 	}
-	d.stopOnce.Do(d.spawner.stop)
+	d.stopOnce.Do(d.spawner.Stop)
 	return err
 }
 

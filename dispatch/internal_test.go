@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -182,38 +181,6 @@ func TestClientKeepsNoThoughts(t *testing.T) {
 	b, _ := json.Marshal(res)
 	if strings.Contains(string(b), "secret") || res.Text != "visible" {
 		t.Fatalf("kept %s", b)
-	}
-}
-
-// pollExit waits for the child's exit without reaping it: the leader must
-// stay a zombie, holding its pid and group id, until reap.
-func TestPollExitLeavesAZombie(t *testing.T) {
-	t.Parallel()
-	cmd := exec.Command("sleep", "60")
-	if err := cmd.Start(); err != nil {
-		t.Skip("no sleep:", err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	pid := cmd.Process.Pid
-	done := make(chan bool, 1)
-	go func() { done <- pollExit(pid) }()
-	select {
-	case <-done:
-		t.Fatal("pollExit returned while the child was running")
-	case <-time.After(50 * time.Millisecond):
-	}
-	_ = cmd.Process.Kill()
-	select {
-	case ok := <-done:
-		if !ok {
-			t.Skip("pidfds cannot be polled here; watchExit falls back to waitid")
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("pollExit missed the exit")
-	}
-	st, err := readProcStat(pid)
-	if err != nil || !st.dead() {
-		t.Errorf("after pollExit the child is %q (%v), want a zombie", st.state, err)
 	}
 }
 

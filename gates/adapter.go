@@ -6,17 +6,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
-	"slices"
 	"strconv"
 	"strings"
-	"sync"
-	"syscall"
 	"time"
 	"unicode/utf8"
 
+	"github.com/hai-relay/relay/dispatch/supervisor"
 	"github.com/hai-relay/relay/model"
 	"github.com/hai-relay/relay/spec"
 )
@@ -69,7 +66,7 @@ func WithShim(shim ...string) AuthorityOption {
 // WithStart sets what starts the adapter's process (default
 // (*exec.Cmd).Start). The adapter (or its shim) gets a parent-death signal,
 // which Linux sends when the *thread* that forked it ends (prctl(2),
-// golang/go#27505): the daemon passes the dispatcher's StartProcess, whose
+// golang/go#27505): the daemon passes a supervisor.Starter's Start, whose
 // thread lives as long as the daemon.
 func WithStart(start func(*exec.Cmd) error) AuthorityOption {
 	return func(a *adapter) {
@@ -160,9 +157,10 @@ func WithClock(now func() time.Time) AuthorityOption {
 // carries ExitCode (-1 when there is no exit status), Elapsed and the
 // stderr excerpt, also on failure. Consult is safe for concurrent use.
 //
-// Process groups, waitid and SIGKILL make this client Unix-only; on Linux
-// the adapter is not reaped until its group is killed, so the group id
-// cannot be recycled in between.
+// The adapter is started, bounded, killed and reaped by package
+// dispatch/supervisor, as agents are: it is not reaped until its group is
+// killed, so the group id cannot be recycled in between. Process groups,
+// pidfds and the parent-death signal make this client Linux-only.
 func NewAuthority(argv []string, timeout time.Duration, opts ...AuthorityOption) model.Authority {
 	if len(argv) == 0 || argv[0] == "" {
 		return nil
@@ -216,6 +214,41 @@ func (a *adapter) Consult(ctx context.Context, req model.AuthorityRequest) (mode
 	if req.RequestedAt.IsZero() {
 		req.RequestedAt = a.now()
 	}
+	body, err := encodeRequest(req)
+	if err != nil { // cannot happen for strings and ints
+		return model.AuthorityAnswer{ExitCode: -1},
+			authErr(model.CodeAuthorityUnavailable, err, "the authority request could not be encoded")
+	}
+
+	start := time.Now()
+	r := a.run(ctx, body)
+	ans := model.AuthorityAnswer{Stderr: r.stderr, ExitCode: r.ExitCode, Elapsed: time.Since(start)}
+	if e := a.runFailure(r); e != nil {
+		return ans, e
+	}
+
+	resp, why, err := parseResponse(r.Stdout)
+	if why != "" {
+		return ans, authErr(model.CodeAuthorityInvalidResponse, stdoutErr(err, r.Stdout),
+			"the authority adapter's answer is invalid: %s", why)
+	}
+	switch resp.Decision {
+	case spec.DecisionAllow:
+		ans.Allow = true
+		ans.Assurance = model.Assurance(resp.Assurance)
+		if ans.Assurance == "" {
+			ans.Assurance = model.AssuranceStandard
+		}
+	case spec.DecisionDeny:
+		ans.DenyCode = resp.Code
+	}
+	ans.Message = truncateUTF8(resp.Message, MaxAdapterMessage)
+	return ans, nil
+}
+
+// encodeRequest is req as the adapter reads it: one spec.AuthorityRequest
+// as a JSON line.
+func encodeRequest(req model.AuthorityRequest) ([]byte, error) {
 	chain := make([]spec.AuthorityHop, 0, len(req.Chain))
 	for _, h := range req.Chain {
 		chain = append(chain, spec.AuthorityHop(h))
@@ -234,234 +267,59 @@ func (a *adapter) Consult(ctx context.Context, req model.AuthorityRequest) (mode
 		Chain:        chain,
 		Depth:        len(req.Chain) + 1,
 	})
-	if err != nil { // cannot happen for strings and ints
-		return model.AuthorityAnswer{ExitCode: -1},
-			authErr(model.CodeAuthorityUnavailable, err, "the authority request could not be encoded")
-	}
-	body = append(body, '\n')
+	return append(body, '\n'), err
+}
 
-	start := time.Now()
-	r := a.run(ctx, body)
-	ans := model.AuthorityAnswer{Stderr: r.stderr, ExitCode: r.exitCode, Elapsed: time.Since(start)}
-
+// runFailure is the error a run ends the consultation with before its
+// output is read, nil when there is none; the first that applies in
+// NewAuthority's order decides.
+func (a *adapter) runFailure(r runResult) *model.Error {
 	switch {
-	case r.startErr != nil:
-		return ans, authErr(model.CodeAuthorityUnavailable, r.startErr,
+	case r.StartErr != nil:
+		return authErr(model.CodeAuthorityUnavailable, r.StartErr,
 			"the authority adapter %q could not be started", a.argv[0])
-	case r.ctxErr != nil && errors.Is(r.ctxErr, context.DeadlineExceeded):
-		return ans, authErr(model.CodeAuthorityTimeout, r.ctxErr,
+	case r.CtxErr != nil && errors.Is(r.CtxErr, context.DeadlineExceeded):
+		return authErr(model.CodeAuthorityTimeout, r.CtxErr,
 			"the consultation's deadline passed before the authority adapter answered; its process group was killed")
-	case r.ctxErr != nil:
-		return ans, authErr(model.CodeAuthorityUnavailable, r.ctxErr,
+	case r.CtxErr != nil:
+		return authErr(model.CodeAuthorityUnavailable, r.CtxErr,
 			"the consultation was canceled before the authority adapter answered; its process group was killed")
-	case r.timedOut:
-		return ans, authErr(model.CodeAuthorityTimeout, nil,
+	case r.TimedOut:
+		return authErr(model.CodeAuthorityTimeout, nil,
 			"the authority adapter did not answer within %s; its process group was killed", a.timeout)
-	case r.oversized:
-		return ans, authErr(model.CodeAuthorityInvalidResponse, nil,
+	case r.Oversized:
+		return authErr(model.CodeAuthorityInvalidResponse, nil,
 			"the authority adapter wrote more than %d bytes to stdout", spec.AuthorityMaxResponse)
-	case r.exitCode != 0:
-		how := "exited with status " + strconv.Itoa(r.exitCode)
-		if r.signal != "" {
-			how = "was killed by signal " + r.signal
+	case r.ExitCode != 0:
+		how := "exited with status " + strconv.Itoa(r.ExitCode)
+		if r.Signal != "" {
+			how = "was killed by signal " + r.Signal
 		}
-		return ans, authErr(model.CodeAuthorityUnavailable, r.waitErr,
+		return authErr(model.CodeAuthorityUnavailable, r.WaitErr,
 			"the authority adapter %s; its output is ignored", how)
 	}
-
-	resp, why, err := parseResponse(r.stdout)
-	if why != "" {
-		return ans, authErr(model.CodeAuthorityInvalidResponse, stdoutErr(err, r.stdout),
-			"the authority adapter's answer is invalid: %s", why)
-	}
-	switch resp.Decision {
-	case spec.DecisionAllow:
-		ans.Allow = true
-		ans.Assurance = model.Assurance(resp.Assurance)
-		if ans.Assurance == "" {
-			ans.Assurance = model.AssuranceStandard
-		}
-	case spec.DecisionDeny:
-		ans.DenyCode = resp.Code
-	}
-	ans.Message = truncateUTF8(resp.Message, MaxAdapterMessage)
-	return ans, nil
+	return nil
 }
 
+// runResult is one run of the adapter: what the supervisor found, and the
+// stderr excerpt.
 type runResult struct {
-	stdout    []byte
-	stderr    string
-	exitCode  int
-	signal    string
-	startErr  error
-	waitErr   error
-	ctxErr    error
-	timedOut  bool
-	oversized bool
+	supervisor.Result
+	stderr string
 }
 
-// run starts the adapter, feeds it input and collects its output, bounded
-// as NewAuthority describes. Every goroutine it starts has ended when it
-// returns, and the adapter's process group has been sent SIGKILL.
-func (a *adapter) run(ctx context.Context, input []byte) (r runResult) {
-	r.exitCode = -1
-	var files []*os.File
-	defer func() {
-		for _, f := range files {
-			_ = f.Close()
-		}
-	}()
-	pipe := func() (rd, wr *os.File) {
-		if r.startErr != nil {
-			return nil, nil
-		}
-		rd, wr, r.startErr = os.Pipe()
-		files = append(files, rd, wr)
-		return rd, wr
-	}
-	stdinR, stdinW := pipe()
-	stdoutR, stdoutW := pipe()
-	stderrR, stderrW := pipe()
-	if r.startErr != nil {
-		return r
-	}
-
-	cmd := exec.Command(a.argv[0], a.argv[1:]...)
-	shimmed := len(a.shim) > 0 && cmd.Err == nil // a missing adapter fails the same way with a shim
-	if shimmed {
-		args := append(slices.Clip(a.shim[1:]), cmd.Path)
-		cmd = exec.Command(a.shim[0], append(args, a.argv...)...)
-	}
-	cmd.Dir = a.dir
+// run runs the adapter once on input, bounded as NewAuthority describes
+// (supervisor.Run does the bounding). Every goroutine it starts has ended
+// when it returns, and the adapter's process group has been sent SIGKILL.
+func (a *adapter) run(ctx context.Context, input []byte) runResult {
+	ex := newExcerpt(a.stderrMax)
 	// Whatever the config or the daemon's environment holds, no
 	// code-loading variable reaches the adapter.
-	cmd.Env, _ = model.WithoutCodeLoading(append(baseEnv(os.Getenv), a.env...))
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdinR, stdoutW, stderrW
-	cmd.SysProcAttr = groupAttr(shimmed)
-	r.startErr = a.start(cmd)
-	// The child holds its own copies of these ends now; ours must go so
-	// that EOF on stdout and stderr means every writer is gone.
-	_, _, _ = stdinR.Close(), stdoutW.Close(), stderrW.Close()
-	if r.startErr != nil {
-		return r
-	}
-	pid := cmd.Process.Pid
-	exited, reap := watchExit(cmd)
-
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		// A write error (the adapter closed stdin without reading) is not
-		// ours to judge: its answer is.
-		_, _ = stdinW.Write(input)
-		_ = stdinW.Close()
-	})
-	stdoutDone, over := make(chan struct{}), make(chan struct{})
-	wg.Go(func() {
-		defer close(stdoutDone)
-		r.stdout, _ = io.ReadAll(io.LimitReader(stdoutR, spec.AuthorityMaxResponse+1))
-		if len(r.stdout) > spec.AuthorityMaxResponse {
-			close(over)
-		}
-	})
-	stderrDone := make(chan struct{})
-	ex := newExcerpt(a.stderrMax)
-	wg.Go(func() {
-		defer close(stderrDone)
-		// A plain reader, so that CopyBuffer uses this small buffer rather
-		// than os.File's WriteTo and its 32 KiB one.
-		_, _ = io.CopyBuffer(ex, struct{ io.Reader }{stderrR}, make([]byte, 8<<10))
-	})
-
-	deadline := time.Now().Add(a.timeout)
-	timer := time.NewTimer(a.timeout)
-	defer timer.Stop()
-	select {
-	case <-exited:
-		// Read what the adapter left in the pipes, but not for longer
-		// than the grace: a grandchild may hold them open.
-		drain(ctx, a.grace, over, stdoutDone, stderrDone)
-	case <-over:
-	case <-timer.C:
-		r.timedOut = true
-	case <-ctx.Done():
-		r.ctxErr = ctx.Err()
-	}
-	select {
-	case <-over:
-		r.oversized = true
-	default:
-	}
-
-	if shimmed {
-		stopShim(pid, exited)
-	}
-	killGroup(pid)
-	// After SIGKILL the group's ends of the pipes close at once; only a
-	// process that left the group could keep them open. Take what is
-	// buffered, then stop reading. Bytes already in a pipe are still read
-	// (up to the consultation's deadline), so a slow reader goroutine
-	// never loses an answer the adapter did write.
-	drain(context.WithoutCancel(ctx), a.grace, over, stdoutDone, stderrDone)
-	hard := time.Now().Add(a.grace)
-	if deadline.After(hard) {
-		hard = deadline
-	}
-	stopReading(stdoutR, stdoutDone, hard)
-	stopReading(stderrR, stderrDone, hard)
-	_ = stdinW.SetWriteDeadline(time.Now())
-	wg.Wait()
-
-	r.waitErr = reap()
-	r.stderr = ex.String()
-	if ps := cmd.ProcessState; ps != nil {
-		r.exitCode = ps.ExitCode()
-		if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			r.signal = ws.Signal().String()
-		}
-	}
-	if r.oversized {
-		return r
-	}
-	select {
-	case <-over: // the drain after the kill found too much
-		r.oversized = true
-	default:
-	}
-	return r
-}
-
-// drain waits until both readers are done, stdout overflows, ctx ends or
-// grace passes.
-func drain(ctx context.Context, grace time.Duration, over, stdoutDone, stderrDone <-chan struct{}) {
-	t := time.NewTimer(grace)
-	defer t.Stop()
-	for stdoutDone != nil || stderrDone != nil {
-		select {
-		case <-stdoutDone:
-			stdoutDone = nil
-		case <-stderrDone:
-			stderrDone = nil
-		case <-over:
-			return
-		case <-t.C:
-			return
-		case <-ctx.Done():
-			return
-		}
-	}
-}
-
-// stopReading makes the reader of f give up once f's pipe holds no unread
-// bytes (or hard passes), unless it is done already.
-func stopReading(f *os.File, done <-chan struct{}, hard time.Time) {
-	for unread(f) > 0 && time.Now().Before(hard) {
-		select {
-		case <-done:
-			return
-		case <-time.After(5 * time.Millisecond):
-		}
-	}
-	_ = f.SetReadDeadline(time.Now())
+	env, _ := model.WithoutCodeLoading(append(baseEnv(os.Getenv), a.env...))
+	s := supervisor.Spec{Argv: a.argv, Dir: a.dir, Env: env, Stderr: ex, Shim: a.shim, Start: a.start}
+	res := supervisor.Run(ctx, s, input, supervisor.Limits{
+		Timeout: a.timeout, Grace: a.grace, StdoutMax: spec.AuthorityMaxResponse})
+	return runResult{Result: res, stderr: ex.String()}
 }
 
 // parseResponse reads out as exactly one JSON object holding a

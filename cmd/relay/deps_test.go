@@ -24,6 +24,23 @@ var allowed = map[string][]string{
 	"cmd":         {"*"},
 }
 
+// leafEdges are the only packages of the module a top-level package may
+// import beyond its row in allowed. gates runs the authority adapter with
+// the process supervisor dispatch runs agents with, so that both are
+// started, bounded, killed and reaped by one implementation; the
+// supervisor is a leaf (TestLeafEdgesAreLeaves), so the edge brings gates
+// nothing else of dispatch.
+var leafEdges = map[string][]string{
+	"gates": {"dispatch/supervisor"},
+}
+
+// edgeAllowed reports whether a package under the top-level package from
+// may import imp, a package of the module under another top-level one.
+func edgeAllowed(from, imp string) bool {
+	return contains(allowed[from], topLevel(imp)) ||
+		contains(leafEdges[from], strings.TrimPrefix(imp, module+"/"))
+}
+
 func topLevel(pkg string) string {
 	rel := strings.TrimPrefix(strings.TrimPrefix(pkg, module), "/")
 	return strings.SplitN(rel, "/", 2)[0]
@@ -75,7 +92,7 @@ func TestDependencyRule(t *testing.T) {
 				}
 				continue
 			}
-			if !contains(rule, to) {
+			if !edgeAllowed(from, imp) {
 				t.Errorf("%s imports %s: %s may import only %v", pkg, imp, from, rule)
 			}
 		}
@@ -83,6 +100,48 @@ func TestDependencyRule(t *testing.T) {
 	for p := range allowed {
 		if !seen[p] {
 			t.Errorf("top-level package %s has no Go package", p)
+		}
+	}
+}
+
+// The rule catches a violation: the leaf edge lets gates import the
+// supervisor and nothing else of dispatch, and no one else.
+func TestEdgeAllowedCatches(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		from, imp string
+		want      bool
+	}{
+		{"gates", module + "/spec", true},
+		{"gates", module + "/dispatch/supervisor", true},
+		{"gates", module + "/dispatch", false},
+		{"gates", module + "/dispatch/subreaper", false},
+		{"gates", module + "/machine", false},
+		{"machine", module + "/dispatch/supervisor", false},
+		{"dispatch", module + "/gates", false},
+	} {
+		if got := edgeAllowed(c.from, c.imp); got != c.want {
+			t.Errorf("edgeAllowed(%s, %s) = %v, want %v", c.from, c.imp, got, c.want)
+		}
+	}
+}
+
+// TestLeafEdgesAreLeaves checks that each package a leaf edge names
+// depends on nothing of the module and, outside the standard library, on
+// golang.org/x/sys only.
+func TestLeafEdgesAreLeaves(t *testing.T) {
+	t.Parallel()
+	for _, leaves := range leafEdges {
+		for _, leaf := range leaves {
+			out, err := goList("-deps", "-f", `{{if not .Standard}}{{.ImportPath}}{{end}}`, module+"/"+leaf)
+			if err != nil {
+				t.Fatalf("go list: %v\n%s", err, out)
+			}
+			for _, p := range strings.Fields(string(out)) {
+				if p != module+"/"+leaf && !strings.HasPrefix(p, "golang.org/x/sys/") {
+					t.Errorf("%s depends on %s; a leaf edge's package may use the standard library and golang.org/x/sys only", leaf, p)
+				}
+			}
 		}
 	}
 }
