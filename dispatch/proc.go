@@ -15,15 +15,6 @@ import (
 	"github.com/hai-relay/relay/model"
 )
 
-// Starter starts processes from a thread of their own, as the dispatcher
-// starts agents, for other processes the daemon starts with a
-// parent-death signal: the authority adapter's shim. It is the
-// supervisor's (supervisor.Starter says why).
-type Starter = supervisor.Starter
-
-// NewStarter starts a Starter's goroutine and thread.
-func NewStarter() *Starter { return supervisor.NewStarter() }
-
 // proc is one started agent process, leader of its own process group,
 // as dispatch keeps it: the supervised process and, read once at the
 // start, what the session, the run record and the tree walk use.

@@ -16,6 +16,7 @@ import (
 
 	"github.com/hai-relay/relay/cmd/relay/config"
 	"github.com/hai-relay/relay/dispatch"
+	"github.com/hai-relay/relay/dispatch/supervisor"
 	"github.com/hai-relay/relay/dispatch/subreaper"
 	"github.com/hai-relay/relay/facade/socketapi"
 	"github.com/hai-relay/relay/gates"
@@ -285,7 +286,7 @@ type core struct {
 	svc      *service.Service
 	// authStarter starts the authority adapter; it stops last, when no
 	// consultation can run any more.
-	authStarter *dispatch.Starter
+	authStarter *supervisor.Starter
 }
 
 // close stops what the core started on its own.
@@ -314,7 +315,7 @@ func (d *daemon) wireCore(ctx context.Context, db *persistence.DB, cfg config.Co
 	// The authority adapter runs under the same shim as agents, so that
 	// nothing it starts outlives a consultation or the daemon, with only
 	// the environment its config names.
-	authStarter := dispatch.NewStarter()
+	authStarter := supervisor.NewStarter()
 	authority := gates.NewAuthority(cfg.Authority.Command, cfg.Authority.Timeout, gates.WithDir(d.home),
 		gates.WithShim(shim...), gates.WithStart(authStarter.Start), gates.WithEnv(cfg.Authority.Environ(os.Getenv)...))
 	eng := machine.New(machine.Options{
