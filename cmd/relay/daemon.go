@@ -16,8 +16,8 @@ import (
 
 	"github.com/hai-relay/relay/cmd/relay/config"
 	"github.com/hai-relay/relay/dispatch"
-	"github.com/hai-relay/relay/dispatch/supervisor"
 	"github.com/hai-relay/relay/dispatch/subreaper"
+	"github.com/hai-relay/relay/dispatch/supervisor"
 	"github.com/hai-relay/relay/facade/socketapi"
 	"github.com/hai-relay/relay/gates"
 	"github.com/hai-relay/relay/machine"
