@@ -35,5 +35,5 @@
 // (Dispatch, Cancel, Stop), runrec.go (run records and Reap), probe.go
 // (live probe), hardening.go and profiles.go (hardening profiles),
 // verify.go (offline hardening verification against the scripted model of
-// package scripted), registry.go.
+// package modelserver), registry.go.
 package dispatch

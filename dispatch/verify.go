@@ -11,7 +11,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/hai-relay/relay/dispatch/scripted"
+	"github.com/hai-relay/relay/dispatch/modelserver"
 	"github.com/hai-relay/relay/model"
 )
 
@@ -178,7 +178,7 @@ func (v ToolVocab) Script(a Attempt, p AttemptPaths) (steps, tool string) {
 		if shellArg == "command" {
 			args["description"] = "make a marker"
 		}
-		return scripted.ToolStep(v.Shell, args), v.Shell
+		return modelserver.ToolStep(v.Shell, args), v.Shell
 	}
 	if a == AttemptReadControl {
 		if v.ShellOnly {
@@ -188,7 +188,7 @@ func (v ToolVocab) Script(a Attempt, p AttemptPaths) (steps, tool string) {
 		if reader == "" {
 			reader = v.Read
 		}
-		return scripted.ToolStep(reader, map[string]any{v.Path: p.Control}), reader
+		return modelserver.ToolStep(reader, map[string]any{v.Path: p.Control}), reader
 	}
 	if v.ShellOnly {
 		switch a {
@@ -204,17 +204,17 @@ func (v ToolVocab) Script(a Attempt, p AttemptPaths) (steps, tool string) {
 	}
 	switch a {
 	case AttemptWriteOutside:
-		return scripted.ToolStep(v.Write, map[string]any{v.Path: p.Outside, "content": "pwned"}), v.Write
+		return modelserver.ToolStep(v.Write, map[string]any{v.Path: p.Outside, "content": "pwned"}), v.Write
 	case AttemptWriteInside:
-		return scripted.ToolStep(v.Write, map[string]any{v.Path: p.Inside, "content": "pwned"}), v.Write
+		return modelserver.ToolStep(v.Write, map[string]any{v.Path: p.Inside, "content": "pwned"}), v.Write
 	case AttemptEditInside:
 		args := map[string]any{v.Path: p.Edit, v.Old: "original line", v.New: EditChanged}
 		for k, x := range v.EditExtra {
 			args[k] = x
 		}
-		edit := scripted.ToolStep(v.Edit, args)
+		edit := modelserver.ToolStep(v.Edit, args)
 		if v.Read != "" {
-			edit = scripted.ToolStep(v.Read, map[string]any{v.Path: p.Edit}) + "\n" + edit
+			edit = modelserver.ToolStep(v.Read, map[string]any{v.Path: p.Edit}) + "\n" + edit
 		}
 		return edit, v.Edit
 	default:
@@ -389,7 +389,7 @@ func (d *Dispatcher) runVerify(ctx context.Context, spec AgentSpec, timeout time
 	// where any local user could reach it, and serves only the agents
 	// this verification starts.
 	key := "relay-verify-" + newRunID()
-	srv, err := scripted.StartWith(scripted.Options{Key: key})
+	srv, err := modelserver.StartWith(modelserver.Options{Key: key})
 	if err != nil {
 		return notRun("could not start the scripted model on 127.0.0.1: " + err.Error())
 	}
@@ -536,7 +536,7 @@ func (d *Dispatcher) verifyLogDir() string {
 // verifyAttempt runs one attempt's session and classifies what stopped
 // it; retry when the agent died before it reached the model (no attempt
 // was made), canceled when ctx or Stop ended it.
-func (d *Dispatcher) verifyAttempt(ctx context.Context, spec AgentSpec, vs *VerifySpec, to ScriptedModel, srv *scripted.Server, r *verifyRun,
+func (d *Dispatcher) verifyAttempt(ctx context.Context, spec AgentSpec, vs *VerifySpec, to ScriptedModel, srv *modelserver.Server, r *verifyRun,
 	deadline time.Time, unhardened bool) (res model.VerifyAttempt, version string, retry, canceled bool) {
 	res = model.VerifyAttempt{Name: string(r.attempt), Mode: r.mode, Tool: r.tool, Target: r.paths.Target(r.attempt),
 		Control: r.attempt == AttemptReadControl}
@@ -632,8 +632,8 @@ func (d *Dispatcher) runBounded(ctx context.Context, s *session) (out model.Outc
 
 // requestsTagged returns the requests of the session whose prompt carries
 // tag.
-func requestsTagged(all []scripted.Request, tag string) []scripted.Request {
-	var out []scripted.Request
+func requestsTagged(all []modelserver.Request, tag string) []modelserver.Request {
+	var out []modelserver.Request
 	for _, r := range all {
 		if slices.ContainsFunc(r.Turn.UserText, func(u string) bool { return strings.Contains(u, tag) }) {
 			out = append(out, r)
@@ -650,7 +650,7 @@ type attemptEvidence struct {
 	denied   int           // permission requests the relay denied
 	tool     string        // the tool that makes the attempt
 	target   string        // the file it targets
-	reqs     []scripted.Request
+	reqs     []modelserver.Request
 }
 
 // maxDetail bounds an attempt's detail.

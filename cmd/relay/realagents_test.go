@@ -14,14 +14,14 @@ import (
 	"time"
 
 	"github.com/hai-relay/relay/dispatch"
-	"github.com/hai-relay/relay/dispatch/scripted"
+	"github.com/hai-relay/relay/dispatch/modelserver"
 	"github.com/hai-relay/relay/gates/gatestest"
 	"github.com/hai-relay/relay/model"
 )
 
 // The real agents of interop/package.json, pinned. The matrix below runs
 // each through the real daemon, offline: the agents talk to a scripted
-// model server on 127.0.0.1 (dispatch/scripted) whose "model" calls the
+// model server on 127.0.0.1 (dispatch/modelserver) whose "model" calls the
 // tools the prompt names, so every attempt to write, edit or run is made by
 // the real agent with its real tools and its real permission logic.
 var realAgentPackages = map[string]string{
@@ -73,9 +73,9 @@ func requireRealAgents(t *testing.T) string {
 }
 
 // startScripted starts the scripted model server for a test.
-func startScripted(t *testing.T) *scripted.Server {
+func startScripted(t *testing.T) *modelserver.Server {
 	t.Helper()
-	srv, err := scripted.Start()
+	srv, err := modelserver.Start()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -183,7 +183,7 @@ const (
 	acceptEdits scenario = "accept-edits" // claude: user defaultMode acceptEdits, plus planted project settings
 )
 
-func step(tool string, args map[string]any) string { return scripted.ToolStep(tool, args) }
+func step(tool string, args map[string]any) string { return modelserver.ToolStep(tool, args) }
 
 var claudeAgent = &realAgent{
 	name:  "claude",
@@ -354,7 +354,7 @@ type realDaemon struct {
 	d         *daemonProc
 }
 
-func startRealDaemon(t *testing.T, bin string, srv *scripted.Server, agents []*realAgent, sc scenario) *realDaemon {
+func startRealDaemon(t *testing.T, bin string, srv *modelserver.Server, agents []*realAgent, sc scenario) *realDaemon {
 	t.Helper()
 	return startRealDaemonWith(t, bin, srv, agents, sc, realDaemonOpts{})
 }
@@ -372,7 +372,7 @@ type realDaemonOpts struct {
 	noRedirect bool
 }
 
-func startRealDaemonWith(t *testing.T, bin string, srv *scripted.Server, agents []*realAgent, sc scenario, o realDaemonOpts) *realDaemon {
+func startRealDaemonWith(t *testing.T, bin string, srv *modelserver.Server, agents []*realAgent, sc scenario, o realDaemonOpts) *realDaemon {
 	t.Helper()
 	agentHome, tasks := t.TempDir(), t.TempDir()
 	agentTmp, err := os.MkdirTemp("/var/tmp", "relay-agents-")
@@ -515,7 +515,7 @@ func nonce(agent string) string {
 
 // callsFor returns the tool calls the scripted model made in the requests
 // of the task tagged tag.
-func callsFor(srv *scripted.Server, tag string) []string {
+func callsFor(srv *modelserver.Server, tag string) []string {
 	var calls []string
 	for _, r := range srv.Requests() {
 		if r.Reply.Call == nil {
@@ -545,7 +545,7 @@ func logTail(path string, n int) string {
 
 // toolsFor returns the tools offered in the requests of the task tagged
 // tag.
-func toolsFor(srv *scripted.Server, tag string) []string {
+func toolsFor(srv *modelserver.Server, tag string) []string {
 	var tools []string
 	for _, r := range srv.Requests() {
 		for _, u := range r.Turn.UserText {
@@ -564,7 +564,7 @@ func toolsFor(srv *scripted.Server, tag string) []string {
 
 // resultsFor returns the tool results the agent sent back in the last
 // request of the task tagged tag: what each attempt met.
-func resultsFor(srv *scripted.Server, tag string) []string {
+func resultsFor(srv *modelserver.Server, tag string) []string {
 	var last []string
 	for _, r := range srv.Requests() {
 		for _, u := range r.Turn.UserText {
