@@ -21,7 +21,7 @@
 // the daemon dies, and a run record under Home/run, kept while the group
 // may be alive, lets the next daemon's Reap kill the rest of the group
 // (descendants of the agent, which Pdeathsig does not reach). With
-// Options.Shim the leader is the agent shim (package subreaper), a child
+// Options.Shim the leader is the agent shim (package agentshim), a child
 // subreaper that kills every descendant of the agent when the run ends or
 // the daemon dies, those that left the group and its environment too.
 //

@@ -16,7 +16,7 @@ import (
 
 	"github.com/hai-relay/relay/cmd/relay/config"
 	"github.com/hai-relay/relay/dispatch"
-	"github.com/hai-relay/relay/dispatch/subreaper"
+	"github.com/hai-relay/relay/dispatch/agentshim"
 	"github.com/hai-relay/relay/facade/socketapi"
 	"github.com/hai-relay/relay/gates"
 	"github.com/hai-relay/relay/machine"
@@ -147,7 +147,7 @@ func (d *daemon) run(ctx context.Context) (err error) {
 	}
 	// The test switches are read before the environment is rebuilt (a
 	// release build has none: testswitch.go).
-	shim := []string{"/proc/self/exe", subreaper.Command}
+	shim := []string{"/proc/self/exe", agentshim.Command}
 	if s := testShim(); s != nil {
 		shim = s
 	}
