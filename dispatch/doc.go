@@ -34,6 +34,7 @@
 // session), dispatcher.go
 // (Dispatch, Cancel, Stop), runrec.go (run records and Reap), probe.go
 // (live probe), hardening.go and profiles.go (hardening profiles),
-// verify.go (offline hardening verification against the scripted model of
-// package modelserver), registry.go.
+// verify.go (what an offline hardening verification needs of dispatch;
+// package dispatch/verify runs it, against package dispatch/modelserver),
+// registry.go.
 package dispatch

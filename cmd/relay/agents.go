@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/hai-relay/relay/cmd/relay/config"
-	"github.com/hai-relay/relay/dispatch"
+	"github.com/hai-relay/relay/dispatch/verify"
 	"github.com/hai-relay/relay/model"
 	"github.com/hai-relay/relay/spec"
 )
@@ -180,7 +180,7 @@ func runAgentsProbe(ctx context.Context, e *env, args []string) error {
 
 func runAgentsVerify(ctx context.Context, e *env, args []string) error {
 	f := newFlags(e, "agents verify", "NAME [NAME...] | --all [--timeout 60s] [--json]")
-	timeout := f.Duration("timeout", 0, fmt.Sprintf("bound each agent's verification (default %gs)", dispatch.DefaultVerifyTimeout.Seconds()))
+	timeout := f.Duration("timeout", 0, fmt.Sprintf("bound each agent's verification (default %gs)", verify.DefaultTimeout.Seconds()))
 	all := f.Bool("all", false, "verify every agent that has a hardening profile")
 	if err := f.parse(args, 64); err != nil {
 		return err

@@ -17,6 +17,7 @@ import (
 	"github.com/hai-relay/relay/cmd/relay/config"
 	"github.com/hai-relay/relay/dispatch"
 	"github.com/hai-relay/relay/dispatch/agentshim"
+	"github.com/hai-relay/relay/dispatch/verify"
 	"github.com/hai-relay/relay/facade/socketapi"
 	"github.com/hai-relay/relay/gates"
 	"github.com/hai-relay/relay/machine"
@@ -252,7 +253,7 @@ func (d *daemon) run(ctx context.Context) (err error) {
 				timeout = cfg.Limits.ProbeTimeout // limits.probe_timeout
 			}
 			return disp.Probe(ctx, name, timeout)
-		}, Verify: disp.Verify, Logger: d.log,
+		}, Verify: verify.New(disp).Run, Logger: d.log,
 	})
 	if err := eng.Start(ctx); err != nil {
 		return fmt.Errorf("recovery: %w", err)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/hai-relay/relay/dispatch"
 	"github.com/hai-relay/relay/dispatch/modelserver"
+	"github.com/hai-relay/relay/dispatch/verify"
 	"github.com/hai-relay/relay/gates/gatestest"
 	"github.com/hai-relay/relay/model"
 )
@@ -94,8 +95,8 @@ var (
 )
 
 // attemptPaths are the files one task's attempts target
-// (dispatch.AttemptPaths: the same targets relay agents verify uses).
-type attemptPaths = dispatch.AttemptPaths
+// (verify.AttemptPaths: the same targets relay agents verify uses).
+type attemptPaths = verify.AttemptPaths
 
 // newAttemptPaths makes a fresh task cwd under base (which the hostile
 // scenario marks trusted for agents that have such a notion) and a fresh
@@ -106,7 +107,7 @@ func newAttemptPaths(t *testing.T, base string) attemptPaths {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := dispatch.NewAttemptPaths(cwd, t.TempDir(), "")
+	p, err := verify.NewAttemptPaths(cwd, t.TempDir(), "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,8 +156,8 @@ func (a *realAgent) profile() *dispatch.Profile {
 }
 
 // steps returns the prompt script of an attempt.
-func (a *realAgent) steps(at dispatch.Attempt, p attemptPaths) string {
-	s, _ := a.profile().Verify.Vocab.Script(at, p)
+func (a *realAgent) steps(at verify.Attempt, p attemptPaths) string {
+	s, _ := verify.Script(a.profile().Verify.Vocab, at, p)
 	return s
 }
 
@@ -638,7 +639,7 @@ func TestRealAgentsHoldDenyAll(t *testing.T) {
 						a.plant(t, r.paths.Cwd)
 					}
 					var script []string
-					for _, at := range dispatch.AllAttempts() {
+					for _, at := range verify.AllAttempts() {
 						st := a.steps(at, r.paths)
 						script = append(script, st)
 						r.calls += strings.Count(st, "[[tool ")
@@ -781,7 +782,7 @@ func TestRealAgentsEndToEnd(t *testing.T) {
 	// A state_changing claude task: its Write asks and is denied; the
 	// configured MCP server's tools (the guarded way to change state) are
 	// pre-approved, so its call runs without a request.
-	deniedID := rd.submit(t, "claude", model.ModeStateChanging, deniedTag+" "+claudeAgent.steps(dispatch.AttemptWriteInside, denied)+
+	deniedID := rd.submit(t, "claude", model.ModeStateChanging, deniedTag+" "+claudeAgent.steps(verify.AttemptWriteInside, denied)+
 		" "+step("mcp__hai__list_agents", map[string]any{}), denied.Cwd)
 	for name, id := range ids {
 		show := rd.wait(t, id, 4*time.Minute)
@@ -893,9 +894,9 @@ func TestRealAgentsEndToEnd(t *testing.T) {
 	}
 	early, earlyJS := plugin(pluginCwd.Cwd)
 	writeFile(t, early, earlyJS)
-	codexID := rd.submit(t, "codex", model.ModeReadOnly, codexAgent.steps(dispatch.AttemptShell, codexCwd), codexCwd.Cwd)
-	earlyID := rd.submit(t, "opencode", model.ModeReadOnly, opencodeAgent.steps(dispatch.AttemptShell, pluginCwd), pluginCwd.Cwd)
-	lateID := rd.submit(t, "opencode", model.ModeReadOnly, opencodeAgent.steps(dispatch.AttemptShell, lateCwd), lateCwd.Cwd)
+	codexID := rd.submit(t, "codex", model.ModeReadOnly, codexAgent.steps(verify.AttemptShell, codexCwd), codexCwd.Cwd)
+	earlyID := rd.submit(t, "opencode", model.ModeReadOnly, opencodeAgent.steps(verify.AttemptShell, pluginCwd), pluginCwd.Cwd)
+	lateID := rd.submit(t, "opencode", model.ModeReadOnly, opencodeAgent.steps(verify.AttemptShell, lateCwd), lateCwd.Cwd)
 	// The late plugin is planted the moment the relay has masked the
 	// agent's paths, before OpenCode reads its config directories.
 	late, lateJS := plugin(lateCwd.Cwd)

@@ -20,6 +20,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/hai-relay/relay/dispatch/modelserver"
+	"github.com/hai-relay/relay/dispatch/verify"
 	"github.com/hai-relay/relay/model"
 )
 
@@ -217,7 +218,7 @@ func TestRealClaudeCodeMCPTasks(t *testing.T) {
 	cc := newClaudeCode(t, bin, rd.home, p.Cwd, model)
 
 	tag := nonce("codex")
-	read, _ := codexNext.profile().Verify.Vocab.Script("read-control", p)
+	read, _ := verify.Script(codexNext.profile().Verify.Vocab, "read-control", p)
 	delegate := scriptedPrompt(tag, read+"\n[[say codex reviewed it]]")
 	submit := modelserver.ToolStep("mcp__relay__submit_task", map[string]any{
 		"target": "codex", "prompt": delegate, "mission_id": "M-cc", "lease_id": "S-cc"})
