@@ -56,7 +56,7 @@ type Options struct {
 	Logger *slog.Logger
 	// Env is appended to the daemon's environment for every agent.
 	Env []string
-	// Shim is the command line of the agent shim (package subreaper),
+	// Shim is the command line of the agent shim (package agentshim),
 	// which every agent is started through: Shim[0] is its executable,
 	// the rest its arguments, then come the agent's resolved path and
 	// argv. The shim is a child subreaper: when the agent's run ends, or

@@ -21,7 +21,7 @@
 // the daemon dies, and a run record under Home/run, kept while the group
 // may be alive, lets the next daemon's Reap kill the rest of the group
 // (descendants of the agent, which Pdeathsig does not reach). With
-// Options.Shim the leader is the agent shim (package subreaper), a child
+// Options.Shim the leader is the agent shim (package agentshim), a child
 // subreaper that kills every descendant of the agent when the run ends or
 // the daemon dies, those that left the group and its environment too.
 //
@@ -34,6 +34,7 @@
 // session), dispatcher.go
 // (Dispatch, Cancel, Stop), runrec.go (run records and Reap), probe.go
 // (live probe), hardening.go and profiles.go (hardening profiles),
-// verify.go (offline hardening verification against the scripted model of
-// package scripted), registry.go.
+// verify.go (what an offline hardening verification needs of dispatch;
+// package dispatch/verify runs it, against package dispatch/modelserver),
+// registry.go.
 package dispatch

@@ -58,7 +58,7 @@ type Profile struct {
 	// Rules holds what the profile does per task mode.
 	Rules map[model.Mode]Rule
 	// Verify, when set, is how the agent is verified offline under the
-	// profile (relay agents verify NAME; see verify.go).
+	// profile (relay agents verify NAME; see package dispatch/verify).
 	Verify *VerifySpec
 }
 

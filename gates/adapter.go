@@ -53,7 +53,7 @@ var BaseEnv = []string{"PATH", "HOME", "LANG", "TZ"}
 // WithShim runs the adapter through a process shim: shim[0] is its
 // executable, the rest its arguments, then come the adapter's resolved path
 // and argv. The relay passes its own `__agent-shim` (package
-// dispatch/subreaper), a child subreaper: when the adapter exits, or the
+// dispatch/agentshim), a child subreaper: when the adapter exits, or the
 // shim gets SIGTERM (this client's stop, or the parent-death signal when
 // the daemon dies), it kills every descendant of the adapter, those that
 // left its process group included, and then exits the way the adapter did.

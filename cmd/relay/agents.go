@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/hai-relay/relay/cmd/relay/config"
-	"github.com/hai-relay/relay/dispatch"
+	"github.com/hai-relay/relay/dispatch/verify"
 	"github.com/hai-relay/relay/model"
 	"github.com/hai-relay/relay/spec"
 )
@@ -175,7 +175,7 @@ func agentsProbeCommand(f *flags) runFunc {
 }
 
 func agentsVerifyCommand(f *flags) runFunc {
-	timeout := f.Duration("timeout", 0, fmt.Sprintf("bound each agent's verification (default %gs)", dispatch.DefaultVerifyTimeout.Seconds()))
+	timeout := f.Duration("timeout", 0, fmt.Sprintf("bound each agent's verification (default %gs)", verify.DefaultTimeout.Seconds()))
 	all := f.Bool("all", false, "verify every agent that has a hardening profile")
 	return func(ctx context.Context, e *env) error {
 		switch {

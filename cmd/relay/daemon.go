@@ -16,8 +16,9 @@ import (
 
 	"github.com/hai-relay/relay/cmd/relay/config"
 	"github.com/hai-relay/relay/dispatch"
-	"github.com/hai-relay/relay/dispatch/subreaper"
+	"github.com/hai-relay/relay/dispatch/agentshim"
 	"github.com/hai-relay/relay/dispatch/supervisor"
+	"github.com/hai-relay/relay/dispatch/verify"
 	"github.com/hai-relay/relay/facade/socketapi"
 	"github.com/hai-relay/relay/gates"
 	"github.com/hai-relay/relay/machine"
@@ -216,7 +217,7 @@ func (d *daemon) loadConfig() (config.Config, daemonPath, []string, error) {
 	}
 	// The test switches are read before the environment is rebuilt (a
 	// release build has none: testswitch.go).
-	shim := []string{"/proc/self/exe", subreaper.Command}
+	shim := []string{"/proc/self/exe", agentshim.Command}
 	if s := testShim(); s != nil {
 		shim = s
 	}
@@ -333,7 +334,7 @@ func (d *daemon) wireCore(ctx context.Context, db *persistence.DB, cfg config.Co
 				timeout = cfg.Limits.ProbeTimeout // limits.probe_timeout
 			}
 			return disp.Probe(ctx, name, timeout)
-		}, Verify: disp.Verify, Logger: d.log,
+		}, Verify: verify.New(disp).Run, Logger: d.log,
 	})
 	return &core{registry: registry, disp: disp, eng: eng, svc: svc, authStarter: authStarter}, nil
 }

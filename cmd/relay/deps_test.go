@@ -115,7 +115,7 @@ func TestEdgeAllowedCatches(t *testing.T) {
 		{"gates", module + "/spec", true},
 		{"gates", module + "/dispatch/supervisor", true},
 		{"gates", module + "/dispatch", false},
-		{"gates", module + "/dispatch/subreaper", false},
+		{"gates", module + "/dispatch/agentshim", false},
 		{"gates", module + "/machine", false},
 		{"machine", module + "/dispatch/supervisor", false},
 		{"dispatch", module + "/gates", false},

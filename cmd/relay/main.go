@@ -12,14 +12,14 @@ import (
 	"runtime/pprof"
 	"syscall"
 
-	"github.com/hai-relay/relay/dispatch/subreaper"
+	"github.com/hai-relay/relay/dispatch/agentshim"
 )
 
 func main() {
 	// The agent shim the daemon starts every agent through: before any
 	// signal handling or profiling of the relay's own.
-	if len(os.Args) > 1 && os.Args[1] == subreaper.Command {
-		subreaper.Exit(os.Args[2:])
+	if len(os.Args) > 1 && os.Args[1] == agentshim.Command {
+		agentshim.Exit(os.Args[2:])
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	stopProfile := startProfile(os.Getenv("RELAY_CPUPROFILE"), os.Args[1:])

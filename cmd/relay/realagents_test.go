@@ -14,14 +14,15 @@ import (
 	"time"
 
 	"github.com/hai-relay/relay/dispatch"
-	"github.com/hai-relay/relay/dispatch/scripted"
+	"github.com/hai-relay/relay/dispatch/modelserver"
+	"github.com/hai-relay/relay/dispatch/verify"
 	"github.com/hai-relay/relay/gates/gatestest"
 	"github.com/hai-relay/relay/model"
 )
 
 // The real agents of interop/package.json, pinned. The matrix below runs
 // each through the real daemon, offline: the agents talk to a scripted
-// model server on 127.0.0.1 (dispatch/scripted) whose "model" calls the
+// model server on 127.0.0.1 (dispatch/modelserver) whose "model" calls the
 // tools the prompt names, so every attempt to write, edit or run is made by
 // the real agent with its real tools and its real permission logic.
 var realAgentPackages = map[string]string{
@@ -73,9 +74,9 @@ func requireRealAgents(t *testing.T) string {
 }
 
 // startScripted starts the scripted model server for a test.
-func startScripted(t *testing.T) *scripted.Server {
+func startScripted(t *testing.T) *modelserver.Server {
 	t.Helper()
-	srv, err := scripted.Start()
+	srv, err := modelserver.Start()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,8 +95,8 @@ var (
 )
 
 // attemptPaths are the files one task's attempts target
-// (dispatch.AttemptPaths: the same targets relay agents verify uses).
-type attemptPaths = dispatch.AttemptPaths
+// (verify.AttemptPaths: the same targets relay agents verify uses).
+type attemptPaths = verify.AttemptPaths
 
 // newAttemptPaths makes a fresh task cwd under base (which the hostile
 // scenario marks trusted for agents that have such a notion) and a fresh
@@ -106,7 +107,7 @@ func newAttemptPaths(t *testing.T, base string) attemptPaths {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := dispatch.NewAttemptPaths(cwd, t.TempDir(), "")
+	p, err := verify.NewAttemptPaths(cwd, t.TempDir(), "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,8 +156,8 @@ func (a *realAgent) profile() *dispatch.Profile {
 }
 
 // steps returns the prompt script of an attempt.
-func (a *realAgent) steps(at dispatch.Attempt, p attemptPaths) string {
-	s, _ := a.profile().Verify.Vocab.Script(at, p)
+func (a *realAgent) steps(at verify.Attempt, p attemptPaths) string {
+	s, _ := verify.Script(a.profile().Verify.Vocab, at, p)
 	return s
 }
 
@@ -183,7 +184,7 @@ const (
 	acceptEdits scenario = "accept-edits" // claude: user defaultMode acceptEdits, plus planted project settings
 )
 
-func step(tool string, args map[string]any) string { return scripted.ToolStep(tool, args) }
+func step(tool string, args map[string]any) string { return modelserver.ToolStep(tool, args) }
 
 var claudeAgent = &realAgent{
 	name:  "claude",
@@ -354,7 +355,7 @@ type realDaemon struct {
 	d         *daemonProc
 }
 
-func startRealDaemon(t *testing.T, bin string, srv *scripted.Server, agents []*realAgent, sc scenario) *realDaemon {
+func startRealDaemon(t *testing.T, bin string, srv *modelserver.Server, agents []*realAgent, sc scenario) *realDaemon {
 	t.Helper()
 	return startRealDaemonWith(t, bin, srv, agents, sc, realDaemonOpts{})
 }
@@ -372,7 +373,7 @@ type realDaemonOpts struct {
 	noRedirect bool
 }
 
-func startRealDaemonWith(t *testing.T, bin string, srv *scripted.Server, agents []*realAgent, sc scenario, o realDaemonOpts) *realDaemon {
+func startRealDaemonWith(t *testing.T, bin string, srv *modelserver.Server, agents []*realAgent, sc scenario, o realDaemonOpts) *realDaemon {
 	t.Helper()
 	agentHome, tasks := t.TempDir(), t.TempDir()
 	agentTmp, err := os.MkdirTemp("/var/tmp", "relay-agents-")
@@ -515,7 +516,7 @@ func nonce(agent string) string {
 
 // callsFor returns the tool calls the scripted model made in the requests
 // of the task tagged tag.
-func callsFor(srv *scripted.Server, tag string) []string {
+func callsFor(srv *modelserver.Server, tag string) []string {
 	var calls []string
 	for _, r := range srv.Requests() {
 		if r.Reply.Call == nil {
@@ -545,7 +546,7 @@ func logTail(path string, n int) string {
 
 // toolsFor returns the tools offered in the requests of the task tagged
 // tag.
-func toolsFor(srv *scripted.Server, tag string) []string {
+func toolsFor(srv *modelserver.Server, tag string) []string {
 	var tools []string
 	for _, r := range srv.Requests() {
 		for _, u := range r.Turn.UserText {
@@ -564,7 +565,7 @@ func toolsFor(srv *scripted.Server, tag string) []string {
 
 // resultsFor returns the tool results the agent sent back in the last
 // request of the task tagged tag: what each attempt met.
-func resultsFor(srv *scripted.Server, tag string) []string {
+func resultsFor(srv *modelserver.Server, tag string) []string {
 	var last []string
 	for _, r := range srv.Requests() {
 		for _, u := range r.Turn.UserText {
@@ -638,7 +639,7 @@ func TestRealAgentsHoldDenyAll(t *testing.T) {
 						a.plant(t, r.paths.Cwd)
 					}
 					var script []string
-					for _, at := range dispatch.AllAttempts() {
+					for _, at := range verify.AllAttempts() {
 						st := a.steps(at, r.paths)
 						script = append(script, st)
 						r.calls += strings.Count(st, "[[tool ")
@@ -781,7 +782,7 @@ func TestRealAgentsEndToEnd(t *testing.T) {
 	// A state_changing claude task: its Write asks and is denied; the
 	// configured MCP server's tools (the guarded way to change state) are
 	// pre-approved, so its call runs without a request.
-	deniedID := rd.submit(t, "claude", model.ModeStateChanging, deniedTag+" "+claudeAgent.steps(dispatch.AttemptWriteInside, denied)+
+	deniedID := rd.submit(t, "claude", model.ModeStateChanging, deniedTag+" "+claudeAgent.steps(verify.AttemptWriteInside, denied)+
 		" "+step("mcp__hai__list_agents", map[string]any{}), denied.Cwd)
 	for name, id := range ids {
 		show := rd.wait(t, id, 4*time.Minute)
@@ -893,9 +894,9 @@ func TestRealAgentsEndToEnd(t *testing.T) {
 	}
 	early, earlyJS := plugin(pluginCwd.Cwd)
 	writeFile(t, early, earlyJS)
-	codexID := rd.submit(t, "codex", model.ModeReadOnly, codexAgent.steps(dispatch.AttemptShell, codexCwd), codexCwd.Cwd)
-	earlyID := rd.submit(t, "opencode", model.ModeReadOnly, opencodeAgent.steps(dispatch.AttemptShell, pluginCwd), pluginCwd.Cwd)
-	lateID := rd.submit(t, "opencode", model.ModeReadOnly, opencodeAgent.steps(dispatch.AttemptShell, lateCwd), lateCwd.Cwd)
+	codexID := rd.submit(t, "codex", model.ModeReadOnly, codexAgent.steps(verify.AttemptShell, codexCwd), codexCwd.Cwd)
+	earlyID := rd.submit(t, "opencode", model.ModeReadOnly, opencodeAgent.steps(verify.AttemptShell, pluginCwd), pluginCwd.Cwd)
+	lateID := rd.submit(t, "opencode", model.ModeReadOnly, opencodeAgent.steps(verify.AttemptShell, lateCwd), lateCwd.Cwd)
 	// The late plugin is planted the moment the relay has masked the
 	// agent's paths, before OpenCode reads its config directories.
 	late, lateJS := plugin(lateCwd.Cwd)

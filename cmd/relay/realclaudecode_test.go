@@ -19,7 +19,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/hai-relay/relay/dispatch/scripted"
+	"github.com/hai-relay/relay/dispatch/modelserver"
+	"github.com/hai-relay/relay/dispatch/verify"
 	"github.com/hai-relay/relay/model"
 )
 
@@ -39,10 +40,10 @@ const claudeCodeKey = "sk-ant-relay-test-0123456789abcdefghij"
 // this relay's facade as claude.
 type claudeCode struct {
 	exe, home, project, mcpConfig string
-	model                         *scripted.Server
+	model                         *modelserver.Server
 }
 
-func newClaudeCode(t *testing.T, bin, relayHome, project string, model *scripted.Server) *claudeCode {
+func newClaudeCode(t *testing.T, bin, relayHome, project string, model *modelserver.Server) *claudeCode {
 	t.Helper()
 	exe, err := filepath.EvalSymlinks(filepath.Join(bin, "claude"))
 	if err != nil {
@@ -217,9 +218,9 @@ func TestRealClaudeCodeMCPTasks(t *testing.T) {
 	cc := newClaudeCode(t, bin, rd.home, p.Cwd, model)
 
 	tag := nonce("codex")
-	read, _ := codexNext.profile().Verify.Vocab.Script("read-control", p)
+	read, _ := verify.Script(codexNext.profile().Verify.Vocab, "read-control", p)
 	delegate := scriptedPrompt(tag, read+"\n[[say codex reviewed it]]")
-	submit := scripted.ToolStep("mcp__relay__submit_task", map[string]any{
+	submit := modelserver.ToolStep("mcp__relay__submit_task", map[string]any{
 		"target": "codex", "prompt": delegate, "mission_id": "M-cc", "lease_id": "S-cc"})
 
 	t.Run("interactive", func(t *testing.T) {

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hai-relay/relay/dispatch/verify"
 	"github.com/hai-relay/relay/model"
 )
 
@@ -36,7 +37,7 @@ func TestRealAgentsNextGeneration(t *testing.T) {
 		(map[string]*realAgent{"claude": claudeNext, "codex": codexNext})[c[1]].plant(t, p.Cwd)
 		paths[tk.tag] = p
 		// The model reads the file it is asked about, then answers.
-		read, _ := (map[string]*realAgent{"claude": claudeNext, "codex": codexNext})[c[1]].profile().Verify.Vocab.Script("read-control", p)
+		read, _ := verify.Script((map[string]*realAgent{"claude": claudeNext, "codex": codexNext})[c[1]].profile().Verify.Vocab, "read-control", p)
 		r := apiDo(t, rd.api, "POST", "/v1/tasks", tk.from, mustJSON(t, map[string]any{
 			"target": tk.to, "mode": "read_only", "cwd": p.Cwd, "mission_id": "M-next", "lease_id": "S-next",
 			"prompt": scriptedPrompt(tk.tag, read+"\n[[say "+tk.from+" asked, "+tk.to+" answers]]"),

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/hai-relay/relay/dispatch"
+	"github.com/hai-relay/relay/dispatch/verify"
 	"github.com/hai-relay/relay/model"
 )
 
@@ -45,7 +46,7 @@ func verifyAll(t *testing.T, home string, names ...string) ([]model.Verification
 // directory, and that the directories are gone.
 func wantAttempts(t *testing.T, rd *realDaemon, v model.Verification) {
 	t.Helper()
-	want := len(dispatch.AllAttempts()) + 1 // and the positive control
+	want := len(verify.AllAttempts()) + 1 // and the positive control
 	if v.Agent == "claude" {
 		want += 3 // state_changing write and shell, and its control
 	}
@@ -213,14 +214,14 @@ func TestRealAgentsVerify(t *testing.T) {
 		op := newAttemptPaths(t, rd.tasks)
 		tag := nonce("opencode")
 		var steps, tools []string
-		for _, at := range dispatch.AllAttempts() {
-			st, tool := opencodeAgent.profile().Verify.Vocab.Script(at, op)
+		for _, at := range verify.AllAttempts() {
+			st, tool := verify.Script(opencodeAgent.profile().Verify.Vocab, at, op)
 			steps, tools = append(steps, st), append(tools, tool)
 		}
 		oid := rd.submit(t, "opencode", model.ModeReadOnly, scriptedPrompt(tag, strings.Join(steps, "\n")), op.Cwd)
 		oshow := rd.wait(t, oid, 4*time.Minute)
 		t.Logf("opencode without its profile: %s/%s (%s); on disk: %v", oshow.State, oshow.Code, oshow.Message, op.Violations())
-		for _, at := range []dispatch.Attempt{dispatch.AttemptWriteOutside, dispatch.AttemptWriteInside} {
+		for _, at := range []verify.Attempt{verify.AttemptWriteOutside, verify.AttemptWriteInside} {
 			if op.Happened(at) == "" {
 				t.Errorf("opencode without its profile: %s did not happen; the user settings should let it through", at)
 			}

@@ -14,7 +14,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/hai-relay/relay/dispatch/subreaper"
+	"github.com/hai-relay/relay/dispatch/agentshim"
 )
 
 // helperEnv makes the test binary one of the children the tests start
@@ -36,7 +36,7 @@ func TestMain(m *testing.M) {
 func helper(mode string, args []string) int {
 	switch mode {
 	case "shim": // the relay's agent shim, on the rest of the arguments
-		subreaper.Exit(args)
+		agentshim.Exit(args)
 	case "exit":
 		n, _ := strconv.Atoi(args[0])
 		return n

@@ -1,4 +1,4 @@
-// Command agentshim is the relay's agent shim (dispatch/subreaper) as a
+// Command agentshim is the relay's agent shim (dispatch/agentshim) as a
 // program of its own, for dispatch's tests; the relay binary runs the same
 // code as its hidden `__agent-shim` subcommand.
 package main
@@ -6,7 +6,7 @@ package main
 import (
 	"os"
 
-	"github.com/hai-relay/relay/dispatch/subreaper"
+	"github.com/hai-relay/relay/dispatch/agentshim"
 )
 
-func main() { subreaper.Exit(os.Args[1:]) }
+func main() { agentshim.Exit(os.Args[1:]) }

@@ -1,4 +1,4 @@
-// Package subreaper is the agent shim: a small process between the
+// Package agentshim is the agent shim: a small process between the
 // dispatcher and one agent that makes sure no descendant of the agent
 // outlives the agent's run.
 //
@@ -22,7 +22,7 @@
 //
 // The relay binary runs it as a hidden subcommand (Command); dispatch's
 // tests build it as cmd/testfakes/agentshim.
-package subreaper
+package agentshim
 
 import (
 	"bytes"

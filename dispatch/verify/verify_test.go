@@ -1,4 +1,4 @@
-package dispatch_test
+package verify_test
 
 import (
 	"context"
@@ -10,9 +10,11 @@ import (
 	"time"
 
 	acp "github.com/coder/acp-go-sdk"
+	"go.uber.org/goleak"
 
 	"github.com/hai-relay/relay/dispatch"
 	"github.com/hai-relay/relay/dispatch/dispatchtest"
+	"github.com/hai-relay/relay/dispatch/verify"
 	"github.com/hai-relay/relay/model"
 )
 
@@ -50,6 +52,7 @@ func verifyProfile(policy, tools string, refuse string) *dispatch.Profile {
 // profiles, recording what OnVerify receives.
 type verifyEnv struct {
 	d    *dispatch.Dispatcher
+	v    *verify.Verifier
 	reg  *dispatch.Registry
 	home string
 	mu   sync.Mutex
@@ -82,6 +85,7 @@ func newVerifyEnv(t *testing.T, unhardened ...string) *verifyEnv {
 			e.got = append(e.got, v)
 			e.mu.Unlock()
 		}})
+	e.v = verify.New(e.d)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
@@ -95,7 +99,7 @@ func newVerifyEnv(t *testing.T, unhardened ...string) *verifyEnv {
 // verify runs a verification and checks what is recorded of it.
 func (e *verifyEnv) verify(t *testing.T, agent string) model.Verification {
 	t.Helper()
-	v, err := e.d.Verify(context.Background(), agent, 60*time.Second)
+	v, err := e.v.Run(context.Background(), agent, 60*time.Second)
 	if err != nil {
 		t.Fatalf("verify %s: %v", agent, err)
 	}
@@ -235,7 +239,7 @@ func TestVerifyUnverifiable(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(e.home, "logs", "verify")); err == nil {
 		t.Errorf("a session was started")
 	}
-	if _, err := e.d.Verify(context.Background(), "nobody", 0); model.ErrorCode(err) != model.CodeUnknownAgent {
+	if _, err := e.v.Run(context.Background(), "nobody", 0); model.ErrorCode(err) != model.CodeUnknownAgent {
 		t.Errorf("unknown agent: %v", err)
 	}
 }
@@ -282,4 +286,11 @@ func TestVerifyRetriesAnAgentThatDiedBeforeTheModel(t *testing.T) {
 	if second != 1 {
 		t.Errorf("%d attempts made a second time, want 1", second)
 	}
+}
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) {
+		dispatchtest.Cleanup()
+		os.Exit(code)
+	}))
 }

@@ -1,4 +1,4 @@
-package scripted
+package modelserver
 
 // The Gemini API (generativelanguage v1beta) as gemini-cli speaks it when
 // GOOGLE_GEMINI_BASE_URL points here:

@@ -1,4 +1,4 @@
-// Package scripted is a scripted model server on 127.0.0.1: it answers the
+// Package modelserver is a scripted model API server on 127.0.0.1: it answers the
 // model APIs that the real agent adapters speak (the Anthropic Messages
 // API, the OpenAI Responses and chat-completions APIs, the Gemini API),
 // streaming and tool calls included, so that a real agent runs real turns
@@ -26,7 +26,7 @@
 // loopback, where every local user can reach it, and a verification gives
 // the key to the agent it runs and to nobody else. Request bodies and what
 // is recorded are bounded in bytes either way.
-package scripted
+package modelserver
 
 import (
 	"crypto/subtle"
@@ -70,7 +70,7 @@ func Parse(text string) ([]Step, error) {
 			rest := strings.TrimLeft(text[len("tool "):], " ")
 			name, after, _ := strings.Cut(rest, " ")
 			if strings.HasPrefix(name, "{") || name == "" {
-				return nil, fmt.Errorf("scripted: a tool step without a tool name")
+				return nil, fmt.Errorf("modelserver: a tool step without a tool name")
 			}
 			if strings.HasSuffix(name, "]]") { // [[tool NAME]]: no arguments
 				steps = append(steps, Step{Tool: strings.TrimSuffix(name, "]]"), Args: json.RawMessage("{}")})
@@ -81,11 +81,11 @@ func Parse(text string) ([]Step, error) {
 			dec := json.NewDecoder(strings.NewReader(after))
 			var args json.RawMessage
 			if err := dec.Decode(&args); err != nil || !strings.HasPrefix(string(args), "{") {
-				return nil, fmt.Errorf("scripted: the arguments of tool step %q are not a JSON object: %v", name, err)
+				return nil, fmt.Errorf("modelserver: the arguments of tool step %q are not a JSON object: %v", name, err)
 			}
 			tail := strings.TrimLeft(after[dec.InputOffset():], " ")
 			if !strings.HasPrefix(tail, "]]") {
-				return nil, fmt.Errorf("scripted: tool step %q does not end with ]] after its arguments", name)
+				return nil, fmt.Errorf("modelserver: tool step %q does not end with ]] after its arguments", name)
 			}
 			steps = append(steps, Step{Tool: name, Args: args})
 			text = tail[2:]

@@ -1,4 +1,4 @@
-package subreaper
+package agentshim
 
 import (
 	"os"

@@ -1,4 +1,4 @@
-package scripted
+package modelserver
 
 import (
 	"crypto/rand"
@@ -144,7 +144,7 @@ func (s *Server) anthropicMessages(w http.ResponseWriter, r *http.Request) {
 	}
 	t, err := anthropicTurn(r.URL.Path, req)
 	if err != nil {
-		s.fail(w, r, http.StatusBadRequest, "scripted: unreadable message content: %v", err)
+		s.fail(w, r, http.StatusBadRequest, "modelserver: unreadable message content: %v", err)
 		return
 	}
 	reply := s.answer(t)
@@ -253,12 +253,12 @@ const maxAnthropicBody = 32 << 20
 func (s *Server) anthropicRead(w http.ResponseWriter, r *http.Request) ([]byte, *anthropicRequest, bool) {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxAnthropicBody))
 	if err != nil {
-		s.fail(w, r, http.StatusBadRequest, "scripted: reading the request: %v", err)
+		s.fail(w, r, http.StatusBadRequest, "modelserver: reading the request: %v", err)
 		return nil, nil, false
 	}
 	var req anthropicRequest
 	if err := json.Unmarshal(body, &req); err != nil {
-		s.fail(w, r, http.StatusBadRequest, "scripted: the request is not a Messages request: %v", err)
+		s.fail(w, r, http.StatusBadRequest, "modelserver: the request is not a Messages request: %v", err)
 		return nil, nil, false
 	}
 	return body, &req, true

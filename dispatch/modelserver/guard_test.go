@@ -1,4 +1,4 @@
-package scripted_test
+package modelserver_test
 
 import (
 	"bytes"
@@ -8,7 +8,7 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/hai-relay/relay/dispatch/scripted"
+	"github.com/hai-relay/relay/dispatch/modelserver"
 )
 
 // countingZeros is an endless body of zeros that counts what was read of
@@ -52,7 +52,7 @@ func post(t *testing.T, url, key string, body io.Reader, length int64) int {
 // nothing of the request is kept.
 func TestKeyedServerRefusesOthersUnread(t *testing.T) {
 	t.Parallel()
-	srv, err := scripted.StartWith(scripted.Options{Key: "the-key"})
+	srv, err := modelserver.StartWith(modelserver.Options{Key: "the-key"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,7 +100,7 @@ func TestKeyedServerRefusesOthersUnread(t *testing.T) {
 // Even with the key, a body is bounded, and so is what is recorded.
 func TestServerBoundsBodiesAndRecords(t *testing.T) {
 	t.Parallel()
-	srv, err := scripted.StartWith(scripted.Options{Key: "k", MaxBody: 1 << 20, MaxRecorded: 3})
+	srv, err := modelserver.StartWith(modelserver.Options{Key: "k", MaxBody: 1 << 20, MaxRecorded: 3})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,7 +115,7 @@ func TestServerBoundsBodiesAndRecords(t *testing.T) {
 	if status := post(t, srv.URL(), "k", &countingZeros{limit: 1 << 30}, 2<<20); status != http.StatusRequestEntityTooLarge && status != 0 {
 		t.Errorf("declared 2 MiB over a 1 MiB bound: status %d", status)
 	}
-	long := strings.Repeat("x", scripted.MaxRecordedText*2)
+	long := strings.Repeat("x", modelserver.MaxRecordedText*2)
 	for i := 0; i < 5; i++ {
 		msg := `{"model":"m","messages":[{"role":"user","content":"` + long + ` [[say hi]]"}]}`
 		if status := post(t, srv.URL(), "k", bytes.NewReader([]byte(msg)), int64(len(msg))); status != http.StatusOK {
@@ -128,7 +128,7 @@ func TestServerBoundsBodiesAndRecords(t *testing.T) {
 	}
 	for _, r := range got {
 		for _, u := range r.Turn.UserText {
-			if len(u) > scripted.MaxRecordedText+len("…") {
+			if len(u) > modelserver.MaxRecordedText+len("…") {
 				t.Errorf("a recorded text of %d bytes", len(u))
 			}
 		}

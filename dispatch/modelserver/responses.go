@@ -1,4 +1,4 @@
-package scripted
+package modelserver
 
 // The OpenAI Responses API, as Codex (embedded in codex-acp) speaks it:
 // POST /v1/responses with "stream": true, answered with the server-sent
