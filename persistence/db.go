@@ -143,139 +143,31 @@ var (
 // the latest schema and returns it. A file that exists but is not a SQLite
 // database is refused with an error wrapping ErrNotDatabase, and is neither
 // rewritten nor deleted.
+//
+// The steps, in order: resolve the options, check the file before the
+// driver touches it, open the writer and migrate, open the readers,
+// prepare the hot statements, start the writer and the checkpointer.
 func Open(ctx context.Context, path string, opts Options) (*DB, error) {
-	if path == "" {
-		return nil, errors.New("persistence: open: empty database path")
-	}
-	abs, err := filepath.Abs(path)
-	if err != nil {
-		return nil, fmt.Errorf("persistence: open %s: %w", path, err)
-	}
-	syncMode, err := normalizeSynchronous(opts.Synchronous)
+	cfg, err := resolveOptions(path, opts)
 	if err != nil {
 		return nil, err
 	}
-	if opts.MaxBatch < 0 {
-		return nil, fmt.Errorf("persistence: open: negative MaxBatch %d", opts.MaxBatch)
-	}
-	if opts.BusyTimeout < 0 {
-		return nil, fmt.Errorf("persistence: open: negative busy timeout %s", opts.BusyTimeout)
-	}
-	busy := opts.BusyTimeout
-	if busy == 0 {
-		busy = DefaultBusyTimeout
-	}
-	readers := opts.Readers
-	if readers <= 0 {
-		readers = max(4, runtime.GOMAXPROCS(0))
-	}
-	clock := opts.Clock
-	if clock == nil {
-		clock = time.Now
-	}
-	migs := opts.migrations
-	if migs == nil {
-		migs, err = embeddedMigrations()
-		if err != nil {
-			return nil, err
-		}
-	}
-
 	buildStatements()
-
-	// Refuse anything that is not a SQLite file before the driver touches
-	// it: setting journal_mode on a foreign file must never be attempted.
-	if err := checkHeader(abs); err != nil {
+	if err := preflight(ctx, &cfg); err != nil {
 		return nil, err
 	}
-	if err := ownerOnly(abs); err != nil {
+	db := &DB{path: cfg.path, clock: cfg.clock, answerBytes: cfg.answer, limits: cfg.limits}
+	if db.writer, err = openWriter(ctx, &cfg); err != nil {
 		return nil, err
 	}
-	if opts.Check {
-		if err := quickCheck(ctx, abs, busy); err != nil {
-			return nil, err
-		}
-	}
-
-	if opts.AnswerBytes < 0 {
-		return nil, fmt.Errorf("persistence: open: negative AnswerBytes %d", opts.AnswerBytes)
-	}
-	answer := opts.AnswerBytes
-	if answer == 0 {
-		answer = model.AnswerBytes
-	}
-	lim, err := newLimits(opts)
-	if err != nil {
-		return nil, err
-	}
-	db := &DB{path: abs, clock: clock, answerBytes: answer, limits: lim}
-
-	// The writer never checkpoints on commit (wal_autocheckpoint 0): the
-	// checkpointer does it beside it (checkpointLoop), so that no write
-	// waits for a checkpoint's copy and fsync of the main file.
-	if err := createIncremental(ctx, abs, busy); err != nil {
-		return nil, err
-	}
-	wdsn := dsn(abs, busy, []string{
-		"journal_mode(WAL)",
-		"synchronous(" + syncMode + ")",
-		"foreign_keys(1)",
-		"wal_autocheckpoint(0)",
-	}, "immediate")
-	wsql, err := sql.Open("sqlite", wdsn)
-	if err != nil {
-		return nil, fmt.Errorf("persistence: open %s: %w", abs, err)
-	}
-	wsql.SetMaxOpenConns(1)
-	wsql.SetMaxIdleConns(1)
-	wsql.SetConnMaxLifetime(0)
-	wsql.SetConnMaxIdleTime(0)
-	db.writer = bun.NewDB(wsql, sqlitedialect.New())
-
-	// The driver reports DSN and file problems only on the first
-	// connection; ping now so Open fails instead of the first write.
-	if err := db.writer.PingContext(ctx); err != nil {
+	if db.reader, err = openReader(ctx, &cfg); err != nil {
 		_ = db.writer.Close()
-		return nil, openError(abs, err)
+		return nil, err
 	}
-	if err := migrate(ctx, db.writer, migs, opts.MigrateTo, clock); err != nil {
-		_ = db.writer.Close()
-		return nil, openError(abs, err)
-	}
-
-	// Readers inherit WAL mode from the file; they set only per-connection
-	// pragmas. query_only makes any write attempt on them fail.
-	rdsn := dsn(abs, busy, []string{
-		"foreign_keys(1)",
-		"query_only(1)",
-	}, "")
-	rsql, err := sql.Open("sqlite", rdsn)
-	if err != nil {
-		_ = db.writer.Close()
-		return nil, fmt.Errorf("persistence: open %s: %w", abs, err)
-	}
-	rsql.SetMaxOpenConns(readers)
-	rsql.SetMaxIdleConns(readers)
-	db.reader = bun.NewDB(rsql, sqlitedialect.New())
-	if err := db.reader.PingContext(ctx); err != nil {
+	if err := db.prepareStatements(ctx, &cfg); err != nil {
 		_ = db.reader.Close()
 		_ = db.writer.Close()
-		return nil, openError(abs, err)
-	}
-
-	// Prepare the hot statements, after migrating: the schema they name
-	// must exist. A DB stopped at an older version (MigrateTo) is for
-	// migration tests only and runs every query unprepared.
-	if opts.MigrateTo == 0 || opts.MigrateTo >= len(migs) {
-		if db.wstmts, err = prepareAll(ctx, db.writer.DB, writerQueries, false); err == nil {
-			db.rq.stmts, err = prepareAll(ctx, db.reader.DB, readerQueries, true)
-		}
-		if err != nil {
-			_ = db.wstmts.close()
-			_ = db.reader.Close()
-			_ = db.writer.Close()
-			return nil, fmt.Errorf("persistence: open %s: %w", abs, err)
-		}
+		return nil, fmt.Errorf("persistence: open %s: %w", cfg.path, err)
 	}
 	db.rq.db = db.reader.DB
 	db.gw = newGroupWriter(db.writer.DB, db.wstmts, opts.MaxBatch)
@@ -283,6 +175,161 @@ func Open(ctx context.Context, path string, opts Options) (*DB, error) {
 	go db.checkpointLoop(db.gw.checkpoint, db.checkpointed)
 	db.gw.start()
 	return db, nil
+}
+
+// openConfig is Options validated and defaulted, with the absolute path.
+type openConfig struct {
+	path      string
+	syncMode  string
+	busy      time.Duration
+	readers   int
+	clock     func() time.Time
+	migs      []Migration
+	migrateTo int
+	check     bool
+	answer    int
+	limits    limits
+	opts      Options
+}
+
+// resolveOptions validates opts and fills its defaults.
+func resolveOptions(path string, opts Options) (openConfig, error) {
+	if path == "" {
+		return openConfig{}, errors.New("persistence: open: empty database path")
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return openConfig{}, fmt.Errorf("persistence: open %s: %w", path, err)
+	}
+	cfg := openConfig{path: abs, busy: opts.BusyTimeout, readers: opts.Readers, clock: opts.Clock,
+		migs: opts.migrations, migrateTo: opts.MigrateTo, check: opts.Check, answer: opts.AnswerBytes, opts: opts}
+	if cfg.syncMode, err = normalizeSynchronous(opts.Synchronous); err != nil {
+		return openConfig{}, err
+	}
+	switch {
+	case opts.MaxBatch < 0:
+		return openConfig{}, fmt.Errorf("persistence: open: negative MaxBatch %d", opts.MaxBatch)
+	case opts.BusyTimeout < 0:
+		return openConfig{}, fmt.Errorf("persistence: open: negative busy timeout %s", opts.BusyTimeout)
+	}
+	if cfg.busy == 0 {
+		cfg.busy = DefaultBusyTimeout
+	}
+	if cfg.readers <= 0 {
+		cfg.readers = max(4, runtime.GOMAXPROCS(0))
+	}
+	if cfg.clock == nil {
+		cfg.clock = time.Now
+	}
+	if cfg.migs == nil {
+		if cfg.migs, err = embeddedMigrations(); err != nil {
+			return openConfig{}, err
+		}
+	}
+	return cfg, nil
+}
+
+// preflight checks the file before the driver opens it for the store:
+// anything that is not a SQLite file is refused first (setting
+// journal_mode on a foreign file must never be attempted), the file is
+// made owner-only, checked for integrity if asked, and a new one is
+// created with incremental auto-vacuum. The answer bound and the limits
+// are validated after the file checks, as they always were.
+func preflight(ctx context.Context, cfg *openConfig) error {
+	if err := checkHeader(cfg.path); err != nil {
+		return err
+	}
+	if err := ownerOnly(cfg.path); err != nil {
+		return err
+	}
+	if cfg.check {
+		if err := quickCheck(ctx, cfg.path, cfg.busy); err != nil {
+			return err
+		}
+	}
+	if cfg.answer < 0 {
+		return fmt.Errorf("persistence: open: negative AnswerBytes %d", cfg.answer)
+	}
+	if cfg.answer == 0 {
+		cfg.answer = model.AnswerBytes
+	}
+	var err error
+	if cfg.limits, err = newLimits(cfg.opts); err != nil {
+		return err
+	}
+	return createIncremental(ctx, cfg.path, cfg.busy)
+}
+
+// openWriter opens the writer pool, one connection whose transactions
+// all begin IMMEDIATE, pings it (the driver reports DSN and file problems
+// only on the first connection) and migrates. The writer never
+// checkpoints on commit (wal_autocheckpoint 0): the checkpointer does it
+// beside it (checkpointLoop), so that no write waits for a checkpoint's
+// copy and fsync of the main file.
+func openWriter(ctx context.Context, cfg *openConfig) (*bun.DB, error) {
+	wsql, err := sql.Open("sqlite", dsn(cfg.path, cfg.busy, []string{
+		"journal_mode(WAL)",
+		"synchronous(" + cfg.syncMode + ")",
+		"foreign_keys(1)",
+		"wal_autocheckpoint(0)",
+	}, "immediate"))
+	if err != nil {
+		return nil, fmt.Errorf("persistence: open %s: %w", cfg.path, err)
+	}
+	wsql.SetMaxOpenConns(1)
+	wsql.SetMaxIdleConns(1)
+	wsql.SetConnMaxLifetime(0)
+	wsql.SetConnMaxIdleTime(0)
+	w := bun.NewDB(wsql, sqlitedialect.New())
+	if err := w.PingContext(ctx); err != nil {
+		_ = w.Close()
+		return nil, openError(cfg.path, err)
+	}
+	if err := migrate(ctx, w, cfg.migs, cfg.migrateTo, cfg.clock); err != nil {
+		_ = w.Close()
+		return nil, openError(cfg.path, err)
+	}
+	return w, nil
+}
+
+// openReader opens the reader pool. Readers inherit WAL mode from the
+// file; they set only per-connection pragmas. query_only makes any write
+// attempt on them fail.
+func openReader(ctx context.Context, cfg *openConfig) (*bun.DB, error) {
+	rsql, err := sql.Open("sqlite", dsn(cfg.path, cfg.busy, []string{
+		"foreign_keys(1)",
+		"query_only(1)",
+	}, ""))
+	if err != nil {
+		return nil, fmt.Errorf("persistence: open %s: %w", cfg.path, err)
+	}
+	rsql.SetMaxOpenConns(cfg.readers)
+	rsql.SetMaxIdleConns(cfg.readers)
+	r := bun.NewDB(rsql, sqlitedialect.New())
+	if err := r.PingContext(ctx); err != nil {
+		_ = r.Close()
+		return nil, openError(cfg.path, err)
+	}
+	return r, nil
+}
+
+// prepareStatements prepares the hot statements on both pools, after
+// migrating: the schema they name must exist. A DB stopped at an older
+// version (MigrateTo) is for migration tests only and runs every query
+// unprepared.
+func (db *DB) prepareStatements(ctx context.Context, cfg *openConfig) error {
+	if cfg.migrateTo != 0 && cfg.migrateTo < len(cfg.migs) {
+		return nil
+	}
+	var err error
+	if db.wstmts, err = prepareAll(ctx, db.writer.DB, writerQueries, false); err != nil {
+		return err
+	}
+	if db.rq.stmts, err = prepareAll(ctx, db.reader.DB, readerQueries, true); err != nil {
+		_ = db.wstmts.close()
+		return err
+	}
+	return nil
 }
 
 // checkpointLoop copies the WAL back into the main file when the writer
