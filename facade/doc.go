@@ -5,6 +5,6 @@
 // service. Neither imports the other: the MCP server talks to whatever
 // model.AgentService it is given, and uses the socket client's raw answers
 // only through the optional mcpserver.PassThrough interface. Both read
-// what arrives from outside with model.DecodeStrict, the relay's one strict
+// what arrives from outside with strictjson.Decode, the relay's one strict
 // JSON reading.
 package facade

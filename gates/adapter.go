@@ -15,6 +15,7 @@ import (
 
 	"github.com/hai-relay/relay/dispatch/supervisor"
 	"github.com/hai-relay/relay/model"
+	"github.com/hai-relay/relay/model/strictjson"
 	"github.com/hai-relay/relay/spec"
 )
 
@@ -139,7 +140,7 @@ func WithClock(now func() time.Time) AuthorityOption {
 // When several of these apply, the first in this order decides: spawn
 // error, context, timeout, oversized output, exit status, content.
 //
-// The answer is read strictly, with model.DecodeStrict: no key given
+// The answer is read strictly, with strictjson.Decode: no key given
 // twice or differing from another only in case ("Decision" beside
 // "decision"), at any depth, and no invalid UTF-8 or lone surrogate
 // escape in any string. The known fields' keys match exactly
@@ -329,13 +330,13 @@ func parseResponse(out []byte) (resp spec.AuthorityResponse, why string, err err
 	if len(bytes.Trim(out, " \t\r\n")) == 0 {
 		return resp, "empty output", nil
 	}
-	// One reading only (model.DecodeStrict, as the socket API and the MCP
+	// One reading only (strictjson.Decode, as the socket API and the MCP
 	// arguments): exactly one object, no key twice or differing from
 	// another only in case (a "Decision" beside "decision"), at any depth,
 	// and no lone surrogate or invalid UTF-8 that decoding would replace.
 	// Unknown keys are read as strictly and then ignored.
 	var fields map[string]json.RawMessage
-	if err := model.DecodeStrict(out, &fields); err != nil {
+	if err := strictjson.Decode(out, &fields); err != nil {
 		return resp, err.Error(), err
 	}
 	var decision, assurance, code, message *string

@@ -660,8 +660,8 @@ func TestQuiesceAbandonsAnEvaluationInItsGates(t *testing.T) {
 	}
 }
 
-// Submit answers once the task is durably submitted, before any gate runs
-// (issue 12, item 8): an authority that takes its time cannot hold the
+// Submit answers once the task is durably submitted, before any gate runs:
+// an authority that takes its time cannot hold the
 // answer, so no client timeout can turn an accepted submit into an error.
 // The gates run in the background; their outcome is recorded as before
 // (verdicts, one authorized event, one dispatch).

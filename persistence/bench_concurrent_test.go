@@ -22,7 +22,7 @@ import (
 //
 //	go test -run '^$' -bench Concurrent -benchtime 3000x ./persistence
 
-// writers is how many goroutines write at once (8 facades in issue 7).
+// writers is how many goroutines write at once (8 facades, as in the benchmark suite).
 const writers = 8
 
 // benchBody is a ~64-byte message body.

@@ -26,7 +26,7 @@ import (
 	"github.com/hai-relay/relay/persistence/persistencetest"
 )
 
-// The suite of issue 7. Every row measures the relay and a floor in the same
+// The benchmark suite. Every row measures the relay and a floor in the same
 // run, on the same machine, and reports their ratio: on a small, noisy
 // machine absolute times mean little. What each floor is, and why, is in
 // BENCHMARKS.md. A row whose floor cannot be measured here (no go tool to

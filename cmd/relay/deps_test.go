@@ -11,7 +11,7 @@ import (
 
 const module = "github.com/hai-relay/relay"
 
-// allowed is the dependency rule of docs/conventions: for each top-level
+// allowed is the dependency rule (README, Layout): for each top-level
 // package, the module-internal top-level packages it may import.
 var allowed = map[string][]string{
 	"model":       {},

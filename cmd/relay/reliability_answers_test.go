@@ -9,7 +9,7 @@ import (
 	"github.com/hai-relay/relay/model"
 )
 
-// Bounded answers (issue 12, item 2).
+// Bounded answers.
 
 // TestReliabilityInboxPagesFitTheWire is the issue's case, scaled down:
 // messages whose bodies are limits.message_bytes of '<' (each escaped to 6

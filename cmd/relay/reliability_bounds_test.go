@@ -23,8 +23,8 @@ func boundsRows(t *testing.T, db *sql.DB) [3]int {
 	return n
 }
 
-// Every field of a request has a bound, checked before anything is stored
-// (issue 12, Medium 7): past it the request is invalid_args naming the
+// Every field of a request has a bound, checked before anything is stored:
+// past it the request is invalid_args naming the
 // field and the bound, and no task, message or audit row is written. The
 // checks live in the daemon's service (machine), so the socket API and
 // the MCP facade (which goes through it) share them; the socket cases run

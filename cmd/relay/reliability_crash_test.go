@@ -17,7 +17,7 @@ import (
 	"github.com/mark3labs/mcp-go/client"
 )
 
-// Crash cycles with the real binary (issue 6, item 1): the daemon is
+// Crash cycles with the real binary: the daemon is
 // stopped (kill -9, or SIGTERM) while 8 facades send messages and submit
 // tasks, then restarted; after every restart the test checks, from the
 // database and the fake agent's own log:

@@ -16,7 +16,7 @@ import (
 	"time"
 )
 
-// A client that hangs up right after its requests (issue 12, item 9): a
+// A client that hangs up right after its requests: a
 // one-shot client (`printf … | relay mcp`), or one that crashes, writes its
 // requests and closes the facade's stdin at once. The facade finishes every
 // request it read, answers each (or, when stdout is gone too, lets each

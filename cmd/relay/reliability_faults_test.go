@@ -16,7 +16,7 @@ import (
 	"github.com/hai-relay/relay/model"
 )
 
-// Process faults end to end through the daemon (issue 6, item 4): the
+// Process faults end to end through the daemon: the
 // authority adapter and the agent are real subprocesses that misbehave.
 
 // submitAndWait submits a task over the socket API and waits for it to

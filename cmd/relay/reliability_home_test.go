@@ -21,7 +21,7 @@ import (
 	"github.com/hai-relay/relay/gates/gatestest"
 )
 
-// Homes the relay does not own (issue 12, items 1 and 3). The daemon
+// Homes the relay does not own. The daemon
 // refuses another user's home, or a home holding a link or another user's
 // file where its own files go, before it opens, reads or runs anything
 // there; the clients (operator CLI, MCP facade) refuse such a home too,

@@ -21,7 +21,7 @@ import (
 	"github.com/hai-relay/relay/model"
 )
 
-// Hostile input (issue 6, item 3), through the socket API (raw HTTP over
+// Hostile input, through the socket API (raw HTTP over
 // the Unix socket, no facade) and through the facade (raw JSON-RPC lines
 // on `relay mcp`'s stdin). Each input gets a clear error code (or is
 // stored exactly as sent), the daemon and the facade keep serving, and
@@ -208,13 +208,13 @@ func TestReliabilityHostileSocketAPI(t *testing.T) {
 		{name: "control characters in a task id", method: "GET", path: "/v1/tasks/T-%01%0A%1B%5B2J", agent: "codex", code: model.CodeNotFound},
 		{name: "control characters in message ids", method: "POST", path: "/v1/inbox/ack", agent: "codex",
 			body: send(`{"message_ids":["MSG-\u0001\n","\u001b[2J"]}`), code: model.CodeNotFound},
-		// A name padded with whitespace is malformed (issue 12), not unknown.
+		// A name padded with whitespace is malformed, not unknown.
 		{name: "control characters in a recipient", method: "POST", path: "/v1/messages", agent: "claude",
 			body: send(`{"to":"codex\n","body":"x"}`), code: model.CodeInvalidArgs},
 		{name: "a space before a recipient", method: "POST", path: "/v1/messages", agent: "claude",
 			body: send(`{"to":" codex","body":"x"}`), code: model.CodeInvalidArgs},
 		{name: "unclean path", method: "GET", path: "/v1/tasks/../operator/tasks", agent: "codex", code: model.CodeNotFound},
-		// One reading only (issue 12, Low): nothing encoding/json would
+		// One reading only: nothing encoding/json would
 		// replace (a lone surrogate) or choose among (a key twice, keys
 		// differing only in case), at any depth.
 		{name: "lone surrogate in a body", method: "POST", path: "/v1/messages", agent: "claude",
@@ -721,7 +721,7 @@ func TestReliabilityHostileFacade(t *testing.T) {
 		{name: "relative artifact URI", tool: "send_message", args: []byte(`{"to":"codex","body":"x","artifacts":[{"uri":"./notes.md"}]}`), code: model.CodeInvalidArgs},
 		{name: "control characters in a task id", tool: "cancel_task", args: []byte(`{"task_id":"T-\u0001\n\u001b[2J"}`), code: model.CodeNotFound},
 		{name: "control characters in message ids", tool: "ack_messages", args: []byte(`{"message_ids":["\u0000","MSG-\r\n"]}`), code: model.CodeNotFound},
-		// One reading only (issue 12, Low), in every argument, nested ones
+		// One reading only, in every argument, nested ones
 		// included.
 		{name: "lone surrogate in a body", tool: "send_message", args: []byte(`{"to":"codex","body":"\ud800"}`), code: model.CodeInvalidArgs},
 		{name: "lone low surrogate in a prompt", tool: "submit_task", args: []byte(`{"target":"codex","prompt":"\udc00"}`), code: model.CodeInvalidArgs},
@@ -769,7 +769,7 @@ func TestReliabilityHostileFacade(t *testing.T) {
 		"raw NUL byte":  "{\"jsonrpc\":\"2.0\",\"id\":901,\"method\":\"tools/call\",\"params\":{\"name\":\"send_message\",\"arguments\":{\"to\":\"codex\",\"body\":\"a\x00b\"}}}",
 		"not JSON":      `{"jsonrpc":"2.0","id":902,` + "\x01\x02",
 		"truncated 1MB": `{"jsonrpc":"2.0","id":903,"method":"tools/call","params":{"name":"send_message","arguments":{"to":"codex","body":"` + strings.Repeat("z", 1<<20),
-		// One reading of the frame too (issue 12, Low): a second name, a
+		// One reading of the frame too: a second name, a
 		// name in other case or a second arguments would pick what runs.
 		"tool name twice":         `{"jsonrpc":"2.0","id":905,"method":"tools/call","params":{"name":"list_agents","name":"send_message","arguments":{"to":"codex","body":"smuggled"}}}`,
 		"tool name in other case": `{"jsonrpc":"2.0","id":906,"method":"tools/call","params":{"name":"list_agents","NAME":"send_message","arguments":{"to":"codex","body":"smuggled"}}}`,

@@ -9,7 +9,7 @@ import (
 	"github.com/hai-relay/relay/model"
 )
 
-// An idempotency_key names one request (issue 12, Low): a retry with the
+// An idempotency_key names one request: a retry with the
 // same key and the very same parameters returns the first task, stored
 // once; the same key with any parameter changed is refused with
 // idempotency_conflict and stores nothing, instead of silently answering

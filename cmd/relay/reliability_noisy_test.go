@@ -26,7 +26,7 @@ func relayLogs(t *testing.T, home string) (all string, size int64) {
 	return b.String(), size
 }
 
-// One agent sending megabyte-sized ids (issue 12, Medium 6): a refused
+// One agent sending megabyte-sized ids: a refused
 // ack_messages or reply_to answers with a clipped echo (a few hundred
 // bytes, valid UTF-8, marked as cut), the daemon's log grows by a bounded
 // line per refusal (and not at all beyond the agent's refusal budget),

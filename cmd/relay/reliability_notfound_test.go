@@ -10,7 +10,7 @@ import (
 	"github.com/hai-relay/relay/model"
 )
 
-// No existence oracle (issue 12, Low): through the real socket API and the
+// No existence oracle: through the real socket API and the
 // real `relay mcp`, a task or message id that exists but belongs to other
 // agents is answered byte for byte like an id that does not exist (the
 // ids swapped), and neither answer writes an audit row. A task may

@@ -18,7 +18,7 @@ import (
 	"github.com/hai-relay/relay/model"
 )
 
-// Resource bounds (issue 6, item 5).
+// Resource bounds.
 
 // rssBinary returns the relay binary whose memory is measured and the
 // bound its peak RSS must stay under: the product's 100 MB, on a build

@@ -9,7 +9,7 @@ import (
 	"github.com/hai-relay/relay/model"
 )
 
-// A graceful stop with every dispatch slot busy (issue 12, Medium 5): the
+// A graceful stop with every dispatch slot busy: the
 // running task is stopped and fails dispatch_interrupted, but the slot it
 // frees is not given to a queued task — nothing is authorized while the
 // daemon stops. The queued tasks stay submitted, with no event, verdict or

@@ -20,7 +20,7 @@ import (
 	"github.com/hai-relay/relay/model"
 )
 
-// Storage faults (issue 6, item 6): the daemon refuses to start, with a
+// Storage faults: the daemon refuses to start, with a
 // clear message and a hint and a non-zero exit, on a home it cannot write,
 // a database that is not one, or a database another process holds; and it
 // never deletes or rewrites what it cannot use (every file's bytes are

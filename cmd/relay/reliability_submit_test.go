@@ -54,7 +54,7 @@ func holdPipe(t *testing.T) (path string, release func()) {
 	return path, release
 }
 
-// A slow but valid authority (issue 12, item 8): submit_task answers once
+// A slow but valid authority: submit_task answers once
 // the task is durably submitted, before any gate runs, however long the
 // authority then takes. Here the adapter's timeout (120 s) is longer than
 // the facade's own client timeout (30 s), and the adapter does not answer

@@ -119,7 +119,7 @@ func (w *watcher) exit(t *testing.T, d time.Duration) int {
 	return 0
 }
 
-// relay tasks watch ID follows one task live (issue 15, item 4): its
+// relay tasks watch ID follows one task live: its
 // history first, then each transition as it commits, and it exits 0 at
 // the terminal state. The authority is held on a named pipe, so the task
 // sits in submitted until the test releases it: nothing but the history

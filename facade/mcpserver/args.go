@@ -13,6 +13,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/hai-relay/relay/model"
+	"github.com/hai-relay/relay/model/strictjson"
 )
 
 // The bounds the facade enforces on its arguments.
@@ -351,7 +352,7 @@ func mcpArtifact(v any) (model.Artifact, error) {
 
 // decodeObject decodes the top level of a call's arguments: a JSON
 // object (or null/absent, meaning no arguments), read with
-// model.DecodeStrict, the relay's one strict reading: valid UTF-8, no lone
+// strictjson.Decode, the relay's one strict reading: valid UTF-8, no lone
 // surrogate, no key twice or differing from another only in case, at any
 // depth, nothing after the object. It returns the keys, sorted, and each
 // raw value; the parameters are checked against the tool's table.
@@ -361,7 +362,7 @@ func decodeObject(raw []byte) ([]string, map[string]json.RawMessage, error) {
 		return nil, map[string]json.RawMessage{}, nil
 	}
 	var vals map[string]json.RawMessage
-	if err := model.DecodeStrict(raw, &vals); err != nil {
+	if err := strictjson.Decode(raw, &vals); err != nil {
 		return nil, nil, fmt.Errorf("arguments are refused: %v", err)
 	}
 	keys := make([]string, 0, len(vals))

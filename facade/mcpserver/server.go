@@ -16,6 +16,7 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/hai-relay/relay/model"
+	"github.com/hai-relay/relay/model/strictjson"
 	"github.com/hai-relay/relay/spec"
 )
 
@@ -115,7 +116,7 @@ func newMCP(svc model.AgentService, o Options) (*server.MCPServer, *mcpFacade, e
 	// arguments after encoding/json decoded them (a key twice or a "TARGET"
 	// already resolved). parseArgs enforces the same table that
 	// advertises the schema, on the raw arguments, through
-	// model.DecodeStrict.
+	// strictjson.Decode.
 	s := server.NewMCPServer(serverName, o.Version,
 		server.WithToolCapabilities(false),
 		server.WithHooks(hooks),
@@ -161,14 +162,14 @@ func Serve(ctx context.Context, svc model.AgentService, o Options, in io.Reader,
 }
 
 // checkFrame checks one JSON-RPC request as it came, with
-// model.CheckJSON. A refusal is the JSON-RPC error invalid request (-32600),
+// strictjson.Check. A refusal is the JSON-RPC error invalid request (-32600),
 // its message naming invalid_args; mcp-go then answers it with no handler
 // run. One exception keeps the tools' own answer: when the defect is in
 // the arguments a tools/call hands its tool — those mcp-go's decoding
 // picks, so that the tool refuses exactly them — the frame passes and the
 // tool answers invalid_args as a tool error, like any bad argument.
 func checkFrame(raw json.RawMessage) error {
-	err := model.CheckJSON(raw, nil)
+	err := strictjson.Check(raw, nil)
 	if err == nil {
 		return nil
 	}
@@ -179,7 +180,7 @@ func checkFrame(raw json.RawMessage) error {
 		} `json:"params"`
 	}
 	if json.Unmarshal(raw, &call) == nil && call.Method == string(mcp.MethodToolsCall) &&
-		len(call.Params.Arguments) > 0 && model.CheckJSON(call.Params.Arguments, nil) != nil {
+		len(call.Params.Arguments) > 0 && strictjson.Check(call.Params.Arguments, nil) != nil {
 		return nil // the tool refuses these arguments itself
 	}
 	return fmt.Errorf("%s: the request is refused: %v", model.CodeInvalidArgs, err)

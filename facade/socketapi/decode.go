@@ -5,13 +5,14 @@ import (
 	"io"
 
 	"github.com/hai-relay/relay/model"
+	"github.com/hai-relay/relay/model/strictjson"
 	"github.com/hai-relay/relay/spec"
 )
 
 // The strict request decoders of the socket API. Each reads at most max
 // bytes (more is payload_too_large) and decodes them with
-// model.DecodeStrict: exactly one JSON object with no unknown field and
-// nothing after it, that model.CheckJSON accepts and whose keys are its
+// strictjson.Decode: exactly one JSON object with no unknown field and
+// nothing after it, that strictjson.Check accepts and whose keys are its
 // fields' names exactly. Any other defect is invalid_args naming the field. They check form only: whether a value is
 // acceptable (a known agent, a long enough body) is the service's business.
 // They are exported so fuzz tests can target them.
@@ -89,11 +90,11 @@ func decodeBody(r io.Reader, max int64, v any) error {
 }
 
 // decodeBytes decodes exactly one JSON object into v with
-// model.DecodeStrict, the relay's one strict reading (the MCP server reads
+// strictjson.Decode, the relay's one strict reading (the MCP server reads
 // its tools' arguments and the gates the authority's answer with it too),
 // and reports a refusal as invalid_args.
 func decodeBytes(data []byte, v any) error {
-	if err := model.DecodeStrict(data, v); err != nil {
+	if err := strictjson.Decode(data, v); err != nil {
 		return model.InvalidArgs("the request body is refused: %v", err)
 	}
 	return nil

@@ -10,7 +10,7 @@ import (
 )
 
 // TestStrictJSONLikeTheMCPServer: the socket API and the MCP server read
-// what they are sent with the one strict decoder (model.DecodeStrict), so a
+// what they are sent with the one strict decoder (strictjson.Decode), so a
 // submit whose keys could be read two ways (a key in another case, a key
 // twice) is refused by both with the same code, invalid_args, and neither
 // calls its service: {"TARGET":"claude","target":"codex"} is not a task

@@ -1,4 +1,4 @@
-package model
+package strictjson
 
 import (
 	"encoding/json"
@@ -7,14 +7,16 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/hai-relay/relay/model"
 )
 
-// MaxJSONDepth is how deeply CheckJSON lets arrays and objects nest: the
+// MaxDepth is how deeply Check lets arrays and objects nest: the
 // depth encoding/json itself refuses beyond.
-const MaxJSONDepth = 10000
+const MaxDepth = 10000
 
-// JSONError is a defect CheckJSON found in a JSON document.
-type JSONError struct {
+// Error is a defect Check found in a JSON document.
+type Error struct {
 	// Path locates the defect: the value it is in, as
 	// "artifacts[0].uri", or for a key the object holding it, as
 	// "artifacts[0]"; "" is the top level. It is clipped.
@@ -25,14 +27,14 @@ type JSONError struct {
 	Reason string
 }
 
-func (e *JSONError) Error() string {
+func (e *Error) Error() string {
 	if e.Path == "" {
 		return e.Reason
 	}
 	return "in " + e.Path + ": " + e.Reason
 }
 
-// CheckJSON checks data, one JSON value with optional whitespace around it
+// Check checks data, one JSON value with optional whitespace around it
 // as it arrived from outside the relay, for what encoding/json would accept
 // and then silently change or choose among:
 //
@@ -46,14 +48,14 @@ func (e *JSONError) Error() string {
 //     as decoded: "t\u0061rget" is "target".
 //
 // Every string is checked, keys included, in every object and array at any
-// depth. A document that is not JSON, or nests deeper than MaxJSONDepth, is
-// refused too, so CheckJSON is safe on any input; callers still decode with
+// depth. A document that is not JSON, or nests deeper than MaxDepth, is
+// refused too, so Check is safe on any input; callers still decode with
 // encoding/json, whose syntax errors are the better message.
 //
 // key, when not nil, is called with each object key (decoded) and may
 // refuse it with an error, reported like the others. A defect is returned
-// as a *JSONError.
-func CheckJSON(data []byte, key func(k string) error) error {
+// as a *Error.
+func Check(data []byte, key func(k string) error) error {
 	var at func([]jsonStep, string) error
 	if key != nil {
 		at = func(_ []jsonStep, k string) error { return key(k) }
@@ -61,7 +63,7 @@ func CheckJSON(data []byte, key func(k string) error) error {
 	return checkJSON(data, at)
 }
 
-// checkJSON is CheckJSON whose key hook is also told where the key's
+// checkJSON is Check whose key hook is also told where the key's
 // object stands (the path of containers from the top, as where renders).
 func checkJSON(data []byte, key func(path []jsonStep, k string) error) error {
 	s := &jsonScan{b: data, key: key}
@@ -76,7 +78,7 @@ func checkJSON(data []byte, key func(path []jsonStep, k string) error) error {
 	return nil
 }
 
-// jsonScan is CheckJSON's recursive-descent reader.
+// jsonScan is Check's recursive-descent reader.
 type jsonScan struct {
 	b     []byte
 	i     int
@@ -96,7 +98,7 @@ type jsonStep struct {
 const jsonShow = 64
 
 func (s *jsonScan) fail(reason string) error {
-	return &JSONError{Path: s.where(), Offset: s.i, Reason: reason}
+	return &Error{Path: s.where(), Offset: s.i, Reason: reason}
 }
 
 // where renders the path of the value the reader is in.
@@ -110,9 +112,9 @@ func (s *jsonScan) where() string {
 		if b.Len() > 0 {
 			b.WriteByte('.')
 		}
-		b.WriteString(Clip(st.key, jsonShow))
+		b.WriteString(model.Clip(st.key, jsonShow))
 	}
-	return Clip(b.String(), EchoBytes)
+	return model.Clip(b.String(), model.EchoBytes)
 }
 
 func (s *jsonScan) space() {
@@ -196,8 +198,8 @@ func (s *jsonScan) number() error {
 }
 
 func (s *jsonScan) enter() error {
-	if s.depth++; s.depth > MaxJSONDepth {
-		return s.fail(fmt.Sprintf("nested more than %d deep", MaxJSONDepth))
+	if s.depth++; s.depth > MaxDepth {
+		return s.fail(fmt.Sprintf("nested more than %d deep", MaxDepth))
 	}
 	s.i++ // the opening bracket
 	s.space()
@@ -258,9 +260,9 @@ func (s *jsonScan) object() error {
 		f := jsonFold(k)
 		if prev, dup := seen[f]; dup {
 			if prev == k {
-				return s.fail(fmt.Sprintf("key %q is given twice", Clip(k, jsonShow)))
+				return s.fail(fmt.Sprintf("key %q is given twice", model.Clip(k, jsonShow)))
 			}
-			return s.fail(fmt.Sprintf("keys %q and %q differ only in case", Clip(prev, jsonShow), Clip(k, jsonShow)))
+			return s.fail(fmt.Sprintf("keys %q and %q differ only in case", model.Clip(prev, jsonShow), model.Clip(k, jsonShow)))
 		}
 		seen[f] = k
 		if s.key != nil {

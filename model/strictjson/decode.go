@@ -1,4 +1,4 @@
-package model
+package strictjson
 
 import (
 	"bytes"
@@ -10,17 +10,19 @@ import (
 	"strings"
 	"sync"
 	"unicode/utf8"
+
+	"github.com/hai-relay/relay/model"
 )
 
-// DecodeStrict is the relay's one strict reading of a JSON object that came
+// Decode is the relay's one strict reading of a JSON object that came
 // from outside it: a socket API request body, an MCP tool's arguments, the
 // authority adapter's answer. It decodes data into v, a pointer to a struct
-// or to a map with string keys, and refuses, as a *JSONError saying what
+// or to a map with string keys, and refuses, as a *Error saying what
 // and where:
 //
 //   - anything but exactly one JSON object, with optional whitespace
 //     around it: empty data, another JSON value, data after the object;
-//   - whatever CheckJSON refuses (invalid UTF-8, a lone surrogate, a key
+//   - whatever Check refuses (invalid UTF-8, a lone surrogate, a key
 //     given twice or two keys differing only in case, at any depth);
 //   - for a struct, a key that is not, spelled exactly, the JSON name of
 //     a field of the struct its own object decodes into (encoding/json
@@ -36,18 +38,18 @@ import (
 // its own limit before calling (the socket API's MaxBody, the MCP line
 // bound, spec.AuthorityMaxResponse). The error never quotes more than a
 // clipped excerpt of data.
-func DecodeStrict(data []byte, v any) error {
+func Decode(data []byte, v any) error {
 	trimmed := bytes.TrimSpace(data)
 	if len(trimmed) == 0 {
-		return &JSONError{Reason: "empty; a JSON object is expected"}
+		return &Error{Reason: "empty; a JSON object is expected"}
 	}
 	if trimmed[0] != '{' {
-		return &JSONError{Reason: "not a JSON object"}
+		return &Error{Reason: "not a JSON object"}
 	}
 	// encoding/json would replace invalid UTF-8 with U+FFFD: refuse it,
 	// so that nothing is stored other than as it was sent.
 	if !utf8.Valid(data) {
-		return &JSONError{Reason: "not valid UTF-8"}
+		return &Error{Reason: "not valid UTF-8"}
 	}
 	// Nor may it replace a lone surrogate, keep the last of a key given
 	// twice, or fill a field from a key that matches its name only in
@@ -62,7 +64,7 @@ func DecodeStrict(data []byte, v any) error {
 		return strictDecodeError(err)
 	}
 	if _, err := dec.Token(); err != io.EOF {
-		return &JSONError{Offset: int(dec.InputOffset()), Reason: "data after the JSON object"}
+		return &Error{Offset: int(dec.InputOffset()), Reason: "data after the JSON object"}
 	}
 	return nil
 }
@@ -77,7 +79,7 @@ type keyLevel struct {
 	fields map[string]*keyLevel
 }
 
-// exactKeys returns DecodeStrict's key check for decoding into v: for a
+// exactKeys returns Decode's key check for decoding into v: for a
 // struct, a key must be the JSON name of a field of the struct its object
 // decodes into (v's type at the top, an artifact inside artifacts),
 // spelled exactly; a name of another level is refused too, as encoding/json
@@ -107,7 +109,7 @@ func exactKeys(v any) func(path []jsonStep, k string) error {
 			}
 		}
 		if _, ok := lv.fields[k]; !ok {
-			return fmt.Errorf("unknown field %q (keys match a field's name exactly; unknown arguments are refused)", Clip(k, jsonShow))
+			return fmt.Errorf("unknown field %q (keys match a field's name exactly; unknown arguments are refused)", model.Clip(k, jsonShow))
 		}
 		return nil
 	}
@@ -160,9 +162,9 @@ func addFields(t reflect.Type, lv *keyLevel, seen map[reflect.Type]*keyLevel) {
 	}
 }
 
-// strictDecodeError turns an encoding/json error into a *JSONError naming
+// strictDecodeError turns an encoding/json error into a *Error naming
 // the field or the offset, without echoing the input.
-func strictDecodeError(err error) *JSONError {
+func strictDecodeError(err error) *Error {
 	var (
 		typeErr   *json.UnmarshalTypeError
 		syntaxErr *json.SyntaxError
@@ -173,19 +175,19 @@ func strictDecodeError(err error) *JSONError {
 		if field == "" {
 			field = "(the object)"
 		}
-		return &JSONError{Offset: int(typeErr.Offset), Reason: fmt.Sprintf("field %q must be %s, not a JSON %s",
-			Clip(field, jsonShow), jsonTypeName(typeErr.Type), typeErr.Value)}
+		return &Error{Offset: int(typeErr.Offset), Reason: fmt.Sprintf("field %q must be %s, not a JSON %s",
+			model.Clip(field, jsonShow), jsonTypeName(typeErr.Type), typeErr.Value)}
 	case errors.As(err, &syntaxErr):
-		return &JSONError{Offset: int(syntaxErr.Offset), Reason: fmt.Sprintf("not valid JSON (offset %d): %s",
-			syntaxErr.Offset, Clip(strings.TrimPrefix(syntaxErr.Error(), "json: "), 160))}
+		return &Error{Offset: int(syntaxErr.Offset), Reason: fmt.Sprintf("not valid JSON (offset %d): %s",
+			syntaxErr.Offset, model.Clip(strings.TrimPrefix(syntaxErr.Error(), "json: "), 160))}
 	case errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
-		return &JSONError{Reason: "it ends inside its JSON object"}
+		return &Error{Reason: "it ends inside its JSON object"}
 	}
 	msg := strings.TrimPrefix(err.Error(), "json: ")
 	if strings.HasPrefix(msg, "unknown field ") {
-		return &JSONError{Reason: Clip(msg, 160) + " (unknown arguments are refused)"}
+		return &Error{Reason: model.Clip(msg, 160) + " (unknown arguments are refused)"}
 	}
-	return &JSONError{Reason: "could not be decoded: " + Clip(msg, 160)}
+	return &Error{Reason: "could not be decoded: " + model.Clip(msg, 160)}
 }
 
 // jsonTypeName names a Go type the way a JSON caller thinks of it.

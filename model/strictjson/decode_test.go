@@ -1,4 +1,4 @@
-package model_test
+package strictjson_test
 
 import (
 	"encoding/json"
@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/hai-relay/relay/model"
+	"github.com/hai-relay/relay/model/strictjson"
 )
 
 // strictDoc is a struct DecodeStrict reads into: a field, a nested struct
@@ -24,7 +25,7 @@ type strictDoc struct {
 func TestDecodeStrictStruct(t *testing.T) {
 	t.Parallel()
 	var ok strictDoc
-	if err := model.DecodeStrict([]byte(` {"target":"codex","artifacts":[{"uri":"file:///a","name":"n"}],"Untagged":3}`+"\n"), &ok); err != nil {
+	if err := strictjson.Decode([]byte(` {"target":"codex","artifacts":[{"uri":"file:///a","name":"n"}],"Untagged":3}`+"\n"), &ok); err != nil {
 		t.Fatalf("valid document: %v", err)
 	}
 	if ok.Target != "codex" || len(ok.Artifacts) != 1 || ok.Artifacts[0].URI != "file:///a" || ok.Untagged != 3 {
@@ -57,10 +58,10 @@ func TestDecodeStrictStruct(t *testing.T) {
 		{`{"target" "codex"}`, "not valid JSON"},
 	} {
 		var v strictDoc
-		err := model.DecodeStrict([]byte(c.doc), &v)
-		var je *model.JSONError
+		err := strictjson.Decode([]byte(c.doc), &v)
+		var je *strictjson.Error
 		if !errors.As(err, &je) {
-			t.Errorf("%q: err = %T %v, want a *model.JSONError", c.doc, err, err)
+			t.Errorf("%q: err = %T %v, want a *strictjson.Error", c.doc, err, err)
 			continue
 		}
 		if !strings.Contains(err.Error(), c.mention) {
@@ -73,7 +74,7 @@ func TestDecodeStrictStruct(t *testing.T) {
 func TestDecodeStrictMap(t *testing.T) {
 	t.Parallel()
 	var m map[string]json.RawMessage
-	if err := model.DecodeStrict([]byte(`{"b":[1,{"x":null}],"A":"s","a2":null}`), &m); err != nil {
+	if err := strictjson.Decode([]byte(`{"b":[1,{"x":null}],"A":"s","a2":null}`), &m); err != nil {
 		t.Fatal(err)
 	}
 	want := map[string]json.RawMessage{"b": json.RawMessage(`[1,{"x":null}]`), "A": json.RawMessage(`"s"`), "a2": json.RawMessage(`null`)}
@@ -82,7 +83,7 @@ func TestDecodeStrictMap(t *testing.T) {
 	}
 	for _, bad := range []string{`{"a":1,"A":2}`, `{"a":1,"a":1}`, `{"a":{"k":1,"K":2}}`, `{"a":"\udc00"}`, `{} {}`, `[]`, ``} {
 		var m map[string]json.RawMessage
-		if err := model.DecodeStrict([]byte(bad), &m); err == nil {
+		if err := strictjson.Decode([]byte(bad), &m); err == nil {
 			t.Errorf("%q accepted as %s", bad, m)
 		}
 	}
@@ -110,7 +111,7 @@ func TestDecodeStrictKeysPerLevel(t *testing.T) {
 	t.Parallel()
 	var ok levelDoc
 	doc := `{"name":"a","item":{"Name":"b","size":1},"items":[{"Name":"c"},{"size":2}],"extra":{"name":"d","any":"e"}}`
-	if err := model.DecodeStrict([]byte(doc), &ok); err != nil {
+	if err := strictjson.Decode([]byte(doc), &ok); err != nil {
 		t.Errorf("valid document: %v", err)
 	} else if ok.Name != "a" || ok.Item.Name != "b" || len(ok.Items) != 2 || ok.Items[0].Name != "c" || ok.Extra["any"] != "e" {
 		t.Errorf("decoded %+v", ok)
@@ -123,10 +124,10 @@ func TestDecodeStrictKeysPerLevel(t *testing.T) {
 		{`{"item":{"item":{}}}`, `"item"`},
 	} {
 		var v levelDoc
-		err := model.DecodeStrict([]byte(c.doc), &v)
-		var je *model.JSONError
+		err := strictjson.Decode([]byte(c.doc), &v)
+		var je *strictjson.Error
 		if !errors.As(err, &je) || !strings.Contains(err.Error(), c.mention) {
-			t.Errorf("%s: %v (decoded %+v); want a *model.JSONError naming %s", c.doc, err, v, c.mention)
+			t.Errorf("%s: %v (decoded %+v); want a *strictjson.Error naming %s", c.doc, err, v, c.mention)
 		}
 	}
 }

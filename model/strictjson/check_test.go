@@ -1,4 +1,4 @@
-package model_test
+package strictjson_test
 
 import (
 	"encoding/json"
@@ -7,7 +7,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
-	"github.com/hai-relay/relay/model"
+	"github.com/hai-relay/relay/model/strictjson"
 )
 
 // CheckJSON refuses, anywhere in a document, what encoding/json would
@@ -28,7 +28,7 @@ func TestCheckJSON(t *testing.T) {
 		`{"t":"\ud7ff\ue000\uffff"}`, // next to the surrogates
 		strings.Repeat("[", 100) + strings.Repeat("]", 100),
 	} {
-		if err := model.CheckJSON([]byte(ok), nil); err != nil {
+		if err := strictjson.Check([]byte(ok), nil); err != nil {
 			t.Errorf("CheckJSON(%s) = %v, want nil", ok, err)
 		}
 	}
@@ -55,7 +55,7 @@ func TestCheckJSON(t *testing.T) {
 		{"{\"kind\":1,\"\u212aind\":2}", "", "differ only in case"},   // the Kelvin sign folds to k
 		{"{\"state\":1,\"\u017ftate\":2}", "", "differ only in case"}, // so does the long s to s
 		// Too deep; the long path is clipped.
-		{`{"a":` + strings.Repeat("[", model.MaxJSONDepth) + strings.Repeat("]", model.MaxJSONDepth) + `}`, "a[0][0][0]…", "nested"},
+		{`{"a":` + strings.Repeat("[", strictjson.MaxDepth) + strings.Repeat("]", strictjson.MaxDepth) + `}`, "a[0][0][0]…", "nested"},
 		{`{"a":1} x`, "", "after"},
 		{`{"a":1,}`, "", "JSON"},
 		{"{\"a\":\"x\ny\"}", "a", "control character"},
@@ -63,8 +63,8 @@ func TestCheckJSON(t *testing.T) {
 		{`{"a":"\x"}`, "a", "escape"},
 		{``, "", "ends"},
 	} {
-		err := model.CheckJSON([]byte(tc.doc), nil)
-		var je *model.JSONError
+		err := strictjson.Check([]byte(tc.doc), nil)
+		var je *strictjson.Error
 		if !errors.As(err, &je) {
 			t.Errorf("CheckJSON(%q) = %v, want a *JSONError", tc.doc, err)
 			continue
@@ -78,7 +78,7 @@ func TestCheckJSON(t *testing.T) {
 
 	// The key hook sees every key, decoded, and may refuse one.
 	var keys []string
-	err := model.CheckJSON([]byte(`{"a":[{"b\u0021":1}],"c":{}}`), func(k string) error {
+	err := strictjson.Check([]byte(`{"a":[{"b\u0021":1}],"c":{}}`), func(k string) error {
 		keys = append(keys, k)
 		if k == "c" {
 			return errors.New("no c")
@@ -97,14 +97,14 @@ func FuzzCheckJSON(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		err := model.CheckJSON(data, nil)
+		err := strictjson.Check(data, nil)
 		if err == nil {
 			if !json.Valid(data) || !utf8.Valid(data) {
 				t.Fatalf("accepted %q, which is not valid JSON in UTF-8", data)
 			}
 			return
 		}
-		var je *model.JSONError
+		var je *strictjson.Error
 		if !errors.As(err, &je) || je.Reason == "" || je.Offset < 0 || je.Offset > len(data) {
 			t.Fatalf("CheckJSON(%q) = %#v", data, err)
 		}
