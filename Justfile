@@ -40,7 +40,7 @@ dot:
     go test ./machine -run TestGoldenDOT -update
     go run ./cmd/relay fsm dot | dot -Tsvg -o spec/lifecycle.svg
 
-# The fuzz targets: the strict JSON check (model), the socket API's request
+# The fuzz targets: the strict JSON check (model/strictjson), the socket API's request
 # decoders (facade/socketapi) and the MCP argument decoding
 # (facade/mcpserver), the authority response parser (gates), the config
 # parser (cmd/relay/config), the audit canonical encoding (persistence). A
@@ -56,7 +56,7 @@ fuzz TIME="60s":
         run ./facade/socketapi "$t"
     done
     run ./facade/mcpserver FuzzMCPArgs
-    run ./model FuzzCheckJSON
+    run ./model/strictjson FuzzCheckJSON
     run ./gates FuzzParseResponse
     run ./cmd/relay/config FuzzParseConfig
     run ./persistence FuzzCanonicalAuditRoundTrip
