@@ -297,10 +297,10 @@ func (e *Engine) Submit(ctx context.Context, caller string, r model.SubmitReques
 	asked := r // as the caller asked, after validate's defaults
 	sum := requestSHA256(asked)
 	if r.ContextID == "" {
-		r.ContextID = newID("C") // a new thread; follow-ups name it
+		r.ContextID = model.NewID("C") // a new thread; follow-ups name it
 	}
 	t, existed, err = e.store.CreateTask(ctx, model.Task{
-		ID: newID("T"), State: spec.InitialState, Caller: caller, Target: r.Target,
+		ID: model.NewID("T"), State: spec.InitialState, Caller: caller, Target: r.Target,
 		Mode: r.Mode, MissionID: r.MissionID, LeaseID: r.LeaseID, ContextID: r.ContextID,
 		Prompt: r.Prompt, Cwd: r.Cwd, Artifacts: r.Artifacts,
 		ReferenceTaskIDs: r.ReferenceTaskIDs, IdempotencyKey: r.IdempotencyKey,

@@ -128,7 +128,7 @@ func (o *op) mutate(ctx context.Context, s stateless.State) error {
 		Verdicts: o.step.verdicts, Result: o.step.result, At: o.e.now(),
 	}
 	if o.e.notify && to.Terminal() {
-		tr.NoticeID = newID("MSG")
+		tr.NoticeID = model.NewID("MSG")
 	}
 	t, err := o.e.store.Transition(ctx, tr)
 	if err != nil {

@@ -132,10 +132,10 @@ func (s *Service) SendMessage(ctx context.Context, caller string, r model.SendRe
 		}
 	}
 	if ctxID == "" {
-		ctxID = machine.NewID("C")
+		ctxID = model.NewID("C")
 	}
 	return s.o.Messages.CreateMessage(ctx, model.Message{
-		ID: machine.NewID(model.MessageIDPrefix), From: caller, To: r.To, Body: r.Body, ContextID: ctxID,
+		ID: model.NewID(model.MessageIDPrefix), From: caller, To: r.To, Body: r.Body, ContextID: ctxID,
 		ReplyTo: r.ReplyTo, Artifacts: r.Artifacts, ParentTaskID: r.ParentTaskID, State: model.MessageStored, CreatedAt: s.now(),
 	})
 }

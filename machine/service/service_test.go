@@ -12,7 +12,6 @@ import (
 
 	"github.com/hai-relay/relay/cmd/testfakes/servicerig"
 	"github.com/hai-relay/relay/gates/gatestest"
-	"github.com/hai-relay/relay/machine"
 	"github.com/hai-relay/relay/machine/service"
 	"github.com/hai-relay/relay/model"
 	"github.com/hai-relay/relay/model/servicetest"
@@ -80,14 +79,14 @@ func TestSendMessageRecipientShape(t *testing.T) {
 func TestRelayIDShape(t *testing.T) {
 	t.Parallel()
 	for range 100 {
-		if id := machine.NewID(model.TaskIDPrefix); !model.ValidTaskID(id) || model.ValidMessageID(id) {
+		if id := model.NewID(model.TaskIDPrefix); !model.ValidTaskID(id) || model.ValidMessageID(id) {
 			t.Fatalf("task id %q: ValidTaskID=%v ValidMessageID=%v", id, model.ValidTaskID(id), model.ValidMessageID(id))
 		}
-		if id := machine.NewID(model.MessageIDPrefix); !model.ValidMessageID(id) || model.ValidTaskID(id) {
+		if id := model.NewID(model.MessageIDPrefix); !model.ValidMessageID(id) || model.ValidTaskID(id) {
 			t.Fatalf("message id %q: ValidMessageID=%v ValidTaskID=%v", id, model.ValidMessageID(id), model.ValidTaskID(id))
 		}
 	}
-	good := machine.NewID(model.TaskIDPrefix)
+	good := model.NewID(model.TaskIDPrefix)
 	for _, bad := range []string{"", "T-1", "T-nope", good + "0", good[:len(good)-1], "t" + good[1:],
 		good[:5] + "i" + good[6:], good[:5] + "U" + good[6:], "T_" + good[2:], "T-" + good[2:len(good)-1] + "\n"} {
 		if model.ValidTaskID(bad) {
@@ -107,7 +106,7 @@ func TestNotYoursIsNotFound(t *testing.T) {
 	r := servicerig.New(t)
 	svc := r.Service
 	ctx := context.Background()
-	taskID, msgID := machine.NewID(model.TaskIDPrefix), machine.NewID(model.MessageIDPrefix)
+	taskID, msgID := model.NewID(model.TaskIDPrefix), model.NewID(model.MessageIDPrefix)
 	const bystander = "gemini" // neither sent nor received either of them
 
 	calls := []struct {
@@ -167,7 +166,7 @@ func TestNotYoursIsNotFound(t *testing.T) {
 	var refs [][]string
 	for range 2 {
 		task, err := svc.SubmitTask(ctx, bystander, model.SubmitRequest{Target: "codex", Prompt: "p", Cwd: r.Cwd,
-			MissionID: "M-1", LeaseID: "S-1", ReferenceTaskIDs: []string{taskID, machine.NewID(model.TaskIDPrefix)}})
+			MissionID: "M-1", LeaseID: "S-1", ReferenceTaskIDs: []string{taskID, model.NewID(model.TaskIDPrefix)}})
 		if err != nil {
 			t.Fatalf("submit with references: %v", err)
 		}

@@ -1,4 +1,4 @@
-package machine
+package model
 
 import (
 	"crypto/rand"
@@ -8,10 +8,12 @@ import (
 
 const crockford = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 
-// newID returns prefix-XXXXXXXXXXXXXXXXXXXXXXXXXX: a 48-bit millisecond
+// NewID returns prefix-XXXXXXXXXXXXXXXXXXXXXXXXXX: a 48-bit millisecond
 // timestamp and 80 random bits in Crockford base32 (a ULID), so ids sort by
-// creation time and never collide in practice.
-func newID(prefix string) string {
+// creation time and never collide in practice. The prefix is TaskIDPrefix,
+// MessageIDPrefix or "C" for a context; ValidTaskID and ValidMessageID
+// check the shape.
+func NewID(prefix string) string {
 	var b [16]byte
 	binary.BigEndian.PutUint64(b[:8], uint64(time.Now().UnixMilli())<<16)
 	_, _ = rand.Read(b[6:])
@@ -26,7 +28,3 @@ func newID(prefix string) string {
 	}
 	return prefix + "-" + string(out[:])
 }
-
-// NewID returns a fresh id with the given prefix (T for tasks, M for
-// messages). It is exported for the transports that create messages.
-func NewID(prefix string) string { return newID(prefix) }
