@@ -43,7 +43,7 @@ config file, a broken audit chain).`},
 }
 
 // RenderErrorsMarkdown renders spec/errors.md, the published catalogue of
-// stable codes, from Catalogue: an introduction, then one table per kind of
+// stable codes, from Catalogue (a test file: only the spec tests render it): an introduction, then one table per kind of
 // code (task codes with the state they lead to, request and engine codes
 // with their HTTP status). The status column is data the socket API owns:
 // status gives a code's HTTP status (socketapi.Status) and statusText its
