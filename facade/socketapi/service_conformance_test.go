@@ -8,7 +8,7 @@ package socketapi_test
 // in process, so the two transports are held to the same rules.
 //
 // This file uses only the package's exported API and no helper of its
-// other tests; the service is servicerig's, the one machine/service's
+// other tests; the service is daemontest's, the one machine/service's
 // tests use.
 
 import (
@@ -19,20 +19,20 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hai-relay/relay/cmd/testfakes/servicerig"
+	"github.com/hai-relay/relay/cmd/daemontest"
 	"github.com/hai-relay/relay/facade/socketapi"
 	"github.com/hai-relay/relay/gates/gatestest"
 	"github.com/hai-relay/relay/model"
 	"github.com/hai-relay/relay/model/servicetest"
 )
 
-// conformanceOverSocket starts the in-process service (servicerig)
+// conformanceOverSocket starts the in-process service (daemontest)
 // behind the socket API on a temporary socket, and returns a fixture whose
 // agents each call through their own client, and the operator through a
 // client without an agent identity, as the CLI's.
 func conformanceOverSocket(t *testing.T) servicetest.Fixture {
 	t.Helper()
-	rig := servicerig.New(t)
+	rig := daemontest.New(t)
 	svc, reg := rig.Service, rig.Registry
 
 	dir, err := os.MkdirTemp("", "rl") // a socket path must stay short
@@ -83,7 +83,7 @@ func conformanceOverSocket(t *testing.T) servicetest.Fixture {
 		Operator:     operator,
 		Agents:       []string{"codex", "claude", "gemini"},
 		Cwd:          rig.Cwd,
-		MessageBytes: servicerig.MessageBytes,
+		MessageBytes: daemontest.MessageBytes,
 	}
 }
 

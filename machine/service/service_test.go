@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hai-relay/relay/cmd/testfakes/servicerig"
+	"github.com/hai-relay/relay/cmd/daemontest"
 	"github.com/hai-relay/relay/gates/gatestest"
 	"github.com/hai-relay/relay/machine/service"
 	"github.com/hai-relay/relay/model"
@@ -34,9 +34,9 @@ func TestMain(m *testing.M) {
 func TestConformance(t *testing.T) {
 	t.Parallel()
 	servicetest.Run(t, func(t *testing.T) servicetest.Fixture {
-		r := servicerig.New(t)
+		r := daemontest.New(t)
 		return servicetest.Fixture{As: func(string) model.Service { return r.Service }, Operator: r.Service,
-			Agents: []string{"codex", "claude", "gemini"}, Cwd: r.Cwd, MessageBytes: servicerig.MessageBytes}
+			Agents: []string{"codex", "claude", "gemini"}, Cwd: r.Cwd, MessageBytes: daemontest.MessageBytes}
 	})
 }
 
@@ -45,7 +45,7 @@ func TestConformance(t *testing.T) {
 // (broadcast_not_supported), and nothing is stored.
 func TestSendMessageRecipientShape(t *testing.T) {
 	t.Parallel()
-	r := servicerig.New(t)
+	r := daemontest.New(t)
 	svc := r.Service
 	ctx := context.Background()
 	for _, tc := range []struct {
@@ -103,7 +103,7 @@ func TestRelayIDShape(t *testing.T) {
 // are stored under them.
 func TestNotYoursIsNotFound(t *testing.T) {
 	t.Parallel()
-	r := servicerig.New(t)
+	r := daemontest.New(t)
 	svc := r.Service
 	ctx := context.Background()
 	taskID, msgID := model.NewID(model.TaskIDPrefix), model.NewID(model.MessageIDPrefix)
@@ -193,7 +193,7 @@ func (c *readCounter) GetTask(ctx context.Context, id string) (model.Task, error
 // a loop; and only the caller's tasks are read again.
 func TestWaitTaskDoesNotPoll(t *testing.T) {
 	t.Parallel()
-	r := servicerig.New(t)
+	r := daemontest.New(t)
 	ctx := context.Background()
 	task, err := r.Service.SubmitTask(ctx, "codex", model.SubmitRequest{Target: "claude", Prompt: "p", MissionID: "M-1", LeaseID: "S-1", Cwd: r.Cwd})
 	if err != nil {
@@ -217,7 +217,7 @@ func TestWaitTaskDoesNotPoll(t *testing.T) {
 // the task as it is, not an error.
 func TestWaitTaskAnswersWhenItsContextEnds(t *testing.T) {
 	t.Parallel()
-	r := servicerig.New(t)
+	r := daemontest.New(t)
 	task, err := r.Service.SubmitTask(context.Background(), "codex", model.SubmitRequest{Target: "claude", Prompt: "p", MissionID: "M-1", LeaseID: "S-1", Cwd: r.Cwd})
 	if err != nil {
 		t.Fatal(err)

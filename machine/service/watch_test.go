@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hai-relay/relay/cmd/testfakes/servicerig"
+	"github.com/hai-relay/relay/cmd/daemontest"
 	"github.com/hai-relay/relay/model"
 )
 
@@ -14,7 +14,7 @@ import (
 // the next polls bring the verdicts and the transition in commit order.
 func TestWatchEventsWakesOnCommit(t *testing.T) {
 	t.Parallel()
-	r := servicerig.New(t)
+	r := daemontest.New(t)
 	ctx := context.Background()
 	start, err := r.Service.WatchEvents(ctx, model.EventFilter{After: model.AfterNow})
 	if err != nil || len(start.Events) != 0 {
@@ -100,7 +100,7 @@ func TestWatchEventsWakesOnCommit(t *testing.T) {
 // What a watch refuses, and a wait that ends with its context.
 func TestWatchEventsArguments(t *testing.T) {
 	t.Parallel()
-	r := servicerig.New(t)
+	r := daemontest.New(t)
 	ctx := context.Background()
 	for _, c := range []struct {
 		f    model.EventFilter

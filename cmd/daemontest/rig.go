@@ -1,11 +1,14 @@
-// Package servicerig is the in-process service as the daemon wires it,
+// Package daemontest is the in-process service as the daemon wires it,
 // for tests: real SQLite on a temporary file, the real engine, and the fake
 // authority adapter, a real program (allow, guarded), as the authority; a
 // registry that knows the core agents, and a dispatcher that keeps the
 // deny-all promise and starts nothing. machine/service's tests call it
 // directly, and facade/socketapi's put the socket API in front of it, so
-// that the conformance suite (model/servicetest) runs against both.
-package servicerig
+// that the conformance suite (model/servicetest) runs against both. It is
+// a test library, not a command: it lives under cmd because it wires
+// persistence, which only cmd may import, and its name ends in "test",
+// which keeps it out of the product (cmd/relay/deps_test.go).
+package daemontest
 
 import (
 	"context"
