@@ -20,6 +20,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/hai-relay/relay/dispatch/dispatchtest"
 	"github.com/hai-relay/relay/facade/socketapi"
 	"github.com/hai-relay/relay/model"
 	"github.com/hai-relay/relay/persistence"
@@ -883,7 +884,15 @@ func (s *suite) rowSubmit(ctx context.Context) {
 		s.skip(err, subRow, dispRow)
 		return
 	}
-	agent, err := s.bin("cmd/testfakes/fakeagent")
+	fake, err := s.bin("cmd/testfakes/fakeagent")
+	if err != nil {
+		s.skip(err, subRow, dispRow)
+		return
+	}
+	// The fake agent installed as claude's current adapter, so the daemon
+	// runs it under claude's hardening profile as it would the real one
+	// (an adapter that names no package is refused).
+	agent, err := dispatchtest.InstallAdapter(filepath.Join(s.dir, "adapters"), fake, "claude")
 	if err != nil {
 		s.skip(err, subRow, dispRow)
 		return

@@ -91,38 +91,51 @@ var (
 )
 
 // FakeAdapter returns the fake agent installed as the adapter of agent's
-// current generation would be by npm: a package.json naming the package
-// and the version its profile was verified on, beside an entry script that
-// runs the fake reporting that name and version at initialize. So a test
-// daemon identifies it as that adapter and runs it under that profile, as
-// it would the real one. An agent without a profile gets the fake itself.
+// current generation would be by npm (InstallAdapter), once per test
+// binary. So a test daemon identifies it as that adapter and runs it under
+// that profile, as it would the real one. An agent without a profile gets
+// the fake itself.
 func FakeAdapter(tb testing.TB, agent string) string {
 	tb.Helper()
 	fake := BuildFakeAgent(tb)
-	ps := dispatch.ProfilesFor(agent)
-	if len(ps) == 0 {
-		return fake
-	}
 	adaptersMu.Lock()
 	defer adaptersMu.Unlock()
 	if p, ok := adapters[agent]; ok {
 		return p
 	}
-	prof := ps[0]
-	pkg, version := prof.Packages[0], prof.VerifiedOn[0]
-	root := filepath.Join(buildDir, "adapters", agent, "node_modules", filepath.FromSlash(pkg))
-	entry := filepath.Join(root, "dist", "index.js")
-	if err := os.MkdirAll(filepath.Dir(entry), 0o755); err != nil {
-		tb.Fatal(err)
-	}
-	b, _ := json.Marshal(map[string]string{"name": pkg, "version": version})
-	if err := os.WriteFile(filepath.Join(root, "package.json"), b, 0o644); err != nil {
-		tb.Fatal(err)
-	}
-	script := fmt.Sprintf("#!/bin/sh\nFAKEAGENT_NAME=%q FAKEAGENT_VERSION=%q exec %q \"$@\"\n", pkg, version, fake)
-	if err := os.WriteFile(entry, []byte(script), 0o755); err != nil {
+	entry, err := InstallAdapter(filepath.Join(buildDir, "adapters"), fake, agent)
+	if err != nil {
 		tb.Fatal(err)
 	}
 	adapters[agent] = entry
 	return entry
+}
+
+// InstallAdapter lays the fake agent (the program at fake) out under dir
+// as npm would install the adapter of agent's current generation: a
+// package.json naming the package and the version its profile was
+// verified on, beside an entry script that runs the fake reporting that
+// name and version at initialize. It returns the entry script, or fake
+// itself for an agent without a profile. The benchmark uses it too.
+func InstallAdapter(dir, fake, agent string) (string, error) {
+	ps := dispatch.ProfilesFor(agent)
+	if len(ps) == 0 {
+		return fake, nil
+	}
+	prof := ps[0]
+	pkg, version := prof.Packages[0], prof.VerifiedOn[0]
+	root := filepath.Join(dir, agent, "node_modules", filepath.FromSlash(pkg))
+	entry := filepath.Join(root, "dist", "index.js")
+	if err := os.MkdirAll(filepath.Dir(entry), 0o755); err != nil {
+		return "", err
+	}
+	b, _ := json.Marshal(map[string]string{"name": pkg, "version": version})
+	if err := os.WriteFile(filepath.Join(root, "package.json"), b, 0o644); err != nil {
+		return "", err
+	}
+	script := fmt.Sprintf("#!/bin/sh\nFAKEAGENT_NAME=%q FAKEAGENT_VERSION=%q exec %q \"$@\"\n", pkg, version, fake)
+	if err := os.WriteFile(entry, []byte(script), 0o755); err != nil {
+		return "", err
+	}
+	return entry, nil
 }
