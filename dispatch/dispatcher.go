@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"slices"
 	"sync"
 	"time"
 
@@ -72,18 +71,11 @@ type Options struct {
 	// OnVerify, when set, is called with every recorded hardening
 	// verification so the daemon can persist it.
 	OnVerify func(v model.Verification)
-	// Unhardened names agents whose sessions run without their hardening
-	// profile's session options (no _meta, no mode or option set or
-	// checked, no rule environment, arguments or files), still under the
-	// deny-all client. For tests only: it is how CI proves that a
-	// verification detects what the profile prevents (UnhardenedEnv).
-	Unhardened []string
+	// testOptions are the options a test build adds (-tags relaytest;
+	// testswitch_relaytest.go); in a release build it has none.
+	//lint:ignore U1000 empty in a release build, used in the test build
+	testOptions
 }
-
-// UnhardenedEnv is the environment variable the daemon reads Options.
-// Unhardened from (comma-separated agent names). Test-only; see
-// docs/agents.md.
-const UnhardenedEnv = "RELAY_TEST_UNHARDENED"
 
 // Dispatcher is the relay's ACP dispatcher: one agent process per task,
 // deny-all permissions, no fs or terminal, bounded in time and output. It
@@ -136,10 +128,6 @@ func New(o Options) *Dispatcher {
 		runs: map[string]*session{}, probes: map[*session]struct{}{}, live: map[liveKey]struct{}{},
 	}
 }
-
-// unhardened reports whether the agent's sessions run without their
-// profile's session options (Options.Unhardened).
-func (d *Dispatcher) unhardened(agent string) bool { return slices.Contains(d.o.Unhardened, agent) }
 
 // Policy implements model.Dispatcher. It is derived from the capabilities
 // the client advertises and the permission decision it applies (see

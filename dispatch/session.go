@@ -142,7 +142,7 @@ func newSession(d *Dispatcher, spec AgentSpec, taskID string, mode model.Mode, c
 	s := &session{d: d, agent: spec.Name, argv: spec.Command, taskID: taskID, mode: mode, cwd: cwd,
 		prompt: prompt, timeout: timeout, log: log, stopc: make(chan struct{}), stage: stageSpawn,
 		profiles: spec.Profiles, servers: spec.MCPServers}
-	if d.unhardened(spec.Name) {
+	if d.unhardened(spec.Name) != "" {
 		s.profiles = nil
 	}
 	s.tail = newStderrTail(log)

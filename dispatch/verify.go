@@ -97,9 +97,9 @@ type VerifyPlan struct {
 	Refused string
 	// NoCommand: the agent has no command configured.
 	NoCommand bool
-	// Unhardened: the test-only switch runs the agent without its
-	// profile's session options (UnhardenedEnv).
-	Unhardened bool
+	// Unhardened names the test switch that runs the agent without its
+	// profile's session options when it does (a test build only), or "".
+	Unhardened string
 }
 
 // PlanVerify returns the plan of a verification of the named agent; the

@@ -344,7 +344,7 @@ func (d *daemon) wireCore(ctx context.Context, db *persistence.DB, cfg config.Co
 // if the file is replaced while the daemon runs: /proc/self/exe is
 // resolved in the forked child.
 func (d *daemon) newDispatcher(db *persistence.DB, registry *dispatch.Registry, cfg config.Config, shim []string) *dispatch.Dispatcher {
-	return dispatch.New(dispatch.Options{
+	o := dispatch.Options{
 		Registry: registry, Home: d.home, TaskTimeout: cfg.Limits.TaskTimeout, StartTimeout: cfg.Limits.StartTimeout, Logger: d.log,
 		Shim: shim,
 		OnProbe: func(name string, p dispatch.Probe) {
@@ -357,8 +357,9 @@ func (d *daemon) newDispatcher(db *persistence.DB, registry *dispatch.Registry, 
 				d.log.Error("save verification", "agent", v.Agent, "err", err)
 			}
 		},
-		Unhardened: testUnhardened(d.log),
-	})
+	}
+	testDispatchOptions(&o, d.log)
+	return dispatch.New(o)
 }
 
 // serving is the daemon serving: its socket server and what runs beside

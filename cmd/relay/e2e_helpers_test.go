@@ -45,7 +45,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	// Agents and authority adapters run under a shim built without the
-	// race detector (testShimEnv), except where a test unsets it to check
+	// race detector (envAgentShim), except where a test unsets it to check
 	// the relay's own __agent-shim.
 	buildDir = dir
 	shim := filepath.Join(dir, "agentshim")
@@ -53,7 +53,7 @@ func TestMain(m *testing.M) {
 		fmt.Fprintf(os.Stderr, "build agent shim: %v\n%s", err, out)
 		os.Exit(1)
 	}
-	os.Setenv(testShimEnv, shim)
+	os.Setenv(envAgentShim, shim)
 	code := m.Run()
 	gatestest.RemoveFakeAuthority()
 	dispatchtest.Cleanup()
@@ -124,7 +124,7 @@ func newHome(t *testing.T, config string) string {
 // core agent at the fake ACP agent (dispatchtest.FakeAdapter).
 // ownShim, in a daemon's environment, has it run agents and adapters under
 // its own __agent-shim rather than the tests' race-free build (TestMain).
-const ownShim = testShimEnv + "="
+const ownShim = envAgentShim + "="
 
 // fakeAuthorityEnv is the authority.env of fullConfig.
 const fakeAuthorityEnv = `["FAKEAUTHORITY_LOG", "FAKEAUTHORITY_DELAY", "FAKEAUTHORITY_MODE", "FAKEAUTHORITY_HOLD"]`

@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hai-relay/relay/dispatch"
 	"github.com/hai-relay/relay/dispatch/verify"
 	"github.com/hai-relay/relay/model"
 )
@@ -188,7 +187,7 @@ func TestRealAgentsVerify(t *testing.T) {
 	})
 	t.Run("unhardened", func(t *testing.T) {
 		rd := startRealDaemonWith(t, bin, srv, agents, hostile, realDaemonOpts{noRedirect: true, config: requireVerifiedClaude,
-			env: []string{dispatch.UnhardenedEnv + "=claude,opencode"}})
+			env: []string{envUnhardened + "=claude,opencode"}})
 		vs, errOut, code := verifyAll(t, rd.home, "claude")
 		if code != 8 || len(vs) != 1 || !strings.Contains(errOut, "agent_not_verified") {
 			t.Fatalf("relay agents verify without the profile: exit %d, %d reports, want 8 and one\n%s", code, len(vs), errOut)

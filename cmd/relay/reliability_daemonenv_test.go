@@ -22,7 +22,6 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/hai-relay/relay/cmd/relay/config"
-	"github.com/hai-relay/relay/dispatch"
 	"github.com/hai-relay/relay/dispatch/dispatchtest"
 	"github.com/hai-relay/relay/facade/socketapi"
 	"github.com/hai-relay/relay/model"
@@ -76,8 +75,8 @@ func plant(t *testing.T) planted {
 // each pointing at one of its programs.
 func (p planted) env(base []string) []string {
 	return append(slices.Clip(base),
-		testShimEnv+"="+p.shim,
-		dispatch.UnhardenedEnv+"=claude,opencode,hermes",
+		envAgentShim+"="+p.shim,
+		envUnhardened+"=claude,opencode,hermes",
 		"PATH="+p.bin+":"+os.Getenv("PATH"),
 		"NODE_OPTIONS=--require "+p.hook,
 		"BASH_ENV="+p.rc,
@@ -168,8 +167,8 @@ func TestReleaseBuildHasNoTestSwitches(t *testing.T) {
 			p := plant(t)
 			agentLog := filepath.Join(t.TempDir(), "agent.jsonl")
 			home := newHome(t, fullConfig(t, "allow-guarded", ""))
-			env := append(withoutEnv(os.Environ(), testShimEnv), fastExit...)
-			env = append(env, testShimEnv+"="+p.shim, dispatch.UnhardenedEnv+"=opencode", "FAKEAGENT_LOG="+agentLog)
+			env := append(withoutEnv(os.Environ(), envAgentShim), fastExit...)
+			env = append(env, envAgentShim+"="+p.shim, envUnhardened+"=opencode", "FAKEAGENT_LOG="+agentLog)
 			d := launchDaemonArgv(t, home, []string{tc.bin, "daemon", "--home", home}, env)
 			c := apiClient(home)
 			r := apiDo(t, c, "POST", "/v1/tasks", "codex", mustJSON(t, map[string]any{
@@ -202,7 +201,7 @@ func TestReleaseBuildHasNoTestSwitches(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, name := range []string{testShimEnv, testIdleStepEnv} {
+		for _, name := range []string{envAgentShim, envUnhardened, envIdleStep} {
 			if got := bytes.Contains(b, []byte(name)); got != want {
 				t.Errorf("%s holds %s: %v, want %v", filepath.Base(bin), name, got, want)
 			}
@@ -283,7 +282,7 @@ env = [%q]
 `, auth, authLog, dispatchtest.FakeAdapter(t, "opencode"), ie.node, filepath.Join(ie.dir, "acp-agent.mjs"), "FAKEAGENT_LOG="+agentLog))
 	t.Cleanup(func() { cli(t, home, "daemon", "stop") })
 
-	poisoned, facadePID := poisonedFacade(t, bin, home, "codex", p.dir, p.env(withoutEnv(os.Environ(), testShimEnv, "TZ")))
+	poisoned, facadePID := poisonedFacade(t, bin, home, "codex", p.dir, p.env(withoutEnv(os.Environ(), envAgentShim, "TZ")))
 	mustOK(t, poisoned, "list_agents", map[string]any{}) // its first call: no daemon answers, so it starts one
 	var st socketapi.DaemonStatus
 	cliJSON(t, home, &st, "daemon", "status")
@@ -295,7 +294,7 @@ env = [%q]
 	// The environment it was started with (/proc/PID/environ; the
 	// daemon then rebuilds its own from it) and the one it runs with.
 	env := procEnviron(t, st.PID)
-	for _, n := range []string{testShimEnv, dispatch.UnhardenedEnv, "NODE_OPTIONS", "BASH_ENV", "ANTHROPIC_BASE_URL", "HOME", "PATH"} {
+	for _, n := range []string{envAgentShim, envUnhardened, "NODE_OPTIONS", "BASH_ENV", "ANTHROPIC_BASE_URL", "HOME", "PATH"} {
 		if _, ok := env[n]; ok {
 			t.Errorf("the facade passed %s to the daemon it started", n)
 		}
@@ -352,7 +351,7 @@ env = [%q]
 		t.Errorf("opencode's starts %v, want one, hardened (OPENCODE_DISABLE_PROJECT_CONFIG set)", starts)
 	}
 	for _, s := range starts {
-		for _, n := range []string{"NODE_OPTIONS", "BASH_ENV", "ANTHROPIC_BASE_URL", dispatch.UnhardenedEnv, testShimEnv} {
+		for _, n := range []string{"NODE_OPTIONS", "BASH_ENV", "ANTHROPIC_BASE_URL", envUnhardened, envAgentShim} {
 			if slices.Contains(s, n) {
 				t.Errorf("an agent got %s: %v", n, s)
 			}

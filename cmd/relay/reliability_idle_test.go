@@ -40,7 +40,7 @@ func TestIdleExitNeverStrandsASubmittedTask(t *testing.T) {
 	cwd := t.TempDir()
 	start := func() *daemonProc {
 		cmd := exec.Command(relayBin, "daemon", "--home", home, "--autostarted")
-		cmd.Env = append(append(os.Environ(), fastExit...), testIdleStepEnv+"="+step.String())
+		cmd.Env = append(append(os.Environ(), fastExit...), envIdleStep+"="+step.String())
 		return runDaemonCmd(t, home, cmd)
 	}
 	// One connection per submit, as from separate facades; the answer or

@@ -87,7 +87,7 @@ func (v *Verifier) verify(ctx context.Context, name string, plan dispatch.Verify
 	if err != nil {
 		return inconclusive(rep, "writing the attempt's files: "+err.Error()), false
 	}
-	results, versions, canceled := v.runAll(ctx, name, vs, ws, runs, deadline, plan.Unhardened)
+	results, versions, canceled := v.runAll(ctx, name, vs, ws, runs, deadline, plan.Unhardened != "")
 	if canceled {
 		return rep, true
 	}
@@ -99,8 +99,8 @@ func (v *Verifier) verify(ctx context.Context, name string, plan dispatch.Verify
 		}
 	}
 	rep.Status, rep.Reason = verdict(results)
-	if plan.Unhardened {
-		rep.Reason += " (" + dispatch.UnhardenedEnv + ": the sessions ran without the profile's session options)"
+	if plan.Unhardened != "" {
+		rep.Reason += " (" + plan.Unhardened + ": the sessions ran without the profile's session options)"
 	}
 	return rep, false
 }
