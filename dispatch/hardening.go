@@ -139,6 +139,15 @@ type Rule struct {
 	// home's directory it gives (CODEX_HOME → ".codex"), so that the
 	// agent still finds its own configuration and login.
 	KeepHome map[string]string
+	// State lists the directories the agent must be able to write to run
+	// at all (its session logs, caches, its own state database): "~" and
+	// $VARS are expanded from the daemon's environment. The agent runs in
+	// the relay's sandbox (package dispatch/sandbox), where the whole
+	// filesystem is read-only to it; each State directory is bound there
+	// from a per-task directory that starts empty and is removed when the
+	// task ends, so nothing the agent writes there reaches the user's
+	// real files or outlives the task.
+	State []string
 	// ModeText, when set, is the prefix of agent message chunks by which
 	// the agent reports a mode change instead of current_mode_update
 	// (Gemini CLI: "[MODE_UPDATE] plan"). Such chunks update the mode and
@@ -476,7 +485,7 @@ func sameLaunch(a, b *Rule) bool {
 		return reflect.ValueOf(f).Pointer()
 	}
 	return slices.Equal(a.Env, b.Env) && slices.Equal(a.Args, b.Args) && maps.Equal(a.Files, b.Files) &&
-		reflect.DeepEqual(a.Masks, b.Masks) &&
+		reflect.DeepEqual(a.Masks, b.Masks) && slices.Equal(a.State, b.State) &&
 		reflect.DeepEqual(a.EnvJSON, b.EnvJSON) && fn(a.Unset) == fn(b.Unset) && maps.Equal(a.KeepHome, b.KeepHome)
 }
 
