@@ -65,6 +65,11 @@ type Options struct {
 	// directly, and a descendant that calls setsid and drops HAI_RELAY_RUN
 	// can outlive its run.
 	Shim []string
+	// SandboxExec is the command that applies Landlock inside an agent's
+	// sandbox and executes the agent (the relay binary's hidden
+	// sandbox.ExecCommand; it must be a path the sandbox can see). Empty:
+	// the shim's executable when it is a real path, else no Landlock step.
+	SandboxExec []string
 	// OnProbe, when set, is called with every recorded probe outcome so
 	// the daemon can persist it.
 	OnProbe func(name string, p Probe)

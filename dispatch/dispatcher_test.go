@@ -363,7 +363,8 @@ func TestGrandchildIsKilled(t *testing.T) {
 	e.d.Cancel(task.ID)
 	out := r.waitFinished(t)
 	wantOutcome(t, out, model.StateCanceled, model.CodeCanceledBySubmitter)
-	if out.Result.Text != "grandchild:"+strconv.Itoa(pid) {
+	b, _ := os.ReadFile(e.pidFile) // "PID START", the pid in the agent's sandbox
+	if inner, _, _ := strings.Cut(string(b), " "); out.Result.Text != "grandchild:"+inner {
 		t.Fatalf("reply %q", out.Result.Text)
 	}
 	waitDead(t, pid, "grandchild")

@@ -148,6 +148,11 @@ type Rule struct {
 	// task ends, so nothing the agent writes there reaches the user's
 	// real files or outlives the task.
 	State []string
+	// OwnSandbox says the agent runs a bubblewrap sandbox of its own for
+	// its tools (Codex): the relay's sandbox then leaves its Landlock step
+	// out (Landlock forbids the mounts bubblewrap makes), and writes and
+	// signals are held by the relay's namespaces alone.
+	OwnSandbox bool
 	// ModeText, when set, is the prefix of agent message chunks by which
 	// the agent reports a mode change instead of current_mode_update
 	// (Gemini CLI: "[MODE_UPDATE] plan"). Such chunks update the mode and

@@ -165,6 +165,9 @@ func newEnv(tb testing.TB, tweak ...func(*dispatch.Options)) *env {
 			e.probesMu.Unlock()
 		},
 	}
+	// The scripted agent's event log and pid file are written from
+	// inside its sandbox.
+	o.SandboxWritable = []string{filepath.Dir(e.agentLog), filepath.Dir(e.pidFile)}
 	for _, f := range tweak {
 		f(&o)
 	}
@@ -237,8 +240,9 @@ func (e *env) events(tb testing.TB, kind string) []map[string]any {
 func (e *env) assertAgentsDead(tb testing.TB) {
 	tb.Helper()
 	for _, ev := range e.events(tb, "start") {
-		pid := int(ev["pid"].(float64))
-		waitDead(tb, pid, "agent")
+		if pid := hostPID(ev); pid != 0 {
+			waitDead(tb, pid, "agent")
+		}
 	}
 }
 
@@ -284,7 +288,7 @@ func (e *env) grandchild(t *testing.T) int {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		b, _ := os.ReadFile(e.pidFile)
-		if pid, _ := strconv.Atoi(string(b)); pid != 0 {
+		if pid := dispatchtest.HostPID(string(b)); pid != 0 {
 			return pid
 		}
 		if time.Now().After(deadline) {
@@ -292,4 +296,12 @@ func (e *env) grandchild(t *testing.T) int {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// hostPID returns the host's pid of the process a fake agent's event was
+// written by (it reports its sandbox's pid and its start time), or 0 when
+// it is gone.
+func hostPID(ev map[string]any) int {
+	start, _ := ev["start"].(float64)
+	return dispatchtest.HostPIDOf(int(ev["pid"].(float64)), uint64(start))
 }

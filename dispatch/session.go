@@ -95,6 +95,9 @@ type session struct {
 	// emptyHome is the session's own HOME (Rule.KeepHome), removed at
 	// teardown; "" without one.
 	emptyHome string
+	// sandboxDir holds the run's per-task sandbox directories (scratch,
+	// state), removed at teardown; "" before the start.
+	sandboxDir string
 
 	// The start-up deadline (startup.go): its length (zero: none), its
 	// timer, and whether the session is set up (under mu), after which it
@@ -243,13 +246,6 @@ func (s *session) start() error {
 			return fmt.Errorf("writing the hardening profile's files: %w", err)
 		}
 	}
-	if s.rule != nil && len(s.rule.Masks) > 0 {
-		var err error
-		if argv, err = s.masked(argv); err != nil {
-			s.log.Printf("could not mask the profile's paths: %v", err)
-			return fmt.Errorf("masking the profile's paths: %w", err)
-		}
-	}
 	if s.extra.set() {
 		env = append(slices.Clip(env), s.extra.Env...)
 		argv = append(slices.Clip(argv), s.extra.Args...)
@@ -264,8 +260,15 @@ func (s *session) start() error {
 		}
 		env = append(slices.Clip(env), homeEnv...)
 	}
+	var err error
+	if argv, err = s.sandboxed(argv, env); err != nil {
+		s.removeSandbox()
+		s.log.Printf("could not sandbox the agent: %v", err)
+		return fmt.Errorf("sandboxing the agent: %w", err)
+	}
 	p, err := startProc(s.d.spawner, procSpec{argv: argv, dir: s.cwd, env: env, unset: unset, stderr: s.tail, shim: s.d.o.Shim})
 	if err != nil {
+		s.removeSandbox()
 		s.log.Printf("could not start %q: %v", argv, err)
 		return err
 	}
@@ -275,6 +278,7 @@ func (s *session) start() error {
 		// agent's descendants behind: start nothing.
 		s.log.Printf("could not write the run record of pid %d: %v; killing it", p.pid, err)
 		_ = p.reap()
+		s.removeSandbox()
 		return fmt.Errorf("%w: %w", errRunRecord, err)
 	}
 	s.mu.Lock()
@@ -352,24 +356,6 @@ func (s *session) jsonEnv(env []string) []string {
 		out = append(out, k+"="+merged)
 	}
 	return out
-}
-
-// masked returns argv run under bubblewrap with the rule's masks.
-func (s *session) masked(argv []string) ([]string, error) {
-	base, err := s.d.profileDir()
-	if err != nil {
-		return nil, err
-	}
-	empty := filepath.Join(base, "empty")
-	if err := os.MkdirAll(empty, 0o500); err != nil {
-		return nil, err
-	}
-	prefix, err := maskArgv(s.rule.Masks, s.cwd, empty)
-	if err != nil {
-		return nil, err
-	}
-	s.log.Printf("masked for the agent, in a mount namespace of its own: %s", describeMasks(s.rule.Masks))
-	return append(append(prefix, "--"), argv...), nil
 }
 
 func describeMasks(ms []Mask) string {
@@ -777,6 +763,7 @@ func (s *session) teardown() {
 	if s.emptyHome != "" {
 		_ = os.RemoveAll(s.emptyHome)
 	}
+	s.removeSandbox()
 	s.d.dropRecord(s.rec)
 	s.gate.close()
 	_ = s.p.stdout.Close()

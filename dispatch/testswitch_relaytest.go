@@ -18,7 +18,19 @@ type testOptions struct {
 	// deny-all client: how CI proves that a verification detects what the
 	// profile prevents (UnhardenedEnv).
 	Unhardened []string
+	// SandboxWritable are directories bound writable into every agent's
+	// sandbox (at their own paths), so that a scripted agent can leave its
+	// event log where the test reads it (SandboxWritableEnv).
+	SandboxWritable []string
 }
+
+// SandboxWritableEnv is the environment variable a test build of the
+// daemon reads testOptions.SandboxWritable from (a PATH-style list).
+const SandboxWritableEnv = "RELAY_TEST_SANDBOX_WRITABLE"
+
+// testWritable names the directories a test binds writable into every
+// agent's sandbox.
+func (d *Dispatcher) testWritable() []string { return d.o.SandboxWritable }
 
 // unhardened names the test switch that runs the agent's sessions without
 // their profile's session options, when it does, or "".

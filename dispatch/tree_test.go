@@ -33,7 +33,7 @@ func TestTaskOfProcess(t *testing.T) {
 			}
 			r.waitStarted(t)
 			pid := e.grandchild(t)
-			agent := int(e.events(t, "start")[0]["pid"].(float64))
+			agent := hostPID(e.events(t, "start")[0])
 			if got := e.d.TaskOfProcess(pid); got != task.ID {
 				t.Errorf("the agent's descendant %d is in %q, want %s", pid, got, task.ID)
 			}

@@ -17,6 +17,7 @@ import (
 	"github.com/hai-relay/relay/cmd/relay/config"
 	"github.com/hai-relay/relay/dispatch"
 	"github.com/hai-relay/relay/dispatch/agentshim"
+	"github.com/hai-relay/relay/dispatch/sandbox"
 	"github.com/hai-relay/relay/dispatch/supervisor"
 	"github.com/hai-relay/relay/dispatch/verify"
 	"github.com/hai-relay/relay/facade/socketapi"
@@ -346,7 +347,7 @@ func (d *daemon) wireCore(ctx context.Context, db *persistence.DB, cfg config.Co
 func (d *daemon) newDispatcher(db *persistence.DB, registry *dispatch.Registry, cfg config.Config, shim []string) *dispatch.Dispatcher {
 	o := dispatch.Options{
 		Registry: registry, Home: d.home, TaskTimeout: cfg.Limits.TaskTimeout, StartTimeout: cfg.Limits.StartTimeout, Logger: d.log,
-		Shim: shim,
+		Shim: shim, SandboxExec: sandboxExec(shim),
 		OnProbe: func(name string, p dispatch.Probe) {
 			if err := db.RecordProbe(context.Background(), persistence.Probe{Name: name, WorkedLive: p.OK, At: p.At, Reason: p.Reason}); err != nil {
 				d.log.Error("save probe", "agent", name, "err", err)
@@ -743,4 +744,18 @@ func homeUnwritable(home, what string, err error) error {
 	return &model.Error{Code: model.CodeInternal, Err: err,
 		Message: fmt.Sprintf("cannot write %s in the relay home %s: %v", what, home, err),
 		Hint:    "the daemon needs a home it can write: check its owner and mode (chmod 700 " + home + ") and that its filesystem is not read-only, or pass another --home"}
+}
+
+// sandboxExec is the command that applies Landlock inside an agent's
+// sandbox: this binary by its path (the sandbox cannot resolve
+// /proc/self/exe to it), or a test shim's own.
+func sandboxExec(shim []string) []string {
+	if len(shim) == 0 || shim[0] != "/proc/self/exe" {
+		return nil // the dispatcher derives it from a test shim
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return nil
+	}
+	return []string{exe, sandbox.ExecCommand}
 }

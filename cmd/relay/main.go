@@ -13,6 +13,7 @@ import (
 	"syscall"
 
 	"github.com/hai-relay/relay/dispatch/agentshim"
+	"github.com/hai-relay/relay/dispatch/sandbox"
 )
 
 func main() {
@@ -20,6 +21,11 @@ func main() {
 	// signal handling or profiling of the relay's own.
 	if len(os.Args) > 1 && os.Args[1] == agentshim.Command {
 		agentshim.Exit(os.Args[2:])
+	}
+	// The step inside an agent's sandbox that applies Landlock and
+	// executes the agent.
+	if len(os.Args) > 1 && os.Args[1] == sandbox.ExecCommand {
+		sandbox.Exit(os.Args[2:])
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	stopProfile := startProfile(os.Getenv("RELAY_CPUPROFILE"), os.Args[1:])

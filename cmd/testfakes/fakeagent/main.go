@@ -149,7 +149,9 @@ func (l *eventLog) event(kind string, fields map[string]any) {
 	if l == nil || l.f == nil {
 		return
 	}
-	m := map[string]any{"event": kind, "pid": os.Getpid()}
+	// The pid is the sandbox's pid namespace's; with the start time the
+	// tests find the process as the host sees it (dispatchtest.HostPIDOf).
+	m := map[string]any{"event": kind, "pid": os.Getpid(), "start": procStart(os.Getpid())}
 	for k, v := range fields {
 		m[k] = v
 	}
@@ -563,7 +565,7 @@ func (a *agent) Prompt(ctx context.Context, p acp.PromptRequest) (acp.PromptResp
 		}
 		pid := cmd.Process.Pid
 		if f := os.Getenv("FAKEAGENT_PIDFILE"); f != "" {
-			_ = os.WriteFile(f, []byte(strconv.Itoa(pid)), 0o600)
+			writePID(f, pid)
 		}
 		a.log.event("grandchild", map[string]any{"child": pid})
 		a.say(ctx, sid, fmt.Sprintf("grandchild:%d", pid))
@@ -576,7 +578,7 @@ func (a *agent) Prompt(ctx context.Context, p acp.PromptRequest) (acp.PromptResp
 			return a.reply(ctx, sid, fmt.Sprintf("orphan error: %v %q", err, out))
 		}
 		if f := os.Getenv("FAKEAGENT_PIDFILE"); f != "" {
-			_ = os.WriteFile(f, []byte(strconv.Itoa(pid)), 0o600)
+			writePID(f, pid)
 		}
 		a.log.event("orphan", map[string]any{"child": pid})
 		a.say(ctx, sid, fmt.Sprintf("orphan:%d", pid))
@@ -593,7 +595,7 @@ func (a *agent) Prompt(ctx context.Context, p acp.PromptRequest) (acp.PromptResp
 		}
 		pid := cmd.Process.Pid
 		if f := os.Getenv("FAKEAGENT_PIDFILE"); f != "" {
-			_ = os.WriteFile(f, []byte(strconv.Itoa(pid)), 0o600)
+			writePID(f, pid)
 		}
 		a.log.event("escaped", map[string]any{"child": pid})
 		if behaviour == "escape" {
@@ -921,4 +923,29 @@ func main() {
 	close(a.ready)
 	<-conn.Done()
 	a.log.event("exit", nil)
+}
+
+// writePID writes pid and its start time to the file f, as "PID START":
+// the pid is the sandbox's namespace's (dispatchtest.HostPID).
+func writePID(f string, pid int) {
+	_ = os.WriteFile(f, []byte(fmt.Sprintf("%d %d", pid, procStart(pid))), 0o600)
+}
+
+// procStart returns the start time of process pid (/proc stat field 22).
+func procStart(pid int) uint64 {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(s[i+1:])
+	if len(f) < 20 {
+		return 0
+	}
+	v, _ := strconv.ParseUint(f[19], 10, 64)
+	return v
 }

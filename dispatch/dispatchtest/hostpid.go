@@ -1,0 +1,83 @@
+package dispatchtest
+
+import (
+	"os"
+	"strconv"
+	"strings"
+)
+
+// Agents run in a pid namespace of their own (package dispatch/sandbox):
+// the pids the fake agent reports are its namespace's. It reports each
+// with the process's start time (/proc/PID/stat field 22, in clock ticks
+// since boot, which no namespace changes), from which HostPID finds the
+// process as the host sees it.
+
+// HostPID returns the host's pid of the process the fake agent reported
+// as "PID START" (a pid file's content), or as "PID" alone (then taken as
+// the host's). It returns 0 when no such process is alive.
+func HostPID(reported string) int {
+	f := strings.Fields(reported)
+	if len(f) == 0 {
+		return 0
+	}
+	pid, err := strconv.Atoi(f[0])
+	if err != nil || pid <= 0 {
+		return 0
+	}
+	if len(f) < 2 {
+		return pid
+	}
+	start, err := strconv.ParseUint(f[1], 10, 64)
+	if err != nil {
+		return 0
+	}
+	return HostPIDOf(pid, start)
+}
+
+// HostPIDOf returns the host's pid of the process whose pid in its own
+// namespace is pid and whose start time is start, or 0.
+func HostPIDOf(pid int, start uint64) int {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0
+	}
+	for _, e := range entries {
+		host, err := strconv.Atoi(e.Name())
+		if err != nil || ProcStart(host) != start {
+			continue
+		}
+		status, err := os.ReadFile("/proc/" + e.Name() + "/status")
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(status), "\n") {
+			if ns, ok := strings.CutPrefix(line, "NSpid:"); ok {
+				ids := strings.Fields(ns)
+				if len(ids) > 0 && ids[len(ids)-1] == strconv.Itoa(pid) {
+					return host
+				}
+			}
+		}
+	}
+	return 0
+}
+
+// ProcStart returns the start time of process pid (field 22 of its
+// /proc stat, clock ticks since boot), or 0.
+func ProcStart(pid int) uint64 {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(s[i+1:])
+	if len(f) < 20 {
+		return 0
+	}
+	v, _ := strconv.ParseUint(f[19], 10, 64)
+	return v
+}
