@@ -73,14 +73,7 @@ func (s *session) sandboxed(argv, env []string) ([]string, error) {
 	if err := os.Mkdir(plan.Scratch, 0o700); err != nil {
 		return nil, err
 	}
-	var hideInTmp []string
-	if s.rule != nil {
-		_, names := maskDirs(s.rule.Masks, s.cwd)
-		hideInTmp = names["/tmp"]
-	}
-	if plan.Tmp, err = sandbox.ListTmp(hideInTmp); err != nil {
-		return nil, err
-	}
+	plan.HostTmp = needsHostTmp(s.cwd, s.d.o.Home, argv, plan.Exec, env)
 	if s.rule != nil {
 		plan.NoLandlock = s.rule.OwnSandbox
 		for i, p := range s.rule.State {
@@ -194,3 +187,25 @@ func (s *session) removeSandbox() {
 
 // isSandboxErr reports whether err refused a start for the sandbox.
 func isSandboxErr(err error) bool { return errors.Is(err, errSandbox) }
+
+// needsHostTmp reports whether the agent needs something in the host's
+// /tmp: its cwd, the relay home (a facade inside the task dials its
+// socket), its program or the sandbox exec command (symbolic links
+// followed), or any absolute path its environment names (HOME,
+// CODEX_HOME, PATH entries…). Then the host's /tmp stays, read-only.
+func needsHostTmp(cwd, home string, argv, execArgv, env []string) bool {
+	paths := []string{cwd, home}
+	for _, a := range [][]string{argv, execArgv} {
+		if len(a) > 0 && filepath.IsAbs(a[0]) {
+			paths = append(paths, a[0])
+			if r, err := filepath.EvalSymlinks(a[0]); err == nil {
+				paths = append(paths, r)
+			}
+		}
+	}
+	for _, kv := range env {
+		_, v, _ := strings.Cut(kv, "=")
+		paths = append(paths, filepath.SplitList(v)...)
+	}
+	return slices.ContainsFunc(paths, func(p string) bool { return filepath.IsAbs(p) && sandbox.InTmp(p) })
+}

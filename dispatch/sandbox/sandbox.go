@@ -31,9 +31,7 @@
 package sandbox
 
 import (
-	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 )
@@ -59,12 +57,12 @@ type Plan struct {
 	// Scratch is the task's private scratch directory on the host, bound
 	// at /tmp (the agent's TMPDIR).
 	Scratch string
-	// Tmp are the host's entries of /tmp (names, with the target of each
-	// symbolic link) bound back read-only into the sandbox's /tmp, which
-	// the scratch replaces: the agent sees what was in the host's /tmp
-	// (a project, a home, its program may be there) but writes only into
-	// its own. The names a mask hides in /tmp are left out.
-	Tmp []TmpEntry
+	// HostTmp keeps the host's /tmp (read-only) instead of making the
+	// scratch the sandbox's /tmp, for a task that needs something there
+	// (its cwd, its HOME, the relay home, its program): the scratch is
+	// then only its TMPDIR, at its own path. Otherwise /tmp is the
+	// scratch, private to the task.
+	HostTmp bool
 	// Binds are the per-task directories bound writable over the
 	// profile's state paths (and the agent's own HOME when it has one).
 	Binds []Bind
@@ -83,11 +81,19 @@ type Plan struct {
 	NoLandlock bool
 }
 
+// tmpDir is the agent's TMPDIR: /tmp, or the scratch at its own path.
+func (p Plan) tmpDir() string {
+	if p.HostTmp && p.Scratch != "" {
+		return p.Scratch
+	}
+	return "/tmp"
+}
+
 // Writable returns the paths the agent may write inside the sandbox:
 // /tmp, the binds, /dev (the sandbox's own) and the cwd when it is
 // writable.
 func (p Plan) Writable() []string {
-	out := []string{"/tmp", "/dev"}
+	out := []string{p.tmpDir(), "/dev"}
 	for _, b := range p.Binds {
 		out = append(out, b.Dst)
 	}
@@ -119,27 +125,24 @@ func (p Plan) Command(bwrap string, argv []string) []string {
 		"--ro-bind", "/", "/",
 		"--dev", "/dev", "--proc", "/proc",
 	}
-	if p.Scratch != "" {
-		out = append(out, "--bind", p.Scratch, "/tmp")
-	} else {
+	switch {
+	case p.HostTmp:
+	case p.Scratch == "":
 		out = append(out, "--tmpfs", "/tmp")
-	}
-	for _, e := range p.Tmp {
-		path := filepath.Join("/tmp", e.Name)
-		if e.Link != "" {
-			out = append(out, "--symlink", e.Link, path)
-		} else {
-			out = append(out, "--ro-bind-try", path, path)
-		}
+	default:
+		out = append(out, "--bind", p.Scratch, "/tmp")
 	}
 	out = append(out, p.Masks...)
+	if p.HostTmp && p.Scratch != "" {
+		out = append(out, "--bind", p.Scratch, p.Scratch)
+	}
 	for _, b := range p.Binds {
 		out = append(out, "--bind", b.Src, b.Dst)
 	}
 	if p.WritableCwd && p.Cwd != "" {
 		out = append(out, "--bind", p.Cwd, p.Cwd)
 	}
-	out = append(out, "--setenv", "TMPDIR", "/tmp")
+	out = append(out, "--setenv", "TMPDIR", p.tmpDir())
 	if p.Cwd != "" {
 		out = append(out, "--chdir", p.Cwd)
 	}
@@ -158,39 +161,12 @@ func (p Plan) Command(bwrap string, argv []string) []string {
 }
 
 // Fresh reports whether dir is one the sandbox makes anew, so that no
-// mask needs to cover it: /tmp (whose entries come back but for the
-// masked names).
-func (p Plan) Fresh(dir string) bool { return filepath.Clean(dir) == "/tmp" }
-
-// TmpEntry is an entry of the host's /tmp: its name, and the target when
-// it is a symbolic link.
-type TmpEntry struct{ Name, Link string }
+// mask needs to cover it: a private /tmp.
+func (p Plan) Fresh(dir string) bool { return !p.HostTmp && filepath.Clean(dir) == "/tmp" }
 
 // InTmp reports whether the host path p lies in /tmp, which the
 // sandbox's scratch replaces.
 func InTmp(p string) bool {
 	p = filepath.Clean(p)
 	return p == "/tmp" || strings.HasPrefix(p, "/tmp/")
-}
-
-// ListTmp lists the host's /tmp for Plan.Tmp, without the names in hide.
-func ListTmp(hide []string) ([]TmpEntry, error) {
-	entries, err := os.ReadDir("/tmp")
-	if err != nil {
-		return nil, err
-	}
-	out := make([]TmpEntry, 0, len(entries))
-	for _, e := range entries {
-		if slices.Contains(hide, e.Name()) {
-			continue
-		}
-		te := TmpEntry{Name: e.Name()}
-		if e.Type()&os.ModeSymlink != 0 {
-			if te.Link, err = os.Readlink(filepath.Join("/tmp", e.Name())); err != nil {
-				continue // gone meanwhile
-			}
-		}
-		out = append(out, te)
-	}
-	return out, nil
 }
