@@ -115,7 +115,7 @@ type Rule struct {
 	// session/new. "~" and $VARS are expanded from the daemon's
 	// environment (a pattern naming an unset variable is skipped); a
 	// pattern starting with "{cwd}/" is tried in the task's cwd and in
-	// every directory above it.
+	// every directory above it, the cwd's symlinks resolved.
 	RefuseIfExists []string
 	// Masks hide paths from the agent, in a mount namespace of its own,
 	// race-free (mask.go): directories where code or rules the agent
@@ -173,11 +173,12 @@ func (r *Rule) precheck(cwd string) string {
 	for _, pat := range r.RefuseIfExists {
 		var globs []string
 		if rel, ok := strings.CutPrefix(pat, "{cwd}/"); ok {
-			for dir := filepath.Clean(cwd); ; dir = filepath.Dir(dir) {
+			dirs, err := cwdAndAbove(cwd)
+			if err != nil {
+				return fmt.Sprintf("the cwd %s cannot be checked: %v", cwd, err)
+			}
+			for _, dir := range dirs {
 				globs = append(globs, filepath.Join(dir, rel))
-				if dir == filepath.Dir(dir) {
-					break
-				}
 			}
 		} else if g, ok := expandPath(pat); ok {
 			globs = append(globs, g)

@@ -3,14 +3,13 @@ package dispatch
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
-
-	"golang.org/x/sys/unix"
 )
 
 // A file an agent loads code or rules from, in a directory anyone the
@@ -19,20 +18,37 @@ import (
 // runs (seen: an OpenCode plugin planted 2 s after the relay looked ran
 // in a hardened task). So such paths are hidden instead, in a mount
 // namespace of the agent's own (bubblewrap): the agent sees the host's
-// filesystem, except that every directory a Mask names, when the relay's
-// user can write to it, is an empty tmpfs into which each entry that was
-// there at the start, but the masked names, is bound back. What is
-// created later in it, a masked name included, is not seen; an entry
-// bound back is the real one, live. A directory nobody but root can write
-// to needs no tmpfs: a masked name already there is covered by an empty
-// read-only directory. Nothing is created on the host.
+// filesystem, except that every directory a Mask names is an empty tmpfs
+// into which each entry that was there at the start, but the masked
+// names, is bound back. What is created later in it, a masked name
+// included, is not seen; an entry bound back is the real one, live.
+//
+// Every directory is masked so, whoever owns it and whoever can write to
+// it: a directory the relay's user cannot write to (a project of another
+// uid) is written to by its owner, at any moment, and a cover over only
+// the names there at the start would leave a name created later visible.
+// Only / is different: no tmpfs goes over it (everything would have to be
+// bound back), and only root can create a name in it, so a masked name
+// already there is covered (a directory by an empty read-only tmpfs, a
+// file by /dev/null) and none is looked for later.
+//
+// Masks are computed on canonical paths, parents included: a directory a
+// mask names and the task's cwd are resolved (filepath.EvalSymlinks)
+// before anything is masked, so no directory is passed over for being, or
+// being reached through, a symlink; a mount covers every path that leads
+// to its directory. Nothing is created on the host.
+//
+// The cost is one bind mount per entry of each masked directory (a big
+// /tmp or /home has thousands: as many arguments to bwrap and mounts in
+// the agent's namespace, each cheap); a directory the relay's user cannot
+// list cannot be masked, and the session is refused.
 
 // Mask hides names in directories from an agent.
 type Mask struct {
 	// Dir is the directory: "{cwd}" for the task's cwd and every directory
 	// above it, else a path where "~" and $VARS are expanded from the
 	// daemon's environment (a pattern naming an unset variable is
-	// skipped).
+	// skipped). Either is resolved to its canonical path first.
 	Dir string
 	// Names are the entries hidden in it.
 	Names []string
@@ -42,12 +58,29 @@ type Mask struct {
 // that a test can point it elsewhere.
 var bwrapPath = "bwrap"
 
-// maskDirs expands the masks for a session in cwd into directories, each
-// with the names hidden in it, outermost first.
-func maskDirs(masks []Mask, cwd string) ([]string, map[string][]string) {
+// cwdAndAbove returns the canonical path of cwd and of every directory
+// above it, cwd first.
+func cwdAndAbove(cwd string) ([]string, error) {
+	canon, err := filepath.EvalSymlinks(cwd)
+	if err != nil {
+		return nil, fmt.Errorf("resolving the cwd: %w", err)
+	}
+	var dirs []string
+	for dir := canon; ; dir = filepath.Dir(dir) {
+		dirs = append(dirs, dir)
+		if dir == filepath.Dir(dir) {
+			return dirs, nil
+		}
+	}
+}
+
+// maskDirs expands the masks for a session in cwd into canonical
+// directories, each with the names hidden in it, outermost first. A
+// directory that does not exist is left out (nothing there, and nowhere to
+// plant it); a cwd that cannot be resolved is an error.
+func maskDirs(masks []Mask, cwd string) ([]string, map[string][]string, error) {
 	names := map[string][]string{}
 	add := func(dir string, ns []string) {
-		dir = filepath.Clean(dir)
 		for _, n := range ns {
 			if !slices.Contains(names[dir], n) {
 				names[dir] = append(names[dir], n)
@@ -56,22 +89,22 @@ func maskDirs(masks []Mask, cwd string) ([]string, map[string][]string) {
 	}
 	for _, m := range masks {
 		if m.Dir == "{cwd}" {
-			for dir := filepath.Clean(cwd); ; dir = filepath.Dir(dir) {
+			dirs, err := cwdAndAbove(cwd)
+			if err != nil {
+				return nil, nil, err
+			}
+			for _, dir := range dirs {
 				add(dir, m.Names)
-				if dir == filepath.Dir(dir) {
-					break
-				}
 			}
 			continue
 		}
 		if d, ok := expandPath(m.Dir); ok {
-			add(d, m.Names)
+			if canon, err := filepath.EvalSymlinks(d); err == nil {
+				add(canon, m.Names)
+			}
 		}
 	}
-	dirs := make([]string, 0, len(names))
-	for d := range names {
-		dirs = append(dirs, d)
-	}
+	dirs := slices.Collect(maps.Keys(names))
 	// Outer directories first: an inner one's tmpfs goes over the entry
 	// its parent's bound back.
 	slices.SortFunc(dirs, func(a, b string) int {
@@ -80,13 +113,116 @@ func maskDirs(masks []Mask, cwd string) ([]string, map[string][]string) {
 		}
 		return strings.Compare(a, b)
 	})
-	return dirs, names
+	return dirs, names, nil
 }
 
-// maskArgv returns the bubblewrap command line that runs argv with masks
-// applied for a session in cwd, using empty (an empty directory of the
-// relay's) to cover masked names in directories that are not writable.
-func maskArgv(masks []Mask, cwd, empty string) ([]string, error) {
+// maskBinds returns the bubblewrap mount arguments that apply masks for a
+// session in cwd, outermost directory first: for each masked directory a
+// --tmpfs over it, each of its entries but the masked names bound back
+// (--symlink for a symlink), a --chmod giving the tmpfs the directory's
+// mode, and, when rw is false, a --remount-ro. They go after the caller's
+// base mounts (the root, bound with --dev-bind or --ro-bind): a bind's
+// source is the host's path, never what an earlier argument mounted, so a
+// caller that mounts something inside a masked directory appends it after
+// these.
+//
+// rw is whether the agent may write what is bound back: true binds each
+// entry with --dev-bind-try (as the host has it, devices included), false
+// with --ro-bind-try (read-only, devices unusable) and leaves the tmpfs
+// read-only too, for a sandbox whose root is read-only. -try: an entry
+// removed meanwhile is not an error.
+func maskBinds(masks []Mask, cwd string, rw bool) ([]string, error) {
+	dirs, names, err := maskDirs(masks, cwd)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, dir := range dirs {
+		fi, err := os.Stat(dir) // canonical: Stat is Lstat
+		if err != nil || !fi.IsDir() {
+			continue // nothing there, and nowhere to plant it
+		}
+		var args []string
+		if dir == "/" {
+			args, err = coverNames(dir, names[dir])
+		} else {
+			args, err = maskDir(dir, fi, names[dir], rw)
+		}
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, args...)
+	}
+	return out, nil
+}
+
+// maskDir returns the arguments that make dir, whose Stat is fi, an empty
+// tmpfs with each entry but names bound back.
+func maskDir(dir string, fi os.FileInfo, names []string, rw bool) ([]string, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("listing %s to mask %s in it (a directory the relay's user cannot list cannot be masked): %w",
+			dir, strings.Join(names, ", "), err)
+	}
+	bind := "--ro-bind-try"
+	if rw {
+		bind = "--dev-bind-try"
+	}
+	out := []string{"--tmpfs", dir}
+	for _, e := range entries {
+		if slices.Contains(names, e.Name()) {
+			continue
+		}
+		p := filepath.Join(dir, e.Name())
+		if e.Type()&os.ModeSymlink != 0 {
+			target, err := os.Readlink(p)
+			if err != nil {
+				continue // removed meanwhile
+			}
+			out = append(out, "--symlink", target, p)
+			continue
+		}
+		out = append(out, bind, p, p)
+	}
+	// The tmpfs takes the directory's mode (the sticky bit of /tmp too).
+	mode := fi.Mode().Perm()
+	if fi.Mode()&os.ModeSticky != 0 {
+		mode |= 0o1000
+	}
+	out = append(out, "--chmod", fmt.Sprintf("%o", mode), dir)
+	if !rw {
+		out = append(out, "--remount-ro", dir)
+	}
+	return out, nil
+}
+
+// coverNames returns the arguments that cover each of names already in
+// dir (/, which takes no tmpfs): a directory by an empty read-only tmpfs,
+// anything else by /dev/null. A dangling symlink cannot be covered
+// (bubblewrap would mount on, or create, its target): it is an error.
+func coverNames(dir string, names []string) ([]string, error) {
+	var out []string
+	for _, n := range names {
+		p := filepath.Join(dir, n)
+		fi, err := os.Stat(p)
+		switch {
+		case err == nil && fi.IsDir():
+			out = append(out, "--tmpfs", p, "--remount-ro", p)
+		case err == nil:
+			out = append(out, "--dev-bind", "/dev/null", p)
+		case exists(p):
+			return nil, fmt.Errorf("%s cannot be masked: %w", p, err)
+		}
+	}
+	return out, nil
+}
+
+// maskArgv returns the bubblewrap command line, up to the "--" before the
+// agent's argv, that runs an agent with masks applied for a session in cwd:
+// the host's root bound as it is (--dev-bind / /), then maskBinds with rw
+// set. The last parameter (once an empty directory of the relay's) is
+// unused: session.go still passes it.
+func maskArgv(masks []Mask, cwd, _ string) ([]string, error) {
 	bwrap, err := exec.LookPath(bwrapPath)
 	if err != nil {
 		return nil, fmt.Errorf("bubblewrap (bwrap) is needed to hide the paths the profile masks: %w", err)
@@ -95,49 +231,11 @@ func maskArgv(masks []Mask, cwd, empty string) ([]string, error) {
 	if os.Geteuid() != 0 {
 		out = append(out, "--unshare-user", "--uid", strconv.Itoa(os.Geteuid()), "--gid", strconv.Itoa(os.Getegid()))
 	}
-	dirs, names := maskDirs(masks, cwd)
-	for _, dir := range dirs {
-		fi, err := os.Lstat(dir)
-		if err != nil || !fi.IsDir() {
-			continue // nothing there, and nowhere to plant it
-		}
-		if unix.Access(dir, unix.W_OK) != nil || dir == "/" {
-			for _, n := range names[dir] {
-				if p := filepath.Join(dir, n); exists(p) {
-					out = append(out, "--ro-bind", empty, p)
-				}
-			}
-			continue
-		}
-		entries, err := os.ReadDir(dir)
-		if err != nil {
-			return nil, fmt.Errorf("listing %s to mask %s in it: %w", dir, strings.Join(names[dir], ", "), err)
-		}
-		out = append(out, "--tmpfs", dir)
-		for _, e := range entries {
-			if slices.Contains(names[dir], e.Name()) {
-				continue
-			}
-			p := filepath.Join(dir, e.Name())
-			if e.Type()&os.ModeSymlink != 0 {
-				target, err := os.Readlink(p)
-				if err != nil {
-					continue
-				}
-				out = append(out, "--symlink", target, p)
-				continue
-			}
-			// -try: an entry removed meanwhile is not an error.
-			out = append(out, "--dev-bind-try", p, p)
-		}
-		// The tmpfs takes the directory's mode (the sticky bit of /tmp too).
-		mode := fi.Mode().Perm()
-		if fi.Mode()&os.ModeSticky != 0 {
-			mode |= 0o1000
-		}
-		out = append(out, "--chmod", fmt.Sprintf("%o", mode), dir)
+	binds, err := maskBinds(masks, cwd, true)
+	if err != nil {
+		return nil, err
 	}
-	return out, nil
+	return append(out, binds...), nil
 }
 
 func exists(p string) bool {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -264,7 +265,8 @@ func (e *Engine) evaluateLater(id string) {
 // outcome is recorded on the task (get_task, list_tasks, the submitter's
 // notice). A task stored but not yet gated when the daemon dies is gated
 // by the next Start. A request-level problem (unknown target, bad mode,
-// oversized prompt, bad cwd) creates nothing. Missing or malformed mission
+// oversized prompt, bad cwd) creates nothing. The cwd is stored canonical
+// (CanonicalCwd), and a retry is compared on it. Missing or malformed mission
 // and lease IDs are not request errors: the task is persisted and audited,
 // then rejected by missionLease. existed reports an idempotent retry: the
 // caller's idempotency_key found its first task, created by the very same
@@ -294,7 +296,7 @@ func (e *Engine) Submit(ctx context.Context, caller string, r model.SubmitReques
 		chain = model.ChainOf(parent)
 	}
 	now := e.now()
-	asked := r // as the caller asked, after validate's defaults
+	asked := r // as the caller asked, after validate's defaults (the cwd canonical)
 	sum := requestSHA256(asked)
 	if r.ContextID == "" {
 		r.ContextID = model.NewID("C") // a new thread; follow-ups name it
@@ -349,31 +351,47 @@ func (e *Engine) validate(caller string, r *model.SubmitRequest) error {
 	if err := r.CheckBounds(); err != nil {
 		return err
 	}
-	if err := CheckCwd(r.Cwd); err != nil {
+	cwd, err := CanonicalCwd(r.Cwd)
+	if err != nil {
 		return err
 	}
+	r.Cwd = cwd
 	return model.CheckArtifacts(r.Artifacts)
 }
 
-// CheckCwd requires an absolute, clean path to an existing directory.
-func CheckCwd(cwd string) error {
+// CanonicalCwd requires an absolute, clean path to an existing directory
+// and returns it canonical: every symlink in it, the last component's and
+// its parents', resolved. The cwd is resolved once, here, at submit: the
+// task stores, shows and dispatches that one path, so the checks and
+// masks made before the agent starts are made on the directory it runs
+// in, never on a symlink's name for it (a symlink to a project with
+// planted agent configuration would otherwise be checked as the link's
+// parent and run in the project).
+func CanonicalCwd(cwd string) (string, error) {
 	bad := func(why string) error {
 		return model.Errorf(model.CodeInvalidCwd, "cwd %q %s", model.Echo(cwd), why).WithHint(spec.Hint(model.CodeInvalidCwd))
 	}
 	if cwd == "" {
-		return bad("is empty")
+		return "", bad("is empty")
 	}
 	if !filepath.IsAbs(cwd) || filepath.Clean(cwd) != cwd {
-		return bad("is not a clean absolute path")
+		return "", bad("is not a clean absolute path")
 	}
-	fi, err := os.Stat(cwd)
+	resolved, err := filepath.EvalSymlinks(cwd)
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", bad("does not exist")
+	}
 	if err != nil {
-		return bad("does not exist")
+		return "", bad("cannot be resolved")
+	}
+	fi, err := os.Stat(resolved)
+	if err != nil {
+		return "", bad("does not exist")
 	}
 	if !fi.IsDir() {
-		return bad("is not a directory")
+		return "", bad("is not a directory")
 	}
-	return nil
+	return resolved, nil
 }
 
 // tryEvaluate evaluates a submitted task's gates when a dispatch slot is

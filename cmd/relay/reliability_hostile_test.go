@@ -31,8 +31,8 @@ import (
 // Decisions these tests pin down (docs/reliability.md):
 //   - cwd must be a clean absolute path to an existing directory: a
 //     relative path or one through `..` is invalid_cwd; a symlink to a
-//     directory is accepted and stored as given (the agent runs in the
-//     directory it points to; the relay does not resolve it), a symlink to
+//     directory is accepted and stored resolved (the canonical path, the
+//     one the agent runs in and the masks are computed on), a symlink to
 //     anything else is invalid_cwd;
 //   - artifact URIs must be absolute (a scheme), never data:; they are
 //     references the relay never opens, so `..` inside a file: URI is
@@ -61,7 +61,10 @@ func padTo(doc string, n int) []byte {
 // symlink to a file and a dangling symlink.
 func hostileDirs(t *testing.T) (dir, linkDir, linkFile, dangling string) {
 	t.Helper()
-	root := t.TempDir()
+	root, err := filepath.EvalSymlinks(t.TempDir()) // dir is the canonical path a linkDir task stores
+	if err != nil {
+		t.Fatal(err)
+	}
 	dir = filepath.Join(root, "work")
 	if err := os.Mkdir(dir, 0o700); err != nil {
 		t.Fatal(err)
@@ -184,11 +187,11 @@ func TestReliabilityHostileSocketAPI(t *testing.T) {
 			body: mustJSON(t, map[string]any{"target": "codex", "prompt": "x", "cwd": linkFile}), code: model.CodeInvalidCwd},
 		{name: "cwd dangling symlink", method: "POST", path: "/v1/tasks", agent: "claude",
 			body: mustJSON(t, map[string]any{"target": "codex", "prompt": "x", "cwd": dangling}), code: model.CodeInvalidCwd},
-		{name: "cwd symlink to a directory is accepted as given", method: "POST", path: "/v1/tasks", agent: "claude",
+		{name: "cwd symlink to a directory is stored resolved", method: "POST", path: "/v1/tasks", agent: "claude",
 			body:  mustJSON(t, map[string]any{"target": "codex", "prompt": "x", "mission_id": "M-1", "lease_id": "S-1", "cwd": linkDir}),
 			tasks: 1, msgs: 1, check: func(t *testing.T, r apiResp) {
 				// Persisted, then blocked (no adapter is configured here).
-				if r = taskEnded(t, c, r.str("task_id")); r.str("cwd") != linkDir || r.str("state") != "blocked" {
+				if r = taskEnded(t, c, r.str("task_id")); r.str("cwd") != dir || r.str("state") != "blocked" {
 					t.Errorf("task %s", r.body)
 				}
 			}},
@@ -710,11 +713,11 @@ func TestReliabilityHostileFacade(t *testing.T) {
 		{name: "cwd symlink to a file", tool: "submit_task", args: js(map[string]any{"target": "codex", "prompt": "x", "cwd": linkFile}), code: model.CodeInvalidCwd},
 		{name: "cwd symlink to a directory", tool: "submit_task", args: js(map[string]any{"target": "codex", "prompt": "x", "mission_id": "M-1", "lease_id": "S-1", "cwd": linkDir}),
 			tasks: 1, msgs: 1, check: func(t *testing.T, sc map[string]any) {
-				if sc["cwd"] != nil && sc["cwd"] != linkDir { // get_task shows no cwd; the operator view does
+				if sc["cwd"] != nil && sc["cwd"] != dir { // get_task shows no cwd; the operator view does
 					t.Errorf("cwd %v", sc["cwd"])
 				}
 				id, _ := sc["task_id"].(string)
-				if r := taskEnded(t, c, id); r.str("cwd") != linkDir || r.str("state") != "blocked" { // no adapter here
+				if r := taskEnded(t, c, id); r.str("cwd") != dir || r.str("state") != "blocked" { // no adapter here
 					t.Errorf("task %s", r.body)
 				}
 			}},

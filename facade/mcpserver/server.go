@@ -26,7 +26,8 @@ type Options struct {
 	// AGENT`). No tool takes a sender: every call is made as Agent.
 	Agent string
 	// Cwd is the working directory of submitted tasks that name none: the
-	// facade's own working directory. Empty means os.Getwd().
+	// facade's own working directory. Empty means os.Getwd(). Its
+	// symlinks are resolved, as the relay resolves every task's cwd.
 	Cwd string
 	// Version is reported as the server's version ("dev" when empty).
 	Version string
@@ -200,6 +201,13 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if !filepath.IsAbs(o.Cwd) {
 		return o, fmt.Errorf("facade: default cwd %q is not absolute", o.Cwd)
+	}
+	// os.Getwd answers $PWD, which may name the directory through a
+	// symlink: the default is shown (submit_task's description) as the
+	// path the relay stores, with its symlinks resolved. One that cannot
+	// be resolved is left for submit to refuse (invalid_cwd).
+	if resolved, err := filepath.EvalSymlinks(o.Cwd); err == nil {
+		o.Cwd = resolved
 	}
 	if o.Version == "" {
 		o.Version = "dev"
