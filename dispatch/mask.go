@@ -131,13 +131,19 @@ func maskDirs(masks []Mask, cwd string) ([]string, map[string][]string, error) {
 // with --ro-bind-try (read-only, devices unusable) and leaves the tmpfs
 // read-only too, for a sandbox whose root is read-only. -try: an entry
 // removed meanwhile is not an error.
-func maskBinds(masks []Mask, cwd string, rw bool) ([]string, error) {
+//
+// skip, when set, names directories to leave alone: those the sandbox
+// makes anew (a private /tmp), where nothing could be planted.
+func maskBinds(masks []Mask, cwd string, rw bool, skip func(dir string) bool) ([]string, error) {
 	dirs, names, err := maskDirs(masks, cwd)
 	if err != nil {
 		return nil, err
 	}
 	var out []string
 	for _, dir := range dirs {
+		if skip != nil && skip(dir) {
+			continue
+		}
 		fi, err := os.Stat(dir) // canonical: Stat is Lstat
 		if err != nil || !fi.IsDir() {
 			continue // nothing there, and nowhere to plant it
@@ -231,7 +237,7 @@ func maskArgv(masks []Mask, cwd, _ string) ([]string, error) {
 	if os.Geteuid() != 0 {
 		out = append(out, "--unshare-user", "--uid", strconv.Itoa(os.Geteuid()), "--gid", strconv.Itoa(os.Getegid()))
 	}
-	binds, err := maskBinds(masks, cwd, true)
+	binds, err := maskBinds(masks, cwd, true, nil)
 	if err != nil {
 		return nil, err
 	}

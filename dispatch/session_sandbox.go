@@ -129,20 +129,16 @@ func landlockNote(p sandbox.Plan) string {
 // writable would show what it hides), so it refuses the start.
 func (s *session) maskArgs(plan sandbox.Plan) ([]string, error) {
 	if plan.WritableCwd {
-		if dirs, names := maskDirs(s.rule.Masks, plan.Cwd); slices.Contains(dirs, filepath.Clean(plan.Cwd)) {
+		dirs, names, err := maskDirs(s.rule.Masks, plan.Cwd)
+		if err != nil {
+			return nil, err
+		}
+		if slices.Contains(dirs, filepath.Clean(plan.Cwd)) {
 			return nil, fmt.Errorf("%w: the profile masks %s in the cwd, which a state_changing task writes",
 				errSandbox, strings.Join(names[filepath.Clean(plan.Cwd)], ", "))
 		}
 	}
-	base, err := s.d.profileDir()
-	if err != nil {
-		return nil, err
-	}
-	empty := filepath.Join(base, "empty")
-	if err := os.MkdirAll(empty, 0o500); err != nil {
-		return nil, err
-	}
-	args, err := maskBinds(s.rule.Masks, plan.Cwd, empty, plan.Fresh)
+	args, err := maskBinds(s.rule.Masks, plan.Cwd, false, plan.Fresh)
 	if err != nil {
 		return nil, err
 	}

@@ -9,12 +9,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/hai-relay/relay/dispatch"
 	"github.com/hai-relay/relay/dispatch/dispatchtest"
 	"github.com/hai-relay/relay/gates/gatestest"
 	"github.com/mark3labs/mcp-go/client"
@@ -173,6 +175,7 @@ func launchDaemonEnv(t *testing.T, home string, env []string) *daemonProc {
 // SIGTERM.
 func runDaemonCmd(t *testing.T, home string, cmd *exec.Cmd) *daemonProc {
 	t.Helper()
+	cmd.Env = withSandboxWritable(cmd.Env)
 	d := &daemonProc{cmd: cmd, stderr: &syncBuffer{}, done: make(chan struct{})}
 	d.cmd.Stderr = d.stderr
 	if err := d.cmd.Start(); err != nil {
@@ -389,4 +392,21 @@ func daemonsFor(home string) []int {
 		}
 	}
 	return pids
+}
+
+// withSandboxWritable adds to a daemon's environment the test switch that
+// binds the directories of the scripted agent's log and pid file writable
+// into its sandbox (dispatch.SandboxWritableEnv), when env names them.
+func withSandboxWritable(env []string) []string {
+	var dirs []string
+	for _, kv := range env {
+		k, v, _ := strings.Cut(kv, "=")
+		if (k == "FAKEAGENT_LOG" || k == "FAKEAGENT_PIDFILE") && filepath.IsAbs(v) {
+			dirs = append(dirs, filepath.Dir(v))
+		}
+	}
+	if len(dirs) == 0 {
+		return env
+	}
+	return append(slices.Clip(env), dispatch.SandboxWritableEnv+"="+strings.Join(dirs, ":"))
 }

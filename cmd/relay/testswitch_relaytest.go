@@ -5,6 +5,7 @@ package main
 import (
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -25,6 +26,9 @@ import (
 //     agents without their hardening profile's session options, still
 //     under the deny-all client, so that CI proves `relay agents verify`
 //     detects what a profile prevents.
+//   - dispatch.SandboxWritableEnv (a PATH-style list of directories) binds
+//     those directories writable into every agent's sandbox, so that the
+//     scripted agent can write its event log where the test reads it.
 //   - testIdleStepEnv (a Go duration) makes the idle exit wait that long
 //     after each of its decisions before acting on it, so that a test can
 //     aim requests at the moment a daemon decides to exit.
@@ -36,7 +40,7 @@ const (
 // testAutostartTaken are the test switches (above) and GORACE: a
 // test daemon a facade starts takes them from the facade, so that the
 // tests' autostarted daemons run as their hand-started ones do.
-var testAutostartTaken = []string{testShimEnv, dispatch.UnhardenedEnv, testIdleStepEnv, "GORACE"}
+var testAutostartTaken = []string{testShimEnv, dispatch.UnhardenedEnv, dispatch.SandboxWritableEnv, testIdleStepEnv, "GORACE"}
 
 // testShim returns the shim testShimEnv names, or nil.
 func testShim() []string {
@@ -60,6 +64,13 @@ func testDispatchOptions(o *dispatch.Options, log *slog.Logger) {
 			"env", dispatch.UnhardenedEnv, "agents", strings.Join(names, ","))
 	}
 	o.Unhardened = names
+	// dispatch.SandboxWritableEnv: directories bound writable into every
+	// agent's sandbox, where a scripted agent leaves its event log.
+	for _, p := range filepath.SplitList(os.Getenv(dispatch.SandboxWritableEnv)) {
+		if filepath.IsAbs(p) {
+			o.SandboxWritable = append(o.SandboxWritable, p)
+		}
+	}
 }
 
 // testIdleStep returns testIdleStepEnv's duration, or 0.
