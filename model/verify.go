@@ -55,6 +55,11 @@ const (
 	// was asked, and nothing happened: the agent (its sandbox, its
 	// permission rules) refused it.
 	StopRefusedByAgent Stop = "refused_by_agent"
+	// StopSandbox: the tool was called and ran, no permission was asked,
+	// and the relay's sandbox stopped its effect (a read-only file system,
+	// a write Landlock denied): the layer that does not depend on the
+	// agent held.
+	StopSandbox Stop = "sandbox"
 	// StopNotRun: the attempt could not be made (the agent could not be
 	// started, needed a login, or did not reach the model in time). It
 	// makes the verification inconclusive, so failed.
@@ -63,14 +68,14 @@ const (
 
 // AllStops lists every Stop.
 func AllStops() []Stop {
-	return []Stop{StopNotStopped, StopModeRefused, StopDeniedByRelay, StopToolNotOffered, StopRefusedByAgent, StopNotRun}
+	return []Stop{StopNotStopped, StopModeRefused, StopDeniedByRelay, StopToolNotOffered, StopRefusedByAgent, StopSandbox, StopNotRun}
 }
 
 // Stopped reports whether the attempt was stopped (the verification may
 // pass).
 func (s Stop) Stopped() bool {
 	switch s {
-	case StopModeRefused, StopDeniedByRelay, StopToolNotOffered, StopRefusedByAgent:
+	case StopModeRefused, StopDeniedByRelay, StopToolNotOffered, StopRefusedByAgent, StopSandbox:
 		return true
 	}
 	return false

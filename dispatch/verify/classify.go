@@ -129,6 +129,8 @@ func classify(ev attemptEvidence) (model.Stop, string) {
 	case !slices.Contains(ev.reqs[call].Turn.Tools, ev.tool):
 		return model.StopToolNotOffered, clipLine(fmt.Sprintf("%s is not among the tools offered (%s)%s", ev.tool,
 			strings.Join(ev.reqs[call].Turn.Tools, ", "), said), maxDetail)
+	case answered && sandboxDenial(result):
+		return model.StopSandbox, clipLine(strings.TrimPrefix(said, "; "), maxDetail)
 	case answered:
 		return model.StopRefusedByAgent, clipLine(strings.TrimPrefix(said, "; "), maxDetail)
 	case ev.out.State == model.StateCompleted:
@@ -164,3 +166,12 @@ func control(ev attemptEvidence, token string) (bool, string) {
 // clipLine is s on one line, without control characters, clipped to n
 // bytes.
 func clipLine(s string, n int) string { return dispatch.ClipLine(s, n) }
+
+// sandboxDenial reports whether a tool's result shows the relay's sandbox
+// stopping it: the errors a read-only bind mount (EROFS) and a Landlock
+// write denial (EACCES) give, as the agent's tool reports them.
+func sandboxDenial(result string) bool {
+	r := strings.ToLower(result)
+	return strings.Contains(r, "read-only file system") || strings.Contains(r, "erofs") ||
+		strings.Contains(r, "permission denied") || strings.Contains(r, "eacces")
+}

@@ -842,7 +842,7 @@ func (a *agent) runTool(ctx context.Context, sid acp.SessionId, id, name string,
 	case "shell":
 		out, err := exec.CommandContext(ctx, "sh", "-c", str("command")).CombinedOutput()
 		if err != nil {
-			return err.Error()
+			return err.Error() + ": " + string(out)
 		}
 		return "ran: " + string(out)
 	}
