@@ -95,6 +95,9 @@ type session struct {
 	// emptyHome is the session's own HOME (Rule.KeepHome), removed at
 	// teardown; "" without one.
 	emptyHome string
+	// ownDir is the session's own directory (Rule.OwnDir), removed at
+	// teardown; "" without one.
+	ownDir string
 
 	// The start-up deadline (startup.go): its length (zero: none), its
 	// timer, and whether the session is set up (under mu), after which it
@@ -264,6 +267,14 @@ func (s *session) start() error {
 		}
 		env = append(slices.Clip(env), homeEnv...)
 	}
+	if s.rule != nil && s.rule.OwnDir != nil {
+		ownEnv, err := s.makeOwnDir(env)
+		if err != nil {
+			s.log.Printf("could not make the agent's own %s: %v", s.rule.OwnDir.Var, err)
+			return fmt.Errorf("making the agent's own %s: %w", s.rule.OwnDir.Var, err)
+		}
+		env = append(slices.Clip(env), ownEnv...)
+	}
 	p, err := startProc(s.d.spawner, procSpec{argv: argv, dir: s.cwd, env: env, unset: unset, stderr: s.tail, shim: s.d.o.Shim})
 	if err != nil {
 		s.log.Printf("could not start %q: %v", argv, err)
@@ -301,6 +312,7 @@ func (s *session) start() error {
 	}
 	s.gate = newLineGate(p.stdout, s.onGarbage)
 	s.gate.note = s.log.Printf
+	s.gate.onRequest = s.client.noteRequest
 	s.client.onUpdate = s.gate.processed
 	s.client.awaitUpdates = func() { s.gate.awaitProcessed(time.Second) }
 	// The connection's receive loop starts at once and reads the logger
@@ -776,6 +788,9 @@ func (s *session) teardown() {
 	_ = s.p.reap() // SIGKILL the group (descendants too), reap, close pipes
 	if s.emptyHome != "" {
 		_ = os.RemoveAll(s.emptyHome)
+	}
+	if s.ownDir != "" {
+		_ = os.RemoveAll(s.ownDir)
 	}
 	s.d.dropRecord(s.rec)
 	s.gate.close()
