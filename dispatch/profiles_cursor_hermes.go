@@ -161,7 +161,7 @@ var cursorProfile = &Profile{
 	Packages:   []string{"cursor-agent"},
 	AnyName:    true,
 	Versions:   VersionRange{From: "2025.1.0"},
-	VerifiedOn: []string{"none (a scripted stand-in in CI)"},
+	VerifiedOn: []string{"no release (scripted stand-in only)"},
 	Install:    "Cursor's own CLI (`curl https://cursor.com/install -fsS | bash`), run as `agent acp`",
 	Verify:     cursorVerify,
 	Rules: map[model.Mode]Rule{
@@ -409,7 +409,7 @@ var hermesProfile = &Profile{
 	Name:       "hermes-agent 0.x",
 	Packages:   []string{"hermes-agent"},
 	Versions:   VersionRange{From: "0.21.0", Below: "1.0.0"},
-	VerifiedOn: []string{"none (a scripted stand-in in CI)"},
+	VerifiedOn: []string{"no release (scripted stand-in only)"},
 	Install:    "`pip install hermes-agent` (or its installer), run as `hermes acp`",
 	Verify:     hermesVerify,
 	Rules: map[model.Mode]Rule{

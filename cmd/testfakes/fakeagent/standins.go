@@ -18,7 +18,8 @@ package main
 //
 // hermes: Hermes' `hermes acp`. Modes default (current), accept_edits,
 // dont_ask, plan, observe. It reads $HERMES_HOME/config.yaml (else
-// ~/.hermes/config.yaml): approvals.mode and model.base_url. It asks only
+// ~/.hermes/config.yaml): approvals.mode and model.base_url (else
+// $OPENAI_BASE_URL), and logs the file's text. It asks only
 // before write_file and patch (not in accept_edits or dont_ask); it runs
 // terminal commands without asking unless approvals.mode is manual, and
 // execute_code unless HERMES_EXEC_ASK=1; memory writes
@@ -470,8 +471,11 @@ func (h *hermesAgent) NewSession(ctx context.Context, p acp.NewSessionRequest) (
 		h.approvals = "smart"
 	}
 	h.baseURL = yamlValue(string(b), "model", "base_url")
+	if h.baseURL == "" {
+		h.baseURL = os.Getenv("OPENAI_BASE_URL")
+	}
 	_, plugins := os.Stat(filepath.Join(p.Cwd, ".hermes", "plugins"))
-	h.log.event("session_new", map[string]any{"cwd": p.Cwd, "meta": p.Meta, "hermes_home": h.home, "config": err == nil,
+	h.log.event("session_new", map[string]any{"cwd": p.Cwd, "meta": p.Meta, "hermes_home": h.home, "config": err == nil, "config_text": string(b),
 		"approvals": h.approvals, "base_url": h.baseURL, "exec_ask": os.Getenv("HERMES_EXEC_ASK"),
 		"skip_mcp": os.Getenv("HERMES_ACP_SKIP_CONFIGURED_MCP"), "project_plugins": plugins == nil && os.Getenv("HERMES_ENABLE_PROJECT_PLUGINS") != ""})
 	h.mu.Lock()
