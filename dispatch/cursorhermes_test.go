@@ -267,3 +267,41 @@ func TestHermesUnreadableModelConfig(t *testing.T) {
 		t.Errorf("the agent was started %d times", n)
 	}
 }
+
+// Hermes' installer puts it in ~/.hermes/hermes-agent, and .hermes is
+// masked in the cwd and every directory above it: the installation alone
+// is given back, so Hermes still starts when the cwd is under its home;
+// the project's plugins stay hidden, and the variable that would load
+// them never reaches Hermes.
+func TestHermesInstalledUnderAMaskedHome(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	cwd := filepath.Join(dir, "src", "proj")
+	bin := filepath.Join(dir, ".hermes", "hermes-agent", "venv", "bin", "hermes")
+	plant(t, dir, ".hermes/hermes-agent/venv/bin/hermes", "#!/bin/sh\nexec "+dispatchtest.BuildFakeAgent(t)+" hermes \"$@\"\n")
+	if err := os.Chmod(bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	plant(t, dir, ".hermes/plugins/evil.py", "raise SystemExit")
+	plant(t, cwd, ".hermes/plugins/evil.py", "raise SystemExit")
+	e := newEnv(t, func(o *dispatch.Options) {
+		o.Registry = dispatch.NewRegistry([]dispatch.AgentSpec{{Name: "hermes", Command: []string{bin}, Enabled: true}}, nil, nil)
+		o.Env = append(o.Env, "HOME="+dir, "HERMES_ENABLE_PROJECT_PLUGINS=1", "FAKEAGENT_ENVLOG=HERMES_ENABLE_PROJECT_PLUGINS,HERMES_EXEC_ASK")
+	})
+	if err := os.WriteFile(e.agentLog, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	task := e.task("hermes", "read "+filepath.Join(cwd, ".hermes", "plugins", "evil.py"), model.ModeReadOnly)
+	task.Cwd = cwd
+	out, _ := e.run(t, task)
+	wantOutcome(t, out, model.StateCompleted, "")
+	if strings.Contains(out.Result.Text, "SystemExit") {
+		t.Errorf("the cwd's .hermes was seen: %q", out.Result.Text)
+	}
+	if n := e.events(t, "session_new"); len(n) != 1 || n[0]["project_plugins"] != false {
+		t.Errorf("session_new %v: want no project plugins", n)
+	}
+	if st := e.events(t, "start"); len(st) != 1 || toJSON(t, st[0]["env"]) != `{"HERMES_EXEC_ASK":"1"}` {
+		t.Errorf("Hermes started with %v, want HERMES_EXEC_ASK=1 and no HERMES_ENABLE_PROJECT_PLUGINS", st)
+	}
+}

@@ -68,6 +68,42 @@ func (s *session) makeOwnDir(env []string) ([]string, error) {
 	return []string{od.Var + "=" + dir}, nil
 }
 
+// maskedAdapterBinds returns the bubblewrap arguments that bind back,
+// read-only, the agent's own installation when a mask would hide it: the
+// Hermes installer puts Hermes in ~/.hermes/hermes-agent, and .hermes is
+// masked in the cwd and every directory above it, the home directory
+// among them. Only the masked entry's child that holds the executable
+// comes back, not the rest of it (plugins, config, .env).
+func (s *session) maskedAdapterBinds() []string {
+	keep := adapterUnderMask(s.rule.Masks, s.cwd, s.adapter.RealPath)
+	if keep == "" {
+		return nil
+	}
+	s.log.Printf("bound back for the agent, read-only: %s (its own installation, under a masked name)", keep)
+	return []string{"--ro-bind", keep, keep}
+}
+
+// adapterUnderMask returns the child of a masked path that holds real (the
+// agent's executable), or "".
+func adapterUnderMask(masks []Mask, cwd, real string) string {
+	if real == "" {
+		return ""
+	}
+	dirs, names := maskDirs(masks, cwd)
+	for _, d := range dirs {
+		for _, n := range names[d] {
+			hidden := filepath.Join(d, n)
+			rel, err := filepath.Rel(hidden, real)
+			if err != nil || rel == "." || rel == ".." || strings.HasPrefix(rel, "../") {
+				continue
+			}
+			first, _, _ := strings.Cut(rel, string(filepath.Separator))
+			return filepath.Join(hidden, first)
+		}
+	}
+	return ""
+}
+
 // refusedAdapters are adapters no profile will ever cover, by package or
 // agentInfo name, with why.
 var refusedAdapters = map[string]string{
@@ -383,12 +419,9 @@ func yamlScalar(s string) (string, error) {
 }
 
 // hermesUnset: project plugins (./.hermes/plugins) load only with this
-// variable, and they run code.
+// variable, and they run code; it never reaches Hermes.
 func hermesUnset() ([]string, string) {
-	if _, ok := os.LookupEnv("HERMES_ENABLE_PROJECT_PLUGINS"); ok {
-		return []string{"HERMES_ENABLE_PROJECT_PLUGINS"}, "it makes Hermes load and run the project's own plugins"
-	}
-	return nil, ""
+	return []string{"HERMES_ENABLE_PROJECT_PLUGINS"}, "never passed: it makes Hermes load and run the project's own plugins"
 }
 
 // hermesVerify points Hermes at the scripted model: its config.yaml gets

@@ -130,3 +130,22 @@ func TestCursorConfigCheck(t *testing.T) {
 		t.Errorf("%+v", c)
 	}
 }
+
+// A mask that would hide the agent's own installation gives back only the
+// entry that holds it.
+func TestAdapterUnderMask(t *testing.T) {
+	t.Parallel()
+	masks := []Mask{{Dir: "{cwd}", Names: []string{".hermes"}}}
+	for _, c := range []struct{ real, want string }{
+		{"/home/u/.hermes/hermes-agent/venv/bin/hermes", "/home/u/.hermes/hermes-agent"},
+		{"/home/u/.hermes/hermes", "/home/u/.hermes/hermes"},
+		{"/home/u/.local/bin/hermes", ""},
+		{"/home/u/.hermesx/bin/hermes", ""},
+		{"/opt/.hermes/bin/hermes", ""}, // not above the cwd
+		{"", ""},
+	} {
+		if got := adapterUnderMask(masks, "/home/u/src/proj", c.real); got != c.want {
+			t.Errorf("adapterUnderMask(%q) = %q, want %q", c.real, got, c.want)
+		}
+	}
+}

@@ -380,6 +380,7 @@ func (s *session) masked(argv []string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
+	prefix = append(prefix, s.maskedAdapterBinds()...)
 	s.log.Printf("masked for the agent, in a mount namespace of its own: %s", describeMasks(s.rule.Masks))
 	return append(append(prefix, "--"), argv...), nil
 }
