@@ -510,7 +510,7 @@ func (h *hermesAgent) Prompt(ctx context.Context, p acp.PromptRequest) (acp.Prom
 			continue
 		}
 		rest := strings.TrimSpace(strings.TrimPrefix(line, w[0]))
-		args := map[string]any{}
+		var args map[string]any
 		switch w[0] {
 		case "write_file":
 			file, content, _ := strings.Cut(rest, " ")
