@@ -305,3 +305,36 @@ func TestHermesInstalledUnderAMaskedHome(t *testing.T) {
 		t.Errorf("Hermes started with %v, want HERMES_EXEC_ASK=1 and no HERMES_ENABLE_PROJECT_PLUGINS", st)
 	}
 }
+
+// The daemon tests' cursor and hermes (dispatchtest.FakeAdapter: the
+// plain fake agent behind a bare script reporting the name and version a
+// real one would) run under their profiles: guessed before the start,
+// confirmed at initialize.
+func TestCursorHermesTestAdapters(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, func(o *dispatch.Options) {
+		o.Registry = dispatch.NewRegistry([]dispatch.AgentSpec{
+			{Name: "cursor", Command: []string{dispatchtest.FakeAdapter(t, "cursor")}, Enabled: true},
+			{Name: "hermes", Command: []string{dispatchtest.FakeAdapter(t, "hermes")}, Enabled: true},
+		}, nil, nil)
+		o.Env = append(o.Env, "HOME="+t.TempDir())
+	})
+	if err := os.WriteFile(e.agentLog, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for agent, note := range map[string]string{
+		"cursor": "hardening profile cursor-agent 2025+ (verified on no release (scripted stand-in only), running cursor-agent 2026.10.22-27dcf5f",
+		"hermes": "hardening profile hermes-agent 0.x (verified on no release (scripted stand-in only), running hermes-agent 0.21.3",
+	} {
+		out, r := e.run(t, e.task(agent, "echo hello", model.ModeReadOnly))
+		wantOutcome(t, out, model.StateCompleted, "")
+		r.mu.Lock()
+		notes := strings.Join(r.notes, "")
+		r.mu.Unlock()
+		if !strings.Contains(notes, note) || out.Result.SessionMode != "plan" {
+			t.Errorf("%s: note %q, mode %q; want %q and plan", agent, notes, out.Result.SessionMode, note)
+		}
+		out, _ = e.run(t, e.task(agent, "echo hello", model.ModeStateChanging))
+		wantOutcome(t, out, model.StateFailed, model.CodeAgentUnsafeMode)
+	}
+}
