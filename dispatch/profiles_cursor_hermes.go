@@ -58,12 +58,13 @@ func (s *session) makeOwnDir(env []string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.ownDir = dir
 	for _, name := range slices.Sorted(maps.Keys(files)) {
 		if err := writePrivate(filepath.Join(dir, name), files[name]); err != nil {
+			_ = os.RemoveAll(dir)
 			return nil, err
 		}
 	}
+	s.ownDir = dir
 	s.log.Printf("%s is %s, the session's own, holding only %s", od.Var, dir, strings.Join(slices.Sorted(maps.Keys(files)), ", "))
 	return []string{od.Var + "=" + dir}, nil
 }
