@@ -150,9 +150,35 @@ func (c *client) queueDenial(d model.Denial) {
 
 // Outcomes of what the relay refuses that is not a permission request.
 const (
-	outcomeDeclined = "declined" // an elicitation
+	outcomeDeclined = "declined" // an elicitation, an extension request
 	outcomeRefused  = "refused"  // a session the relay did not open
 )
+
+// clientMethods are the requests an agent may send the relay's client;
+// the SDK answers any other with method not found, without calling it.
+var clientMethods = map[string]bool{
+	acp.ClientMethodSessionRequestPermission: true, acp.ClientMethodSessionUpdate: true,
+	acp.ClientMethodFsReadTextFile: true, acp.ClientMethodFsWriteTextFile: true,
+	acp.ClientMethodTerminalCreate: true, acp.ClientMethodTerminalKill: true, acp.ClientMethodTerminalOutput: true,
+	acp.ClientMethodTerminalRelease: true, acp.ClientMethodTerminalWaitForExit: true,
+	acp.ClientMethodElicitationCreate: true, acp.ClientMethodElicitationComplete: true,
+}
+
+// noteRequest records a request the relay's client does not serve as a
+// denial: an agent's own extension request (Cursor's cursor/ask_question,
+// cursor/create_plan, cursor/update_todos, cursor/task, "_" methods, MCP
+// over ACP), which blocks the agent until it is answered. The SDK answers
+// it at once with method not found, the relay's no. Called by the line
+// gate for every request, before the SDK sees it.
+func (c *client) noteRequest(method string) {
+	if clientMethods[method] {
+		return
+	}
+	d := model.Denial{ToolCallTitle: model.Clip("agent request "+sanitizeLine(method), maxToolField),
+		ToolCallKind: "extension", Outcome: outcomeDeclined}
+	c.queueDenial(d)
+	c.logf("declined the agent's request %q: not served by the relay (answered method not found)", sanitizeLine(method))
+}
 
 // UnstableCreateElicitation declines: the relay puts no question to any
 // user, and answers none for one. The request is recorded as denied.

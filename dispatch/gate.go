@@ -78,6 +78,9 @@ type lineGate struct {
 	onGarbage func(why string, line []byte)
 	// note writes a line to the task log; nil discards.
 	note func(format string, args ...any)
+	// onRequest, when set, is called with the method of every request the
+	// agent sends, before the SDK sees it (it must not block).
+	onRequest func(method string)
 
 	cur  []byte // what is left of the current line for the SDK
 	err  error
@@ -340,6 +343,9 @@ func (g *lineGate) inspect(line []byte) {
 	case m.Method == acp.ClientMethodSessionUpdate && m.ID == nil:
 		g.admit(len(line), "")
 	case m.Method != "" && m.ID != nil:
+		if g.onRequest != nil {
+			g.onRequest(m.Method)
+		}
 		g.admit(len(line), idKey(*m.ID))
 	}
 }

@@ -45,6 +45,11 @@ type Profile struct {
 	// agentInfo names (at initialize) of the adapters the profile covers.
 	// Empty: any adapter (test fakes).
 	Packages []string
+	// AnyName: the names the adapter reports are not documented (Cursor's
+	// agent, a native binary without a package.json): the profile covers
+	// an adapter of any name whose version is in Versions, but those
+	// refusedAdapters names. Packages then only name the generation.
+	AnyName bool
 	// Versions is the range of adapter versions the profile covers.
 	Versions VersionRange
 	// VerifiedOn lists the adapter versions the profile was verified on in
@@ -65,6 +70,10 @@ type Profile struct {
 // covers reports whether the profile is for the adapter that calls itself
 // name (a package name or an agentInfo name) at version.
 func (p *Profile) covers(name, version string) bool {
+	if p.AnyName {
+		_, refused := refusedAdapters[name]
+		return !refused && p.Versions.Contains(version)
+	}
 	if len(p.Packages) == 0 {
 		return true
 	}
@@ -131,6 +140,11 @@ type Rule struct {
 	// environment and why (an inherited value that would break or weaken
 	// the session).
 	Unset func() (names []string, why string)
+	// OwnDir, when set, is a directory of the session's own, made fresh
+	// before the agent starts and removed when the session ends, holding
+	// only the files the relay writes there, and the variable that points
+	// the agent at it (Cursor's CURSOR_CONFIG_DIR, Hermes' HERMES_HOME).
+	OwnDir *OwnDir
 	// KeepHome, when set, gives the agent a fresh empty HOME of its own
 	// for the session (removed when it ends), so that no shell startup
 	// file of the user's (~/.profile, ~/.bashrc), which an agent may run
@@ -287,6 +301,8 @@ var profiles = map[string][]*Profile{
 	"codex":    {codexACP, codexZed},
 	"gemini":   {geminiProfile},
 	"opencode": {opencodeProfile},
+	"cursor":   {cursorProfile},
+	"hermes":   {hermesProfile},
 }
 
 // ProfilesFor returns the hardening profiles of an agent (none for an
@@ -335,6 +351,9 @@ func choose(agent string, ps []*Profile, name, version string) choice {
 		what, agent, strings.Join(gens, "; "))
 	if r, ok := supersededPackages[name]; ok {
 		msg += "; " + name + " is superseded by " + r
+	}
+	if why, ok := refusedAdapters[name]; ok {
+		msg += "; " + name + " is refused: " + why
 	}
 	if len(fixes) > 0 {
 		msg += "; install a covered adapter: " + strings.Join(fixes, ", or ")
@@ -492,7 +511,8 @@ func sameLaunch(a, b *Rule) bool {
 	}
 	return slices.Equal(a.Env, b.Env) && slices.Equal(a.Args, b.Args) && maps.Equal(a.Files, b.Files) &&
 		reflect.DeepEqual(a.Masks, b.Masks) && slices.Equal(a.State, b.State) &&
-		reflect.DeepEqual(a.EnvJSON, b.EnvJSON) && fn(a.Unset) == fn(b.Unset) && maps.Equal(a.KeepHome, b.KeepHome)
+		reflect.DeepEqual(a.EnvJSON, b.EnvJSON) && fn(a.Unset) == fn(b.Unset) && maps.Equal(a.KeepHome, b.KeepHome) &&
+		a.OwnDir == b.OwnDir
 }
 
 // mergeJSONEnv returns the JSON object base ("" is {}) with every layer's

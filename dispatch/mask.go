@@ -133,8 +133,11 @@ func maskDirs(masks []Mask, cwd string) ([]string, map[string][]string, error) {
 // removed meanwhile is not an error.
 //
 // skip, when set, names directories to leave alone: those the sandbox
-// makes anew (a private /tmp), where nothing could be planted.
-func maskBinds(masks []Mask, cwd string, rw bool, skip func(dir string) bool) ([]string, error) {
+// makes anew (a private /tmp), where nothing could be planted. keep, when
+// set, names masked paths that are bound back all the same: those the
+// sandbox then covers with a fresh per-task directory of its own (a
+// profile's state directory), which hides the host's as well.
+func maskBinds(masks []Mask, cwd string, rw bool, skip, keep func(path string) bool) ([]string, error) {
 	dirs, names, err := maskDirs(masks, cwd)
 	if err != nil {
 		return nil, err
@@ -152,7 +155,10 @@ func maskBinds(masks []Mask, cwd string, rw bool, skip func(dir string) bool) ([
 		if dir == "/" {
 			args, err = coverNames(dir, names[dir])
 		} else {
-			args, err = maskDir(dir, fi, names[dir], rw)
+			hide := slices.DeleteFunc(slices.Clone(names[dir]), func(n string) bool {
+				return keep != nil && keep(filepath.Join(dir, n))
+			})
+			args, err = maskDir(dir, fi, hide, rw)
 		}
 		if err != nil {
 			return nil, err
@@ -237,7 +243,7 @@ func maskArgv(masks []Mask, cwd, _ string) ([]string, error) {
 	if os.Geteuid() != 0 {
 		out = append(out, "--unshare-user", "--uid", strconv.Itoa(os.Geteuid()), "--gid", strconv.Itoa(os.Getegid()))
 	}
-	binds, err := maskBinds(masks, cwd, true, nil)
+	binds, err := maskBinds(masks, cwd, true, nil, nil)
 	if err != nil {
 		return nil, err
 	}

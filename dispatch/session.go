@@ -98,6 +98,9 @@ type session struct {
 	// sandboxDir holds the run's per-task sandbox directories (scratch,
 	// state), removed at teardown; "" before the start.
 	sandboxDir string
+	// ownDir is the session's own directory (Rule.OwnDir), removed at
+	// teardown; "" without one.
+	ownDir string
 
 	// The start-up deadline (startup.go): its length (zero: none), its
 	// timer, and whether the session is set up (under mu), after which it
@@ -260,6 +263,14 @@ func (s *session) start() error {
 		}
 		env = append(slices.Clip(env), homeEnv...)
 	}
+	if s.rule != nil && s.rule.OwnDir != nil {
+		ownEnv, err := s.makeOwnDir(env)
+		if err != nil {
+			s.log.Printf("could not make the agent's own %s: %v", s.rule.OwnDir.Var, err)
+			return fmt.Errorf("making the agent's own %s: %w", s.rule.OwnDir.Var, err)
+		}
+		env = append(slices.Clip(env), ownEnv...)
+	}
 	var err error
 	if argv, err = s.sandboxed(argv, env); err != nil {
 		s.removeSandbox()
@@ -305,6 +316,7 @@ func (s *session) start() error {
 	}
 	s.gate = newLineGate(p.stdout, s.onGarbage)
 	s.gate.note = s.log.Printf
+	s.gate.onRequest = s.client.noteRequest
 	s.client.onUpdate = s.gate.processed
 	s.client.awaitUpdates = func() { s.gate.awaitProcessed(time.Second) }
 	// The connection's receive loop starts at once and reads the logger
@@ -764,6 +776,9 @@ func (s *session) teardown() {
 		_ = os.RemoveAll(s.emptyHome)
 	}
 	s.removeSandbox()
+	if s.ownDir != "" {
+		_ = os.RemoveAll(s.ownDir)
+	}
 	s.d.dropRecord(s.rec)
 	s.gate.close()
 	_ = s.p.stdout.Close()

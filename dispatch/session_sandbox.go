@@ -90,6 +90,9 @@ func (s *session) sandboxed(argv, env []string) ([]string, error) {
 			if err := os.MkdirAll(dst, 0o700); err != nil {
 				return nil, fmt.Errorf("making the state directory %s the profile names: %w", dst, err)
 			}
+			if dst, err = filepath.EvalSymlinks(dst); err != nil {
+				return nil, err
+			}
 			plan.Binds = append(plan.Binds, sandbox.Bind{Src: src, Dst: dst})
 		}
 		if len(s.rule.Masks) > 0 {
@@ -98,8 +101,12 @@ func (s *session) sandboxed(argv, env []string) ([]string, error) {
 			}
 		}
 	}
-	if s.emptyHome != "" {
-		plan.Binds = append(plan.Binds, sandbox.Bind{Src: s.emptyHome, Dst: s.emptyHome})
+	// The session's own HOME and own configuration directory are its
+	// (fresh, removed at teardown): writable.
+	for _, own := range []string{s.emptyHome, s.ownDir} {
+		if own != "" {
+			plan.Binds = append(plan.Binds, sandbox.Bind{Src: own, Dst: own})
+		}
 	}
 	for _, w := range s.d.testWritable() {
 		plan.Binds = append(plan.Binds, sandbox.Bind{Src: w, Dst: w})
@@ -138,12 +145,15 @@ func (s *session) maskArgs(plan sandbox.Plan) ([]string, error) {
 				errSandbox, strings.Join(names[filepath.Clean(plan.Cwd)], ", "))
 		}
 	}
-	args, err := maskBinds(s.rule.Masks, plan.Cwd, false, plan.Fresh)
+	state := func(p string) bool {
+		return slices.ContainsFunc(plan.Binds, func(b sandbox.Bind) bool { return b.Dst == p })
+	}
+	args, err := maskBinds(s.rule.Masks, plan.Cwd, false, plan.Fresh, state)
 	if err != nil {
 		return nil, err
 	}
 	s.log.Printf("masked for the agent: %s", describeMasks(s.rule.Masks))
-	return args, nil
+	return append(args, s.maskedAdapterBinds()...), nil
 }
 
 // expandPathIn expands a leading "~" and $VARS in p from env (the agent's

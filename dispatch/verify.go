@@ -57,6 +57,21 @@ type VerifySpec struct {
 	// machine without going to the network or touching the user's
 	// settings or credentials, or "".
 	Refuse func() string
+	// NoModel, when set, says why the agent's model cannot be pointed at
+	// the scripted model (Cursor's): no attempt or control is run, each
+	// is reported not run with this reason, and only the Offline checks
+	// are made. Redirect is then unused.
+	NoModel string
+	// Offline, when set, are the checks a NoModel verification makes:
+	// what can be checked on this machine without the agent's model.
+	Offline func() []OfflineCheck
+}
+
+// OfflineCheck is one check of a profile that needs no model.
+type OfflineCheck struct {
+	Name   string
+	Passed bool
+	Detail string
 }
 
 // Launch is what a verification adds to an agent's launch.

@@ -90,6 +90,7 @@ func TestRedirectsPointAtTheScriptedModel(t *testing.T) {
 		codexACP: {`"model_provider":"relay-verify"`, `"base_url":"` + url + `/v1"`, `"wire_api":"responses"`, "RELAY_VERIFY_KEY=" + testKey,
 			`"model":"relay-verify-model"`},
 		geminiProfile: {"GOOGLE_GEMINI_BASE_URL=" + url, "GEMINI_API_KEY=" + testKey},
+		hermesProfile: {hermesVerifyURLVar + "=" + url + "/v1", "OPENAI_API_KEY=" + testKey},
 	} {
 		l, err := p.Verify.Redirect(ScriptedModel{url, testKey}, p.Rules[model.ModeReadOnly].Env)
 		if err != nil {

@@ -2,11 +2,13 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/hai-relay/relay/dispatch/dispatchtest"
 	"github.com/hai-relay/relay/model"
 )
 
@@ -18,17 +20,21 @@ import (
 // agent_not_verified and the command to run, before any agent starts.
 func TestE2EVerify(t *testing.T) {
 	t.Parallel()
-	cfg := strings.Replace(fullConfig(t, "allow-guarded", "[agents.ghost]\ncommand = [\"/nonexistent/ghost-acp\"]\n"),
+	// plain is an agent without a hardening profile (cursor and hermes
+	// have theirs).
+	extra := "[agents.ghost]\ncommand = [\"/nonexistent/ghost-acp\"]\n\n" +
+		fmt.Sprintf("[agents.plain]\ncommand = [%q]\n", dispatchtest.FakeAdapter(t, "plain"))
+	cfg := strings.Replace(fullConfig(t, "allow-guarded", extra),
 		"[agents.claude]\n", "[agents.claude]\nrequire_verified = true\nverified_within = \"1h\"\n", 1)
 	home := newHome(t, cfg)
 	d := launchDaemon(t, home)
 
-	out, errOut, code := cli(t, home, "agents", "verify", "claude", "hermes", "--json", "--timeout", "30s")
+	out, errOut, code := cli(t, home, "agents", "verify", "claude", "plain", "--json", "--timeout", "30s")
 	var rep struct{ Verifications []model.Verification }
 	if err := json.Unmarshal([]byte(out), &rep); err != nil || code != 8 || len(rep.Verifications) != 2 {
 		t.Fatalf("verify: exit %d, %v\n%s\n%s", code, err, out, errOut)
 	}
-	claude, hermes := rep.Verifications[0], rep.Verifications[1]
+	claude, plain := rep.Verifications[0], rep.Verifications[1]
 	if claude.Status != model.HardeningFailed || !strings.HasPrefix(claude.Reason, "inconclusive: 6 of 6 attempts not run") ||
 		claude.Profile != "claude-agent-acp 0.101.x" || len(claude.Attempts) != 8 {
 		t.Errorf("claude: %+v", claude)
@@ -45,10 +51,10 @@ func TestE2EVerify(t *testing.T) {
 			t.Errorf("claude %s %s: %s (%s), want not run", a.Mode, a.Name, a.StoppedBy, a.Detail)
 		}
 	}
-	if hermes.Status != model.HardeningUnverified || !strings.Contains(hermes.Reason, "no hardening profile") || len(hermes.Attempts) != 0 {
-		t.Errorf("hermes: %+v", hermes)
+	if plain.Status != model.HardeningUnverified || !strings.Contains(plain.Reason, "no hardening profile") || len(plain.Attempts) != 0 {
+		t.Errorf("plain: %+v", plain)
 	}
-	if !strings.Contains(errOut, "agent_not_verified") || !strings.Contains(errOut, "claude failed, hermes unverified") {
+	if !strings.Contains(errOut, "agent_not_verified") || !strings.Contains(errOut, "claude failed, plain unverified") {
 		t.Errorf("stderr does not say which agents were not verified:\n%s", errOut)
 	}
 	if n := countAudit(t, home, "agent.verify", ""); n != 2 {
@@ -76,9 +82,9 @@ func TestE2EVerify(t *testing.T) {
 				!a.Configured || !a.Enabled {
 				t.Errorf("claude after a restart: %+v", a)
 			}
-		case "hermes":
+		case "plain":
 			if h.Status != model.HardeningUnverified || h.At == nil || h.RequireVerified {
-				t.Errorf("hermes: %+v", h)
+				t.Errorf("plain: %+v", h)
 			}
 		case "codex":
 			if h.Status != model.HardeningUnverified || h.At != nil || !strings.Contains(h.Reason, "never verified; run `relay agents verify codex`") {

@@ -76,7 +76,7 @@ func plant(t *testing.T) planted {
 func (p planted) env(base []string) []string {
 	return append(slices.Clip(base),
 		envAgentShim+"="+p.shim,
-		envUnhardened+"=claude,opencode,hermes",
+		envUnhardened+"=claude,opencode,interop",
 		"PATH="+p.bin+":"+os.Getenv("PATH"),
 		"NODE_OPTIONS=--require "+p.hook,
 		"BASH_ENV="+p.rc,
@@ -274,7 +274,7 @@ timeout = "20s"
 [agents.opencode]
 command = [%q]
 
-[agents.hermes]
+[agents.interop]
 command = [%q, %q]
 
 [daemon]
@@ -333,14 +333,14 @@ env = [%q]
 		t.Errorf("claude state_changing: %s/%s (%s), want blocked/agent_not_configured (the planted claude-agent-acp is not on the daemon's PATH)",
 			r.str("state"), r.code(), r.str("message"))
 	}
-	if r := submit(poisoned, "hermes", model.ModeStateChanging); r.str("state") != "rejected" || r.code() != "authority_denied" {
-		t.Errorf("hermes state_changing: %s/%s (%s), want rejected/authority_denied (the authority's own answer)",
+	if r := submit(poisoned, "interop", model.ModeStateChanging); r.str("state") != "rejected" || r.code() != "authority_denied" {
+		t.Errorf("interop state_changing: %s/%s (%s), want rejected/authority_denied (the authority's own answer)",
 			r.str("state"), r.code(), r.str("message"))
 	}
 	// A later facade, of another agent, with a clean environment.
 	clean := startFacade(t, home, "gemini")
-	if r := submit(clean, "hermes", model.ModeReadOnly); r.str("state") != "completed" {
-		t.Errorf("hermes read_only from a clean facade: %s/%s (%s), want completed", r.str("state"), r.code(), r.str("message"))
+	if r := submit(clean, "interop", model.ModeReadOnly); r.str("state") != "completed" {
+		t.Errorf("interop read_only from a clean facade: %s/%s (%s), want completed", r.str("state"), r.code(), r.str("message"))
 	}
 
 	if ran := p.ran(t); len(ran) > 0 {
@@ -367,7 +367,7 @@ env = [%q]
 	}
 	want := fmt.Sprintf("PATH=%s\nHOME=%s\nTZ=Europe/Paris\n", st.Path, acct.HomeDir)
 	if s := string(authRuns); strings.Count(s, want) != 3 || strings.Contains(s, p.dir) || strings.Contains(s, "NODE_OPTIONS") || strings.Contains(s, "BASH_ENV") {
-		t.Errorf("the authority's environment per consultation, want 3 (opencode, hermes twice) starting %q (the account's home, the daemon's PATH, the facade's time zone):\n%s", want, s)
+		t.Errorf("the authority's environment per consultation, want 3 (opencode, interop twice) starting %q (the account's home, the daemon's PATH, the facade's time zone):\n%s", want, s)
 	}
 	if b, _ := os.ReadFile(filepath.Join(home, "relay.log")); bytes.Contains(b, []byte("TEST ONLY")) {
 		t.Error("the daemon's log says a test switch is on")

@@ -111,6 +111,14 @@ func FakeAdapter(tb testing.TB, agent string) string {
 	return entry
 }
 
+// nativeAdapters are the profiled agents whose adapter is no npm package
+// (Cursor's native binary, Hermes' Python package): the name and a
+// version their profile covers, as they report them at initialize.
+var nativeAdapters = map[string][2]string{
+	"cursor": {"cursor-agent", "2026.10.22-27dcf5f"},
+	"hermes": {"hermes-agent", "0.21.3"},
+}
+
 // InstallAdapter lays the fake agent (the program at fake) out under dir
 // as npm would install the adapter of agent's current generation: a
 // package.json naming the package and the version its profile was
@@ -121,6 +129,17 @@ func InstallAdapter(dir, fake, agent string) (string, error) {
 	ps := dispatch.ProfilesFor(agent)
 	if len(ps) == 0 {
 		return fake, nil
+	}
+	if n, ok := nativeAdapters[agent]; ok {
+		// No npm package: a bare script the relay cannot identify before
+		// it starts; it reports a name and version the profile covers at
+		// initialize, where the guessed profile is confirmed.
+		bin := filepath.Join(dir, agent, "bin", agent)
+		if err := os.MkdirAll(filepath.Dir(bin), 0o755); err != nil {
+			return "", err
+		}
+		script := fmt.Sprintf("#!/bin/sh\nFAKEAGENT_NAME=%q FAKEAGENT_VERSION=%q exec %q \"$@\"\n", n[0], n[1], fake)
+		return bin, os.WriteFile(bin, []byte(script), 0o755)
 	}
 	prof := ps[0]
 	pkg, version := prof.Packages[0], prof.VerifiedOn[0]

@@ -78,6 +78,9 @@ func (v *Verifier) verify(ctx context.Context, name string, plan dispatch.Verify
 	if vs == nil {
 		return rep, false
 	}
+	if vs.NoModel != "" {
+		return offlineOnly(rep, plan.Profile, vs), false
+	}
 	ws, why := newWorkspace()
 	if why != "" {
 		return inconclusive(rep, why), false

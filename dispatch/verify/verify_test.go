@@ -73,7 +73,7 @@ func newVerifyEnv(t *testing.T, opts ...func(*dispatch.Options)) *verifyEnv {
 		{Name: "stubborn", Command: []string{bin, "modes-refuse"}, Enabled: true, Profiles: []*dispatch.Profile{verifyProfile("obey", "", "")}},
 		{Name: "locked", Command: []string{bin, "auth"}, Enabled: true, Profiles: []*dispatch.Profile{verifyProfile("ask", "", "")}},
 		{Name: "oauth", Command: []string{bin}, Enabled: true, Profiles: []*dispatch.Profile{verifyProfile("ask", "", "the user logs in with OAuth")}},
-		{Name: "hermes", Command: []string{bin}, Enabled: true},
+		{Name: "plain", Command: []string{bin}, Enabled: true}, // no profile
 		{Name: "flaky", Command: []string{bin, "die-first"}, Enabled: true, Profiles: []*dispatch.Profile{verifyProfile("ask", "", "")}},
 		// Stops every attempt, and cannot read either: safe and useless.
 		{Name: "blind", Command: []string{bin}, Enabled: true, Profiles: []*dispatch.Profile{verifyProfile("refuse", "write,edit,shell", "")}},
@@ -242,7 +242,7 @@ func TestVerifyReportsWhatStoppedEachAttempt(t *testing.T) {
 func TestVerifyUnverifiable(t *testing.T) {
 	t.Parallel()
 	e := newVerifyEnv(t)
-	for agent, reason := range map[string]string{"hermes": "no hardening profile", "oauth": "the user logs in with OAuth"} {
+	for agent, reason := range map[string]string{"plain": "no hardening profile", "oauth": "the user logs in with OAuth"} {
 		e.mu.Lock()
 		e.got = nil
 		e.mu.Unlock()

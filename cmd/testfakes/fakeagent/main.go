@@ -86,6 +86,9 @@
 // mode option value, so that it runs under every verified hardening
 // profile. Arguments starting with "-" (a profile's flags) are ignored.
 //
+// The first argument cursor or hermes runs a stand-in for that agent
+// instead (standins.go).
+//
 // Startup-only behaviours (first argument): nomodes (offer no modes and
 // no options), auth (auth_required at
 // session/new), auth-init (at initialize), modes (offer session modes
@@ -917,7 +920,8 @@ func main() {
 			os.Exit(1)
 		}
 	}
-	conn := acp.NewAgentSideConnection(a, os.Stdout, os.Stdin)
+	impl, stdout, stdin := standIn(a) // standins.go
+	conn := acp.NewAgentSideConnection(impl, stdout, stdin)
 	conn.SetLogger(slog.New(slog.NewTextHandler(os.Stderr, nil)))
 	a.conn = conn
 	close(a.ready)
