@@ -126,6 +126,14 @@ func newEnv(tb testing.TB, tweak ...func(*dispatch.Options)) *env {
 	if err := os.MkdirAll(e.cwd, 0o700); err != nil {
 		tb.Fatal(err)
 	}
+	// The scripted agent writes these from inside its sandbox, where they
+	// are bound writable, each file alone (a directory bound writable
+	// would show what the masks hide in it): they must exist first.
+	for _, f := range []string{e.agentLog, e.pidFile} {
+		if err := os.WriteFile(f, nil, 0o600); err != nil {
+			tb.Fatal(err)
+		}
+	}
 	specs := []dispatch.AgentSpec{
 		{Name: "fake", Command: []string{bin}, Enabled: true},
 		{Name: "auth", Command: []string{bin, "auth"}, Enabled: true},
@@ -165,9 +173,7 @@ func newEnv(tb testing.TB, tweak ...func(*dispatch.Options)) *env {
 			e.probesMu.Unlock()
 		},
 	}
-	// The scripted agent's event log and pid file are written from
-	// inside its sandbox.
-	o.SandboxWritable = []string{filepath.Dir(e.agentLog), filepath.Dir(e.pidFile)}
+	o.SandboxWritable = []string{e.agentLog, e.pidFile}
 	for _, f := range tweak {
 		f(&o)
 	}
@@ -308,7 +314,8 @@ func (e *env) grandchild(t *testing.T) int {
 // it is gone.
 func hostPID(ev map[string]any) int {
 	start, _ := ev["start"].(float64)
-	return dispatchtest.HostPIDOf(int(ev["pid"].(float64)), uint64(start))
+	ns, _ := ev["pidns"].(string)
+	return dispatchtest.HostPIDOf(int(ev["pid"].(float64)), uint64(start), ns)
 }
 
 // goneOrNeverPID is above any pid_max: no process has it.

@@ -137,10 +137,14 @@ func maskDirs(masks []Mask, cwd string) ([]string, map[string][]string, error) {
 // set, names masked paths that are bound back all the same: those the
 // sandbox then covers with a fresh per-task directory of its own (a
 // profile's state directory), which hides the host's as well.
-func maskBinds(masks []Mask, cwd string, rw bool, skip, keep func(path string) bool) ([]string, error) {
+//
+// When rw is false, the masks' tmpfs are made read-only by the arguments
+// of tail, which the caller appends after its own mounts inside them (a
+// mount point is made in a tmpfs while it is still writable).
+func maskBinds(masks []Mask, cwd string, rw bool, skip, keep func(path string) bool) (args, tail []string, err error) {
 	dirs, names, err := maskDirs(masks, cwd)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var out []string
 	for _, dir := range dirs {
@@ -161,11 +165,14 @@ func maskBinds(masks []Mask, cwd string, rw bool, skip, keep func(path string) b
 			args, err = maskDir(dir, fi, hide, rw)
 		}
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		out = append(out, args...)
+		if !rw && dir != "/" {
+			tail = append(tail, "--remount-ro", dir)
+		}
 	}
-	return out, nil
+	return out, tail, nil
 }
 
 // maskDir returns the arguments that make dir, whose Stat is fi, an empty
@@ -202,9 +209,6 @@ func maskDir(dir string, fi os.FileInfo, names []string, rw bool) ([]string, err
 		mode |= 0o1000
 	}
 	out = append(out, "--chmod", fmt.Sprintf("%o", mode), dir)
-	if !rw {
-		out = append(out, "--remount-ro", dir)
-	}
 	return out, nil
 }
 
@@ -243,7 +247,7 @@ func maskArgv(masks []Mask, cwd, _ string) ([]string, error) {
 	if os.Geteuid() != 0 {
 		out = append(out, "--unshare-user", "--uid", strconv.Itoa(os.Geteuid()), "--gid", strconv.Itoa(os.Getegid()))
 	}
-	binds, err := maskBinds(masks, cwd, true, nil, nil)
+	binds, _, err := maskBinds(masks, cwd, true, nil, nil)
 	if err != nil {
 		return nil, err
 	}

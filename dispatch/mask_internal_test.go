@@ -37,11 +37,11 @@ func maskPrefixes(t *testing.T, masks []Mask, cwd string) map[string][]string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	binds, err := maskBinds(masks, cwd, false, nil, nil)
+	binds, tail, err := maskBinds(masks, cwd, false, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ro := append([]string{"bwrap", "--die-with-parent", "--ro-bind", "/", "/", "--dev", "/dev"}, binds...)
+	ro := append(append([]string{"bwrap", "--die-with-parent", "--ro-bind", "/", "/", "--dev", "/dev"}, binds...), tail...)
 	return map[string][]string{"rw": rw, "ro": ro}
 }
 
@@ -254,7 +254,8 @@ func TestMaskBindsShape(t *testing.T) {
 	}
 	masks := append(slices.Clip(opencodeMasks), Mask{Dir: filepath.Join(root, "link"), Names: []string{"visible.txt"}})
 	for _, rw := range []bool{true, false} {
-		args, err := maskBinds(masks, filepath.Join(root, "link"), rw, nil, nil)
+		args, tail, err := maskBinds(masks, filepath.Join(root, "link"), rw, nil, nil)
+		args = append(args, tail...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -284,7 +285,7 @@ func TestMaskBindsShape(t *testing.T) {
 		}
 	}
 	// A cwd that does not resolve is refused, not masked where it is not.
-	if _, err := maskBinds(masks, filepath.Join(root, "nope"), false, nil, nil); err == nil {
+	if _, _, err := maskBinds(masks, filepath.Join(root, "nope"), false, nil, nil); err == nil {
 		t.Error("a cwd that does not exist was masked")
 	}
 }

@@ -96,7 +96,7 @@ func (s *session) sandboxed(argv, env []string) ([]string, error) {
 			plan.Binds = append(plan.Binds, sandbox.Bind{Src: src, Dst: dst})
 		}
 		if len(s.rule.Masks) > 0 {
-			if plan.Masks, err = s.maskArgs(plan); err != nil {
+			if plan.Masks, plan.After, err = s.maskArgs(plan); err != nil {
 				return nil, err
 			}
 		}
@@ -134,26 +134,26 @@ func landlockNote(p sandbox.Plan) string {
 // plan: bind-backs read-only, directories the sandbox makes anew skipped.
 // A mask on a writable cwd itself cannot be held (binding the cwd
 // writable would show what it hides), so it refuses the start.
-func (s *session) maskArgs(plan sandbox.Plan) ([]string, error) {
+func (s *session) maskArgs(plan sandbox.Plan) (args, after []string, err error) {
 	if plan.WritableCwd {
 		dirs, names, err := maskDirs(s.rule.Masks, plan.Cwd)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if slices.Contains(dirs, filepath.Clean(plan.Cwd)) {
-			return nil, fmt.Errorf("%w: the profile masks %s in the cwd, which a state_changing task writes",
+			return nil, nil, fmt.Errorf("%w: the profile masks %s in the cwd, which a state_changing task writes",
 				errSandbox, strings.Join(names[filepath.Clean(plan.Cwd)], ", "))
 		}
 	}
 	state := func(p string) bool {
 		return slices.ContainsFunc(plan.Binds, func(b sandbox.Bind) bool { return b.Dst == p })
 	}
-	args, err := maskBinds(s.rule.Masks, plan.Cwd, false, plan.Fresh, state)
+	args, after, err = maskBinds(s.rule.Masks, plan.Cwd, false, plan.Fresh, state)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	s.log.Printf("masked for the agent: %s", describeMasks(s.rule.Masks))
-	return append(args, s.maskedAdapterBinds()...), nil
+	return append(args, s.maskedAdapterBinds()...), after, nil
 }
 
 // expandPathIn expands a leading "~" and $VARS in p from env (the agent's

@@ -18,9 +18,9 @@ type testOptions struct {
 	// deny-all client: how CI proves that a verification detects what the
 	// profile prevents (UnhardenedEnv).
 	Unhardened []string
-	// SandboxWritable are directories bound writable into every agent's
-	// sandbox (at their own paths), so that a scripted agent can leave its
-	// event log where the test reads it (SandboxWritableEnv).
+	// SandboxWritable are directories or files bound writable into every
+	// agent's sandbox (at their own paths), so that a scripted agent can
+	// leave its event log where the test reads it (SandboxWritableEnv).
 	SandboxWritable []string
 }
 

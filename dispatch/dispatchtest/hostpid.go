@@ -13,8 +13,8 @@ import (
 // process as the host sees it.
 
 // HostPID returns the host's pid of the process the fake agent reported
-// as "PID START" (a pid file's content), or as "PID" alone (then taken as
-// the host's). It returns 0 when no such process is alive.
+// as "PID START NS" (a pid file's content), or as "PID" alone (then taken
+// as the host's). It returns 0 when no such process is alive.
 func HostPID(reported string) int {
 	f := strings.Fields(reported)
 	if len(f) == 0 {
@@ -31,12 +31,17 @@ func HostPID(reported string) int {
 	if err != nil {
 		return 0
 	}
-	return HostPIDOf(pid, start)
+	ns := ""
+	if len(f) > 2 {
+		ns = f[2]
+	}
+	return HostPIDOf(pid, start, ns)
 }
 
 // HostPIDOf returns the host's pid of the process whose pid in its own
-// namespace is pid and whose start time is start, or 0.
-func HostPIDOf(pid int, start uint64) int {
+// namespace is pid, whose start time is start and whose pid namespace is
+// ns (/proc/PID/ns/pid's link; "" matches any), or 0.
+func HostPIDOf(pid int, start uint64, ns string) int {
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
 		return 0
@@ -44,6 +49,9 @@ func HostPIDOf(pid int, start uint64) int {
 	for _, e := range entries {
 		host, err := strconv.Atoi(e.Name())
 		if err != nil || ProcStart(host) != start {
+			continue
+		}
+		if link, _ := os.Readlink("/proc/" + e.Name() + "/ns/pid"); ns != "" && link != ns {
 			continue
 		}
 		status, err := os.ReadFile("/proc/" + e.Name() + "/status")

@@ -62,8 +62,17 @@ func Exec(args []string) error {
 // restrict applies the Landlock layer: read and execute everywhere,
 // writes only beneath rw, IPC scoped.
 func restrict(rw []string) error {
+	var dirs, files []string
+	for _, p := range rw {
+		if fi, err := os.Stat(p); err == nil && !fi.IsDir() {
+			files = append(files, p)
+		} else {
+			dirs = append(dirs, p)
+		}
+	}
 	cfg := landlock.V6.BestEffort()
-	if err := cfg.RestrictPaths(landlock.RODirs("/"), landlock.RWDirs(rw...).IgnoreIfMissing()); err != nil {
+	if err := cfg.RestrictPaths(landlock.RODirs("/"), landlock.RWDirs(dirs...).IgnoreIfMissing(),
+		landlock.RWFiles(files...).IgnoreIfMissing()); err != nil {
 		return fmt.Errorf("landlock (files): %w", err)
 	}
 	if err := cfg.RestrictScoped(); err != nil {

@@ -67,8 +67,9 @@ type Plan struct {
 	// profile's state paths (and the agent's own HOME when it has one).
 	Binds []Bind
 	// Masks are bubblewrap mount arguments that hide names (dispatch's
-	// masks), applied last.
-	Masks []string
+	// masks), applied after /tmp; After, after the writable binds (the
+	// masks' tmpfs made read-only once every mount point in them is made).
+	Masks, After []string
 	// UID and GID are the agent's ids inside its user namespace: the
 	// relay's own, so that files it reads keep their owner.
 	UID, GID int
@@ -142,6 +143,7 @@ func (p Plan) Command(bwrap string, argv []string) []string {
 	if p.WritableCwd && p.Cwd != "" {
 		out = append(out, "--bind", p.Cwd, p.Cwd)
 	}
+	out = append(out, p.After...)
 	out = append(out, "--setenv", "TMPDIR", p.tmpDir())
 	if p.Cwd != "" {
 		out = append(out, "--chdir", p.Cwd)

@@ -154,7 +154,7 @@ func (l *eventLog) event(kind string, fields map[string]any) {
 	}
 	// The pid is the sandbox's pid namespace's; with the start time the
 	// tests find the process as the host sees it (dispatchtest.HostPIDOf).
-	m := map[string]any{"event": kind, "pid": os.Getpid(), "start": procStart(os.Getpid())}
+	m := map[string]any{"event": kind, "pid": os.Getpid(), "start": procStart(os.Getpid()), "pidns": pidNS(os.Getpid())}
 	for k, v := range fields {
 		m[k] = v
 	}
@@ -929,10 +929,18 @@ func main() {
 	a.log.event("exit", nil)
 }
 
-// writePID writes pid and its start time to the file f, as "PID START":
+// writePID writes pid, its start time and its pid namespace to the file
+// f, as "PID START NS":
 // the pid is the sandbox's namespace's (dispatchtest.HostPID).
 func writePID(f string, pid int) {
-	_ = os.WriteFile(f, []byte(fmt.Sprintf("%d %d", pid, procStart(pid))), 0o600)
+	_ = os.WriteFile(f, []byte(fmt.Sprintf("%d %d %s", pid, procStart(pid), pidNS(pid))), 0o600)
+}
+
+// pidNS names the pid namespace of process pid ("pid:[INODE]"), as the
+// host names it too.
+func pidNS(pid int) string {
+	ns, _ := os.Readlink("/proc/" + strconv.Itoa(pid) + "/ns/pid")
+	return ns
 }
 
 // procStart returns the start time of process pid (/proc stat field 22).

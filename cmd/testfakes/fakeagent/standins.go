@@ -344,7 +344,7 @@ func (c *cursorAgent) shell(ctx context.Context, sid acp.SessionId, id acp.ToolC
 func runShell(ctx context.Context, cmd string) string {
 	out, err := exec.CommandContext(ctx, "sh", "-c", cmd).CombinedOutput()
 	if err != nil {
-		return err.Error()
+		return err.Error() + ": " + strings.TrimSpace(string(out))
 	}
 	return "ran: " + strings.TrimSpace(string(out))
 }
