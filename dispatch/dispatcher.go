@@ -205,6 +205,9 @@ func (d *Dispatcher) Dispatch(_ context.Context, t model.Task, r model.RunReport
 		if errors.Is(err, errRunRecord) {
 			hint = "check that the relay home's run directory is writable"
 		}
+		if isSandboxErr(err) {
+			return sandboxRefusal(t.Target, err)
+		}
 		return &model.Error{Code: model.CodeDispatchFailed,
 			Message: fmt.Sprintf("could not start agent %s (%s): %v", t.Target, spec.Command[0], err),
 			Hint:    hint, Err: err}

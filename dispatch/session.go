@@ -127,6 +127,7 @@ type session struct {
 	setupCancel context.CancelFunc
 	graceKill   bool
 	unsafeWhy   string // causeUnsafeMode: what was seen
+	pidNS       uint64 // the sandbox's pid namespace (sandboxNS), once known
 	agentInfo   *acp.Implementation
 }
 

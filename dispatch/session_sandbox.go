@@ -215,3 +215,16 @@ func needsHostTmp(cwd, home string, argv, execArgv, env []string) bool {
 	}
 	return slices.ContainsFunc(paths, func(p string) bool { return filepath.IsAbs(p) && sandbox.InTmp(p) })
 }
+
+// sandboxRefusal is the error of a dispatch refused because the sandbox
+// cannot run (or cannot hold the rule): agent_sandbox_unavailable, with
+// the fix for this machine.
+func sandboxRefusal(agent string, err error) *model.Error {
+	st := sandbox.Check(bwrapPath, exec.LookPath)
+	hint := st.Fix
+	if st.OK || hint == "" {
+		hint = "read the task log; `relay doctor` checks the sandbox"
+	}
+	return &model.Error{Code: model.CodeAgentSandboxUnavailable,
+		Message: fmt.Sprintf("agent %s was not started: %v", agent, err), Hint: hint, Err: err}
+}

@@ -1,74 +1,145 @@
 package dispatch
 
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
 // Which task a process is in.
 //
 // A facade (`relay mcp`) that a task's agent starts, directly or through
-// its shell, node or MCP client, acts inside that task: the daemon tells
-// so from the process tree, so no client can claim it. Every agent runs
-// as the child of its own leader (the agent shim, or the agent itself
-// without one), and the shim is a child subreaper: a descendant whose
-// parent exits is reparented to the shim, never to init. So a process is
-// in a task's tree exactly when its chain of parents reaches that task's
-// leader.
+// its shell, node or MCP client, acts inside that task, and only as its
+// target: the daemon tells so from the kernel, so no client can claim or
+// shed it. Every agent runs in its own sandbox (package sandbox), whose
+// pid namespace the agent and all its descendants are in, and which none
+// of them can leave: a zombie leader, a double fork, setsid or any depth
+// of nesting change nothing, and a namespace made inside the sandbox is
+// a child of the sandbox's (the walk goes up through it). So a process is
+// inside task T exactly when its pid namespace is T's sandbox's, or lies
+// below it.
 
-// maxTreeWalk bounds the parents TaskOfProcess looks at: far more than any
-// agent's nesting (agent → node → MCP client → relay mcp is four).
-const maxTreeWalk = 64
+// ErrUnplaced is returned when a process cannot be placed while tasks
+// run: it may be inside one, so nothing it asks may be taken as top-level.
+var ErrUnplaced = errors.New("the process cannot be placed")
 
-// TaskOfProcess returns the id of the running task whose agent's process
-// tree holds the process pid — the task's leader (its agent shim, or its
-// agent), or any descendant of it — or "" when pid is in no running
-// task's tree, or is no process.
-//
-// A pid is never trusted on its own. A task is matched only through its
-// leader as the dispatcher started it (pid and start time, /proc/<pid>/stat
-// field 22), so a recycled pid of a leader that is gone matches nothing;
-// and each step up from a process to its parent checks that the parent
-// started no later than the process: a parent that did was not its
-// parent but a new process that took the pid between the two reads (the
-// walk then stops: no task). Without /proc nothing is matched.
-func (d *Dispatcher) TaskOfProcess(pid int) string {
-	roots := d.taskLeaders()
-	if len(roots) == 0 || pid <= 0 {
-		return ""
+// maxNSWalk bounds the pid namespaces PlaceProcess walks up (the kernel
+// nests at most 32).
+const maxNSWalk = 40
+
+// PlaceProcess returns the running task inside whose sandbox process pid
+// runs, with that task's target agent, or "" and "" when pid runs in none
+// (top-level). While any task runs, a process it cannot place (gone, its
+// namespace unreadable, in a pid namespace that is neither the daemon's
+// nor below a task's) is ErrUnplaced: fail closed. With no task running,
+// every process is top-level.
+func (d *Dispatcher) PlaceProcess(pid int) (taskID, target string, err error) {
+	sessions := d.runningSessions()
+	if len(sessions) == 0 {
+		return "", "", nil
 	}
-	st, err := readProcStat(pid)
-	for range maxTreeWalk {
-		if err != nil || st.dead() {
-			return ""
-		}
-		if id, ok := roots[liveKey{pid, st.start}]; ok {
-			return id
-		}
-		if st.ppid <= 1 {
-			return "" // init, or the kernel's own: no task above
-		}
-		parent, perr := readProcStat(st.ppid)
-		if perr == nil && parent.start > st.start {
-			return ""
-		}
-		pid, st, err = st.ppid, parent, perr
+	if pid <= 0 {
+		return "", "", fmt.Errorf("%w: no process", ErrUnplaced)
 	}
-	return ""
+	self, err := nsInode("/proc/self/ns/pid")
+	if err != nil {
+		return "", "", fmt.Errorf("%w: the daemon's own pid namespace: %w", ErrUnplaced, err)
+	}
+	byNS := make(map[uint64]*session, len(sessions))
+	for _, s := range sessions {
+		if ns := s.sandboxNS(); ns != 0 {
+			byNS[ns] = s
+		}
+	}
+	fd, err := unix.Open("/proc/"+strconv.Itoa(pid)+"/ns/pid", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return "", "", fmt.Errorf("%w: %w", ErrUnplaced, err)
+	}
+	for depth := range maxNSWalk {
+		var st unix.Stat_t
+		err := unix.Fstat(fd, &st)
+		if err != nil {
+			_ = unix.Close(fd)
+			return "", "", fmt.Errorf("%w: %w", ErrUnplaced, err)
+		}
+		if st.Ino == self {
+			_ = unix.Close(fd)
+			if depth > 0 {
+				// Below the daemon's, in no task's: another sandbox or a
+				// container, or a task's whose namespace is not known yet.
+				return "", "", fmt.Errorf("%w: in a pid namespace of no running task's", ErrUnplaced)
+			}
+			return "", "", nil
+		}
+		if s, ok := byNS[st.Ino]; ok {
+			_ = unix.Close(fd)
+			return s.taskID, s.agent, nil
+		}
+		parent, err := unix.IoctlRetInt(fd, unix.NS_GET_PARENT)
+		_ = unix.Close(fd)
+		if err != nil {
+			return "", "", fmt.Errorf("%w: a pid namespace of no task's, above which the daemon's cannot be reached: %w", ErrUnplaced, err)
+		}
+		fd = parent
+	}
+	_ = unix.Close(fd)
+	return "", "", fmt.Errorf("%w: pid namespaces nested deeper than %d", ErrUnplaced, maxNSWalk)
 }
 
-// taskLeaders returns the leader of every running task's agent (pid and
-// start time) with the task's id.
-func (d *Dispatcher) taskLeaders() map[liveKey]string {
+// TaskOfProcess returns the id of the running task inside whose sandbox
+// process pid runs, or "" (top-level, or not placed).
+func (d *Dispatcher) TaskOfProcess(pid int) string {
+	id, _, _ := d.PlaceProcess(pid)
+	return id
+}
+
+// runningSessions returns the task runs whose agent has started.
+func (d *Dispatcher) runningSessions() []*session {
 	d.mu.Lock()
-	sessions := make(map[string]*session, len(d.runs))
-	for id, s := range d.runs {
-		sessions[id] = s
+	defer d.mu.Unlock()
+	out := make([]*session, 0, len(d.runs))
+	for _, s := range d.runs {
+		out = append(out, s)
 	}
-	d.mu.Unlock()
-	roots := make(map[liveKey]string, len(sessions))
-	for id, s := range sessions {
-		s.mu.Lock()
-		p := s.p
-		s.mu.Unlock()
-		if p != nil && p.start != 0 {
-			roots[liveKey{p.pid, p.start}] = id
+	return out
+}
+
+// sandboxNS returns the inode of the run's sandbox's pid namespace, found
+// once from bubblewrap's first child and kept: 0 before it is known.
+func (s *session) sandboxNS() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.pidNS != 0 || s.p == nil {
+		return s.pidNS
+	}
+	bwrap := s.p.pid
+	if s.p.shim {
+		bwrap = s.p.agentPID
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", bwrap, bwrap))
+	if err != nil {
+		return 0
+	}
+	for _, c := range strings.Fields(string(b)) {
+		if ns, err := nsInode("/proc/" + c + "/ns/pid"); err == nil {
+			if self, err := nsInode("/proc/self/ns/pid"); err == nil && ns != self {
+				s.pidNS = ns
+				break
+			}
 		}
 	}
-	return roots
+	return s.pidNS
+}
+
+// nsInode returns the inode of the namespace file path.
+func nsInode(path string) (uint64, error) {
+	var st unix.Stat_t
+	if err := unix.Stat(path, &st); err != nil {
+		return 0, err
+	}
+	return st.Ino, nil
 }

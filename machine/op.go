@@ -81,7 +81,7 @@ func (e *Engine) fireLocked(ctx context.Context, id string, known model.State, d
 		return o.task, o.wrote, err
 	case o.dispatchErr != nil:
 		failed, wrote, err := e.fireLocked(ctx, id, model.StateAuthorized, func(context.Context, model.Task) (step, error) {
-			return step{trigger: model.TriggerFail, code: model.CodeDispatchFailed,
+			return step{trigger: model.TriggerFail, code: dispatchCode(o.dispatchErr),
 				message: model.Public(o.dispatchErr).Message, actor: model.RelayAgent}, nil
 		})
 		if err != nil {
@@ -186,3 +186,13 @@ func delegation(_ context.Context, args ...any) bool    { return passed(args, mo
 func acpDenial(_ context.Context, args ...any) bool     { return passed(args, model.GateACPDenial) }
 func authority(_ context.Context, args ...any) bool     { return passed(args, model.GateAuthority) }
 func guardedClaude(_ context.Context, args ...any) bool { return passed(args, model.GateGuardedClaude) }
+
+// dispatchCode is the code a task whose dispatch failed ends with: the
+// dispatcher's own when it is a task code for a failed run
+// (agent_sandbox_unavailable), else dispatch_failed.
+func dispatchCode(err error) model.Code {
+	if c := model.ErrorCode(err); c == model.CodeAgentSandboxUnavailable {
+		return c
+	}
+	return model.CodeDispatchFailed
+}

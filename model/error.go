@@ -37,6 +37,10 @@ const (
 	CodeAgentAuthRequired                  Code = "agent_auth_required"
 	CodeAgentUnsafeMode                    Code = "agent_unsafe_mode"
 	CodeAgentStartTimeout                  Code = "agent_start_timeout"
+	// CodeAgentSandboxUnavailable: the sandbox every agent runs in
+	// (bubblewrap's namespaces) cannot be made here, so nothing ran: no
+	// agent ever runs with less than the sandbox holds.
+	CodeAgentSandboxUnavailable Code = "agent_sandbox_unavailable"
 	CodeTaskTimeout                        Code = "task_timeout"
 	CodeCanceledBySubmitter                Code = "canceled_by_submitter"
 	CodeCanceledByOperator                 Code = "canceled_by_operator"
@@ -69,6 +73,10 @@ const (
 	// recipient's unacknowledged messages already reach the recipient's
 	// quota ([limits] inbox_messages or inbox_bytes); nothing was stored.
 	CodeRecipientInboxFull Code = "recipient_inbox_full"
+	// CodeIdentityMismatch: a facade whose process runs inside a task's
+	// sandbox claimed another identity than that task's target; nothing
+	// was done, and the refusal is audited.
+	CodeIdentityMismatch Code = "identity_mismatch"
 	CodeInternal           Code = "internal"
 )
 
@@ -99,14 +107,14 @@ func AllTaskCodes() []Code {
 		CodeStateChangingRequiresGuardedClaude, CodeDispatchFailed,
 		CodeDispatchInterrupted, CodeAgentCrashed, CodeAgentRefused,
 		CodeAgentMaxTokens, CodeAgentMaxTurnRequests, CodeAgentAuthRequired,
-		CodeAgentUnsafeMode, CodeAgentStartTimeout, CodeTaskTimeout, CodeCanceledBySubmitter, CodeCanceledByOperator}
+		CodeAgentUnsafeMode, CodeAgentStartTimeout, CodeAgentSandboxUnavailable, CodeTaskTimeout, CodeCanceledBySubmitter, CodeCanceledByOperator}
 }
 
 // AllRequestCodes lists every code a refused request can carry.
 func AllRequestCodes() []Code {
 	return []Code{CodeInvalidArgs, CodeUnknownAgent, CodeInvalidRecipient,
 		CodeBroadcastNotSupported, CodePayloadTooLarge, CodeInvalidCwd, CodeNotFound,
-		CodeTaskNotCancelable, CodeIdempotencyConflict, CodeDaemonUnavailable, CodeDaemonAlreadyRunning, CodeOutcomeUnknown, CodeStorageFull, CodeRecipientInboxFull, CodeInternal}
+		CodeTaskNotCancelable, CodeIdempotencyConflict, CodeDaemonUnavailable, CodeDaemonAlreadyRunning, CodeOutcomeUnknown, CodeStorageFull, CodeRecipientInboxFull, CodeIdentityMismatch, CodeInternal}
 }
 
 // AllEngineCodes lists the engine's own refusal codes.

@@ -32,13 +32,13 @@ var (
 		"authority_invalid_response", "authority_denied",
 		"state_changing_requires_guarded_claude", "dispatch_failed",
 		"dispatch_interrupted", "agent_crashed", "agent_refused", "agent_max_tokens",
-		"agent_max_turn_requests", "agent_auth_required", "agent_unsafe_mode", "agent_start_timeout", "task_timeout",
+		"agent_max_turn_requests", "agent_auth_required", "agent_unsafe_mode", "agent_start_timeout", "agent_sandbox_unavailable", "task_timeout",
 		"canceled_by_submitter", "canceled_by_operator",
 	}
 	contractRequestCodes = []model.Code{
 		"invalid_args", "unknown_agent", "invalid_recipient",
 		"broadcast_not_supported", "payload_too_large", "invalid_cwd", "not_found",
-		"task_not_cancelable", "idempotency_conflict", "daemon_unavailable", "daemon_already_running", "outcome_unknown", "storage_full", "recipient_inbox_full", "internal",
+		"task_not_cancelable", "idempotency_conflict", "daemon_unavailable", "daemon_already_running", "outcome_unknown", "storage_full", "recipient_inbox_full", "identity_mismatch", "internal",
 	}
 	// contractTaskStates is the state each task code leads to: rejected
 	// for a gate's policy decision, blocked when a gate fails closed,
@@ -70,6 +70,7 @@ var (
 		"agent_max_turn_requests":                model.StateFailed,
 		"agent_unsafe_mode":                      model.StateFailed,
 		"agent_start_timeout":                    model.StateFailed,
+		"agent_sandbox_unavailable":              model.StateFailed,
 		"task_timeout":                           model.StateFailed,
 		"canceled_by_submitter":                  model.StateCanceled,
 		"canceled_by_operator":                   model.StateCanceled,

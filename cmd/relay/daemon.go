@@ -410,9 +410,14 @@ func (d *daemon) serve(ctx context.Context, db *persistence.DB, c *core, cfg con
 	}
 	srv := socketapi.NewServer(c.svc, socketapi.ServerOptions{
 		Version: Version, Logger: d.log, KnownAgent: c.registry.Known, ProbeTimeout: cfg.Limits.ProbeTimeout,
-		// A facade whose process descends from a running task's agent
-		// acts inside that task: the dispatcher knows its agents.
-		TaskOf: c.disp.TaskOfProcess,
+		// A facade whose process runs in a task's sandbox acts inside that
+		// task, only as its target: the dispatcher knows its sandboxes.
+		TaskOf: c.disp.PlaceProcess,
+		OnIdentityRefused: func(ctx context.Context, claimed, taskID, target string, pid int, why string) {
+			_ = db.Audit(ctx, model.AuditEvent{At: time.Now().UTC(), Kind: "facade.identity_refused", Actor: claimed,
+				TaskID: taskID, Data: map[string]string{"claimed": claimed, "task_id": taskID, "target": target,
+					"pid": strconv.Itoa(pid), "why": why}})
+		},
 		OnRefused: func(ctx context.Context, uid, pid int) {
 			_ = db.Audit(ctx, model.AuditEvent{At: time.Now().UTC(), Kind: "socket.refused", Actor: "uid:" + strconv.Itoa(uid),
 				Data: map[string]string{"uid": strconv.Itoa(uid), "pid": strconv.Itoa(pid)}})

@@ -135,6 +135,13 @@ func agentStartEnv(t *testing.T, log string) [][]string {
 	}
 	var out [][]string
 	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		// A task log holds the agent's stderr: its events, each after the
+		// prefix (FAKEAGENT_LOG=stderr), among other lines.
+		if rest, ok := strings.CutPrefix(line, "fakeagent-event "); ok {
+			line = rest
+		} else if strings.Contains(log, filepath.Join("logs", "tasks")) {
+			continue
+		}
 		var ev struct {
 			Event string   `json:"event"`
 			Env   []string `json:"env_names"`
@@ -165,10 +172,12 @@ func TestReleaseBuildHasNoTestSwitches(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			p := plant(t)
-			agentLog := filepath.Join(t.TempDir(), "agent.jsonl")
 			home := newHome(t, fullConfig(t, "allow-guarded", ""))
 			env := append(withoutEnv(os.Environ(), envAgentShim), fastExit...)
-			env = append(env, envAgentShim+"="+p.shim, envUnhardened+"=opencode", "FAKEAGENT_LOG="+agentLog)
+			// The agent's events go to its task log: a release build has
+			// no switch that binds a file of the test's writable into the
+			// agent's sandbox.
+			env = append(env, envAgentShim+"="+p.shim, envUnhardened+"=opencode", "FAKEAGENT_LOG=stderr")
 			d := launchDaemonArgv(t, home, []string{tc.bin, "daemon", "--home", home}, env)
 			c := apiClient(home)
 			r := apiDo(t, c, "POST", "/v1/tasks", "codex", mustJSON(t, map[string]any{
@@ -188,7 +197,7 @@ func TestReleaseBuildHasNoTestSwitches(t *testing.T) {
 			if task.str("state") != "completed" {
 				t.Fatalf("task %s/%s (%s), want completed", task.str("state"), task.str("code"), task.str("message"))
 			}
-			starts := agentStartEnv(t, agentLog)
+			starts := agentStartEnv(t, filepath.Join(home, "logs", "tasks", task.str("task_id")+".log"))
 			if len(starts) != 1 || !slices.Contains(starts[0], "OPENCODE_DISABLE_PROJECT_CONFIG") {
 				t.Errorf("opencode ran without its hardening profile's environment: %v", starts)
 			}

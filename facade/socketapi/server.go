@@ -13,6 +13,7 @@ import (
 	"path"
 	"runtime/debug"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -92,13 +93,21 @@ type ServerOptions struct {
 	Clock func() time.Time
 	// MaxAnswer bounds an answer's body; 0 means DefaultMaxAnswer.
 	MaxAnswer int
-	// TaskOf, when set, returns the running task whose agent's process
-	// tree holds the process pid (the dispatcher knows its agents), or "".
-	// A submission or a message from a peer inside a task is made inside
-	// it (model.SubmitRequest.ParentTaskID): the chain comes from the
-	// kernel's word on who connected, never from the request. Nil: every
-	// peer is a top-level caller.
-	TaskOf func(pid int) string
+	// TaskOf, when set, places the process pid: the running task inside
+	// whose sandbox it runs and that task's target, or "" and "" for a
+	// top-level process; an error when it cannot place it while tasks run
+	// (pid 0: the peer that connected is gone or replaced). A peer inside
+	// a task acts only as its target (any other identity is refused,
+	// identity_mismatch), and a submission or a message it makes is made
+	// inside the task (model.SubmitRequest.ParentTaskID): the chain comes
+	// from the kernel's word on who connected, never from the request. Nil:
+	// every peer is a top-level caller.
+	TaskOf func(pid int) (taskID, target string, err error)
+	// OnIdentityRefused, when set, is called for each request refused
+	// identity_mismatch (to audit it): the identity claimed, the task the
+	// peer runs inside and its target ("" when it could not be placed),
+	// the peer's pid, and why.
+	OnIdentityRefused func(ctx context.Context, claimed, taskID, target string, pid int, why string)
 	// KnownAgent, when set, says whether a name is an agent of this relay:
 	// a request whose X-Relay-Agent names another is refused
 	// (unknown_agent), so that no identity is stored that no config names.
@@ -434,6 +443,23 @@ func (s *Server) route(pattern string, agent bool, query []string, h handlerFunc
 			s.writeError(w, r, err)
 			return
 		}
+		switch {
+		case agent:
+			inside, err := s.place(r.Context(), caller)
+			if err != nil {
+				s.writeError(w, r, err)
+				return
+			}
+			r = r.WithContext(context.WithValue(r.Context(), insideKey{}, inside))
+		case strings.HasPrefix(r.URL.Path, "/v1/operator/"):
+			// The operator is the user, never an agent: a process inside a
+			// task (or one that cannot be placed while tasks run) may not
+			// cancel, verify or stop anything.
+			if err := s.outsideTasks(r.Context()); err != nil {
+				s.writeError(w, r, err)
+				return
+			}
+		}
 		v, err := h(w, r, caller)
 		if err != nil {
 			s.writeError(w, r, err)
@@ -652,22 +678,82 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request, _ string) 
 	return s.svc.WatchEvents(ctx, f)
 }
 
-// insideTask returns the running task inside which the request's peer
-// acts (ServerOptions.TaskOf), or "". The peer's pid is the kernel's, read
-// when the connection was accepted; its process must still be the one
-// that was there then (the same start time, before and after the look-up),
-// so that a pid the peer left behind and another process took over never
-// inherits a chain: a peer gone or replaced is a top-level caller.
-func (s *Server) insideTask(ctx context.Context) string {
+// outsideTasks refuses (identity_mismatch) an operator request whose peer
+// runs inside a task, or cannot be placed while tasks run.
+func (s *Server) outsideTasks(ctx context.Context) error {
 	p, ok := ctx.Value(peerKey{}).(peer)
-	if s.o.TaskOf == nil || !ok || p.pid <= 0 || p.start == "" || procStart(p.pid) != p.start {
-		return ""
+	if s.o.TaskOf == nil || !ok {
+		return nil
 	}
-	id := s.o.TaskOf(p.pid)
-	if id != "" && procStart(p.pid) != p.start {
-		return ""
+	pid := p.pid
+	if pid <= 0 || p.start == "" || procStart(pid) != p.start {
+		pid = 0
 	}
+	id, _, err := s.o.TaskOf(pid)
+	switch {
+	case err != nil:
+		return model.Errorf(model.CodeIdentityMismatch, "the relay cannot tell whether this client runs inside a task (%s) while tasks run: operator requests are refused", err).
+			WithHint("run relay's operator commands from your own shell, outside any container")
+	case id != "":
+		if s.o.OnIdentityRefused != nil {
+			s.o.OnIdentityRefused(ctx, "operator", id, "", p.pid, "an operator request from inside task "+id)
+		}
+		return model.Errorf(model.CodeIdentityMismatch, "this client runs inside task %s: operator requests come from the user, never from an agent", id).
+			WithHint("run relay's operator commands from your own shell")
+	}
+	return nil
+}
+
+// insideKey is the context key of the task an agent request's peer acts
+// inside (place), "" for a top-level caller.
+type insideKey struct{}
+
+// insideTask returns the running task inside which the request's peer
+// acts, as place found it, or "".
+func (s *Server) insideTask(ctx context.Context) string {
+	id, _ := ctx.Value(insideKey{}).(string)
 	return id
+}
+
+// place returns the running task inside which the request's peer acts
+// (ServerOptions.TaskOf), or "", and refuses (identity_mismatch) a peer
+// inside a task that claims another identity than the task's target, and
+// one that cannot be placed while tasks run. The peer's pid is the
+// kernel's, read when the connection was accepted; its process must
+// still be the one that was there then (the same start time, before and
+// after the look-up): a peer gone or replaced cannot be placed, so that
+// a pid another process took over never inherits, nor sheds, a task.
+func (s *Server) place(ctx context.Context, caller string) (string, error) {
+	p, ok := ctx.Value(peerKey{}).(peer)
+	if s.o.TaskOf == nil || !ok {
+		return "", nil
+	}
+	pid := p.pid
+	if pid <= 0 || p.start == "" || procStart(pid) != p.start {
+		pid = 0
+	}
+	id, target, err := s.o.TaskOf(pid)
+	if err == nil && pid != 0 && procStart(pid) != p.start {
+		id, target, err = "", "", errors.New("the process that connected is gone")
+	}
+	refuse := func(why string, e *model.Error) (string, error) {
+		if s.o.OnIdentityRefused != nil {
+			s.o.OnIdentityRefused(ctx, caller, id, target, p.pid, why)
+		}
+		return "", e
+	}
+	switch {
+	case err != nil:
+		return refuse(err.Error(), model.Errorf(model.CodeIdentityMismatch,
+			"the relay cannot tell whether this facade runs inside a task (%s) while tasks run: refused, so that no process sheds its task", err).
+			WithHint("run the facade as a direct child of your agent's MCP client, outside any container; retry once no task runs"))
+	case id != "" && caller != target:
+		why := fmt.Sprintf("runs inside task %s, whose target is %s, and claimed %s", id, target, caller)
+		return refuse(why, model.Errorf(model.CodeIdentityMismatch,
+			"this facade runs inside task %s, whose agent is %s: it acts only as %s, not as %s", id, target, target, caller).
+			WithHint("an agent inside a task speaks as itself: start `relay mcp --as "+target+"`"))
+	}
+	return id, nil
 }
 
 // handleGetTask is GET /v1/tasks/{id}?wait=30s: the task, at once, or with

@@ -39,6 +39,7 @@ var statuses = map[model.Code]int{
 	model.CodeOutcomeUnknown:        http.StatusGatewayTimeout,
 	model.CodeStorageFull:           http.StatusInsufficientStorage,
 	model.CodeRecipientInboxFull:    http.StatusTooManyRequests,
+	model.CodeIdentityMismatch:      http.StatusForbidden,
 	model.CodeInternal:              http.StatusInternalServerError,
 	// Engine codes.
 	model.CodeStaleState:        http.StatusConflict,

@@ -28,6 +28,7 @@ func TestStatus(t *testing.T) {
 		model.CodeOutcomeUnknown:        504,
 		model.CodeStorageFull:           507,
 		model.CodeRecipientInboxFull:    429,
+		model.CodeIdentityMismatch:      403,
 		model.CodeInternal:              500,
 		model.CodeStaleState:            409,
 		model.CodeInvalidTransition:     409,

@@ -2,10 +2,12 @@ package socketapi
 
 import (
 	"context"
+	"errors"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -120,9 +122,11 @@ func TestAPIWaitTaskEndsAtShutdown(t *testing.T) {
 
 // A submission and a message are made inside the task TaskOf names for the
 // peer's pid, as the kernel gave it; never inside one a client names (the
-// body has no such field, and the client refuses to send one); and not
-// inside any once the process that connected is gone, whatever TaskOf
-// would say of its pid then (a recycled pid inherits no chain).
+// body has no such field, and the client refuses to send one). A peer
+// inside a task acts only as that task's target, and neither operator
+// requests nor anything at all once the process that connected is gone
+// (its pid is asked as 0: unplaceable while tasks run, so a recycled pid
+// neither inherits nor sheds a chain).
 func TestAPIInsideTaskComesFromThePeer(t *testing.T) {
 	t.Parallel()
 	peer := exec.Command("sleep", "60")
@@ -135,12 +139,15 @@ func TestAPIInsideTaskComesFromThePeer(t *testing.T) {
 	f := &apiFakeService{}
 	s := apiServe(t, f, ServerOptions{
 		PeerCred: func(net.Conn) (int, int, error) { return os.Getuid(), pid, nil },
-		TaskOf: func(p int) string {
+		TaskOf: func(p int) (string, string, error) {
 			asked.Add(1)
-			if p == pid {
-				return "T-PARENT"
+			switch p {
+			case pid:
+				return "T-PARENT", "claude", nil
+			case 0:
+				return "", "", errors.New("no process")
 			}
-			return ""
+			return "", "", nil
 		},
 	})
 	ctx := context.Background()
@@ -174,17 +181,25 @@ func TestAPIInsideTaskComesFromThePeer(t *testing.T) {
 		t.Errorf("a body naming parent_task_id: HTTP %d %s; want 400 and no call", status, body)
 	}
 
+	// Inside T-PARENT, whose target is claude, no other identity: refused
+	// before the service is called.
+	other := apiNewClient(t, s.sock, ClientOptions{Agent: "codex"})
+	n = len(f.Calls())
+	if _, err := other.SubmitTask(ctx, "", sub); model.ErrorCode(err) != model.CodeIdentityMismatch || len(f.Calls()) != n {
+		t.Errorf("a facade inside T-PARENT (claude's) acting as codex: %v, want identity_mismatch and no call", err)
+	}
+	status, body = apiDo(t, hc, http.MethodGet, "/v1/operator/tasks", nil, "")
+	if status != http.StatusForbidden || !strings.Contains(string(body), "identity_mismatch") {
+		t.Errorf("an operator request from inside a task: HTTP %d %s; want 403 identity_mismatch", status, body)
+	}
+
 	// The process that connected is gone (its pid free for another): the
-	// same connection's next submission is top-level, and TaskOf is not
-	// even asked.
+	// same connection's next submission cannot be placed, and is refused
+	// while tasks run.
 	_ = peer.Process.Kill()
 	_ = peer.Wait()
-	before := asked.Load()
-	if _, err := ag.SubmitTask(ctx, "", sub); err != nil {
-		t.Fatal(err)
-	}
-	calls = f.Calls()
-	if r := calls[len(calls)-1].Args[0].(model.SubmitRequest); r.ParentTaskID != "" || asked.Load() != before {
-		t.Errorf("after the peer ended: parent %q, TaskOf asked %d more times; want top-level, not asked", r.ParentTaskID, asked.Load()-before)
+	n = len(f.Calls())
+	if _, err := ag.SubmitTask(ctx, "", sub); model.ErrorCode(err) != model.CodeIdentityMismatch || len(f.Calls()) != n {
+		t.Errorf("after the peer ended: %v, want identity_mismatch and no call", err)
 	}
 }

@@ -116,7 +116,8 @@
 //
 // Every event (start, initialize, session/new, set_mode, prompt,
 // permission outcome, fs/terminal errors, cancel, exit) is appended as one
-// JSON line to $FAKEAGENT_LOG when set; start carries the names of the
+// JSON line to $FAKEAGENT_LOG when set (to stderr, each line after
+// "fakeagent-event ", when it is "stderr"); start carries the names of the
 // variables in the agent's environment (env, sorted).
 package main
 
@@ -144,9 +145,13 @@ import (
 const probePrompt = "Reply with the single word OK."
 
 type eventLog struct {
-	mu sync.Mutex
-	f  *os.File
+	mu     sync.Mutex
+	f      *os.File
+	prefix string // before each line (FAKEAGENT_LOG=stderr)
 }
+
+// StderrEventPrefix starts each event line on stderr (FAKEAGENT_LOG=stderr).
+const StderrEventPrefix = "fakeagent-event "
 
 func (l *eventLog) event(kind string, fields map[string]any) {
 	if l == nil || l.f == nil {
@@ -161,7 +166,7 @@ func (l *eventLog) event(kind string, fields map[string]any) {
 	b, _ := json.Marshal(m)
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	_, _ = l.f.Write(append(b, '\n'))
+	_, _ = l.f.Write(append(append([]byte(l.prefix), b...), '\n'))
 }
 
 type agent struct {
@@ -884,7 +889,11 @@ func main() {
 	if len(os.Args) > 1 && !strings.HasPrefix(os.Args[1], "-") {
 		a.startup = os.Args[1] // flags a hardening profile appends are ignored
 	}
-	if p := os.Getenv("FAKEAGENT_LOG"); p != "" {
+	if p := os.Getenv("FAKEAGENT_LOG"); p == "stderr" {
+		// To the task's log in the relay home, where a test can read it
+		// when nothing of its own is writable in the agent's sandbox.
+		a.log = &eventLog{f: os.Stderr, prefix: StderrEventPrefix}
+	} else if p != "" {
 		f, err := os.OpenFile(p, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "fakeagent:", err)
