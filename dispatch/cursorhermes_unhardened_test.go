@@ -98,8 +98,10 @@ func TestHermesUnhardenedActs(t *testing.T) {
 	for _, ev := range se.events(t, "standin") {
 		switch ev["tool"] {
 		case "memory":
-			if !sandboxStopped(ev) {
-				t.Errorf("memory %v: want it tried without asking and stopped by the sandbox", ev)
+			// Remembered without asking, into the task's own home, which
+			// ends with the task: the user's Hermes home is untouched.
+			if res, _ := ev["result"].(string); ev["asked"] != false || strings.Contains(res, se.agentHome) {
+				t.Errorf("memory %v: want it made without asking, outside the user's home", ev)
 			}
 		case "terminal", "execute_code":
 			if ev["asked"] != false {

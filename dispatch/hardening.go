@@ -145,23 +145,21 @@ type Rule struct {
 	// only the files the relay writes there, and the variable that points
 	// the agent at it (Cursor's CURSOR_CONFIG_DIR, Hermes' HERMES_HOME).
 	OwnDir *OwnDir
-	// KeepHome, when set, gives the agent a fresh empty HOME of its own
-	// for the session (removed when it ends), so that no shell startup
-	// file of the user's (~/.profile, ~/.bashrc), which an agent may run
-	// outside its sandbox, is found there. Each variable it names that
-	// the daemon's environment leaves unset is first pointed at the real
-	// home's directory it gives (CODEX_HOME → ".codex"), so that the
-	// agent still finds its own configuration and login.
-	KeepHome map[string]string
-	// State lists the directories the agent must be able to write to run
-	// at all (its session logs, caches, its own state database): "~" and
-	// $VARS are expanded from the daemon's environment. The agent runs in
-	// the relay's sandbox (package dispatch/sandbox), where the whole
-	// filesystem is read-only to it; each State directory is bound there
-	// from a per-task directory that starts empty and is removed when the
-	// task ends, so nothing the agent writes there reaches the user's
-	// real files or outlives the task.
-	State []string
+	// Home lists what the agent needs of its user's home to run at all
+	// (its login, the config it reads at start), as paths relative to the
+	// home, files or directories. Every agent runs with a home of its own
+	// (HOME, and XDG_DATA_HOME, XDG_STATE_HOME and XDG_CACHE_HOME in it),
+	// made fresh for the task and removed when it ends: the only place
+	// but its scratch where it can write. These paths are copied into it
+	// first (each at most homeCopyLimit bytes; what is missing is
+	// skipped), so that nothing the agent writes there reaches the user's
+	// files, and no shell startup file of the user's runs. Its config
+	// directory (XDG_CONFIG_HOME) stays the user's, read-only.
+	Home []string
+	// HomeVars points variables into the agent's home (CODEX_HOME →
+	// ".codex"), each relative to it: a path of Home under it is copied
+	// from the variable's value in the daemon's environment when set.
+	HomeVars map[string]string
 	// OwnSandbox says the agent runs a bubblewrap sandbox of its own for
 	// its tools (Codex): the relay's sandbox then leaves its Landlock step
 	// out (Landlock forbids the mounts bubblewrap makes), and writes and
@@ -510,8 +508,8 @@ func sameLaunch(a, b *Rule) bool {
 		return reflect.ValueOf(f).Pointer()
 	}
 	return slices.Equal(a.Env, b.Env) && slices.Equal(a.Args, b.Args) && maps.Equal(a.Files, b.Files) &&
-		reflect.DeepEqual(a.Masks, b.Masks) && slices.Equal(a.State, b.State) &&
-		reflect.DeepEqual(a.EnvJSON, b.EnvJSON) && fn(a.Unset) == fn(b.Unset) && maps.Equal(a.KeepHome, b.KeepHome) &&
+		reflect.DeepEqual(a.Masks, b.Masks) && slices.Equal(a.Home, b.Home) &&
+		reflect.DeepEqual(a.EnvJSON, b.EnvJSON) && fn(a.Unset) == fn(b.Unset) && maps.Equal(a.HomeVars, b.HomeVars) &&
 		a.OwnDir == b.OwnDir
 }
 

@@ -133,15 +133,12 @@ func maskDirs(masks []Mask, cwd string) ([]string, map[string][]string, error) {
 // removed meanwhile is not an error.
 //
 // skip, when set, names directories to leave alone: those the sandbox
-// makes anew (a private /tmp), where nothing could be planted. keep, when
-// set, names masked paths that are bound back all the same: those the
-// sandbox then covers with a fresh per-task directory of its own (a
-// profile's state directory), which hides the host's as well.
+// makes anew (a private /tmp), where nothing could be planted.
 //
 // When rw is false, the masks' tmpfs are made read-only by the arguments
 // of tail, which the caller appends after its own mounts inside them (a
 // mount point is made in a tmpfs while it is still writable).
-func maskBinds(masks []Mask, cwd string, rw bool, skip, keep func(path string) bool) (args, tail []string, err error) {
+func maskBinds(masks []Mask, cwd string, rw bool, skip func(dir string) bool) (args, tail []string, err error) {
 	dirs, names, err := maskDirs(masks, cwd)
 	if err != nil {
 		return nil, nil, err
@@ -159,10 +156,7 @@ func maskBinds(masks []Mask, cwd string, rw bool, skip, keep func(path string) b
 		if dir == "/" {
 			args, err = coverNames(dir, names[dir])
 		} else {
-			hide := slices.DeleteFunc(slices.Clone(names[dir]), func(n string) bool {
-				return keep != nil && keep(filepath.Join(dir, n))
-			})
-			args, err = maskDir(dir, fi, hide, rw)
+			args, err = maskDir(dir, fi, names[dir], rw)
 		}
 		if err != nil {
 			return nil, nil, err
@@ -247,7 +241,7 @@ func maskArgv(masks []Mask, cwd, _ string) ([]string, error) {
 	if os.Geteuid() != 0 {
 		out = append(out, "--unshare-user", "--uid", strconv.Itoa(os.Geteuid()), "--gid", strconv.Itoa(os.Getegid()))
 	}
-	binds, _, err := maskBinds(masks, cwd, true, nil, nil)
+	binds, _, err := maskBinds(masks, cwd, true, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -37,7 +37,7 @@ func maskPrefixes(t *testing.T, masks []Mask, cwd string) map[string][]string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	binds, tail, err := maskBinds(masks, cwd, false, nil, nil)
+	binds, tail, err := maskBinds(masks, cwd, false, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -254,7 +254,7 @@ func TestMaskBindsShape(t *testing.T) {
 	}
 	masks := append(slices.Clip(opencodeMasks), Mask{Dir: filepath.Join(root, "link"), Names: []string{"visible.txt"}})
 	for _, rw := range []bool{true, false} {
-		args, tail, err := maskBinds(masks, filepath.Join(root, "link"), rw, nil, nil)
+		args, tail, err := maskBinds(masks, filepath.Join(root, "link"), rw, nil)
 		args = append(args, tail...)
 		if err != nil {
 			t.Fatal(err)
@@ -285,7 +285,7 @@ func TestMaskBindsShape(t *testing.T) {
 		}
 	}
 	// A cwd that does not resolve is refused, not masked where it is not.
-	if _, _, err := maskBinds(masks, filepath.Join(root, "nope"), false, nil, nil); err == nil {
+	if _, _, err := maskBinds(masks, filepath.Join(root, "nope"), false, nil); err == nil {
 		t.Error("a cwd that does not exist was masked")
 	}
 }

@@ -126,6 +126,17 @@ var claudeVerify = &VerifySpec{
 	},
 }
 
+// claudeHome is what Claude Code needs of its user's home: its login
+// (the credentials file, and the account state in .claude.json).
+var claudeHome = []string{".claude.json", ".claude/.credentials.json"}
+
+// codexHome is what Codex needs of its user's home: its config and login
+// (in CODEX_HOME when the daemon's environment sets it).
+var (
+	codexHome     = []string{".codex/config.toml", ".codex/auth.json"}
+	codexHomeVars = map[string]string{"CODEX_HOME": ".codex"}
+)
+
 // claudeRules are a claude-agent-acp generation's rules: readOnlyMode is
 // the mode a read_only session is held in, extra are more session/new
 // options of that generation.
@@ -138,6 +149,7 @@ func claudeRules(readOnlyMode acp.SessionModeId, readOnlySummary string, extra m
 		model.ModeReadOnly: {
 			Meta:        claudeOptions(claudeReadOnlyTools, concat(claudeWriteTools, claudeNeverTools), extra),
 			Unset:       claudeRootSandbox,
+			Home:        claudeHome,
 			SetMode:     readOnlyMode,
 			AcceptModes: []acp.SessionModeId{readOnlyMode},
 			Summary:     readOnlySummary,
@@ -146,6 +158,7 @@ func claudeRules(readOnlyMode acp.SessionModeId, readOnlySummary string, extra m
 			Meta:        claudeOptions(claudeStateChangingTools, claudeNeverTools, extra),
 			Preapprove:  claudePreapprove,
 			Unset:       claudeRootSandbox,
+			Home:        claudeHome,
 			SetMode:     "default",
 			AcceptModes: []acp.SessionModeId{"default"},
 			Summary:     "no settings files; no plan/worktree/cron/subagent/messaging tools; mode default (every write and command asks, and the relay denies it)",
@@ -253,6 +266,8 @@ var codexZed = &Profile{
 			Env:         []string{"NO_COLOR=1"},
 			Masks:       codexRulesMasks,
 			OwnSandbox:  true,
+			Home:        codexHome,
+			HomeVars:    codexHomeVars,
 			SetMode:     "read-only",
 			AcceptModes: []acp.SessionModeId{"read-only"},
 			Summary:     "sandbox read-only with escalations asked of the relay (-c overrides), no shell snapshot, exec-policy rules masked, mode read-only",
@@ -300,10 +315,11 @@ var codexACP = &Profile{
 			// features.shell_snapshot=false nor an App Server -c turns it
 			// off: the session gets an empty HOME of its own, its
 			// CODEX_HOME still the user's.
-			KeepHome:    map[string]string{"CODEX_HOME": ".codex"},
+			HomeVars:    codexHomeVars,
 			Unset:       codexACPUnset,
 			Masks:       codexRulesMasks,
 			OwnSandbox:  true,
+			Home:        codexHome,
 			SetMode:     "read-only",
 			AcceptModes: []acp.SessionModeId{"read-only"},
 			Summary:     "CODEX_CONFIG pins the sandbox read-only with escalations asked of the relay; an empty HOME of its own (no shell startup file of the user's runs); exec-policy rules masked; starts and stays in mode read-only",
@@ -420,7 +436,10 @@ var geminiProfile = &Profile{
 			// Gemini CLI reports mode changes as message text, never as
 			// current_mode_update.
 			ModeText: "[MODE_UPDATE] ",
-			Summary:  "untrusted workspace, admin policy offering only read tools, mode plan",
+			// Its settings (the auth type chosen) and its login.
+			Home: []string{".gemini/settings.json", ".gemini/oauth_creds.json", ".gemini/google_accounts.json",
+				".gemini/installation_id", ".gemini/user_id", ".gemini/.env"},
+			Summary: "untrusted workspace, admin policy offering only read tools, mode plan",
 		},
 	},
 }
@@ -496,6 +515,9 @@ var opencodeProfile = &Profile{
 			Masks: []Mask{{Dir: "{cwd}", Names: []string{".opencode", "opencode.json", "opencode.jsonc"}},
 				{Dir: "$XDG_CONFIG_HOME/opencode", Names: []string{"plugin", "plugins"}},
 				{Dir: "~/.config/opencode", Names: []string{"plugin", "plugins"}}},
+			// Its login (its config is read from the user's config
+			// directory, read-only).
+			Home:    []string{".local/share/opencode/auth.json"},
 			Summary: "inline config denying every write, command, fetch and subagent for every agent; project config off and .opencode, opencode.json and plugins masked; a per-session read-only agent (config option mode)",
 		},
 	},

@@ -218,7 +218,6 @@ var cursorProfile = &Profile{
 			// directory's ~/.cursor and ~/.claude among them).
 			Masks: []Mask{{Dir: "{cwd}", Names: []string{".cursor", ".claude"}}},
 			// Cursor keeps its chats and project state under ~/.cursor.
-			State:       []string{"~/.cursor"},
 			SetMode:     "plan",
 			AcceptModes: []acp.SessionModeId{"plan", "ask"},
 			Summary: "a config directory of its own (approvalMode allowlist, Write, Shell, WebFetch and MCP denied); " +

@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"maps"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -92,9 +91,6 @@ type session struct {
 	guessed bool
 	extra   Launch // a verification's redirect, applied after the rule
 	tail    *stderrTail
-	// emptyHome is the session's own HOME (Rule.KeepHome), removed at
-	// teardown; "" without one.
-	emptyHome string
 	// sandboxDir holds the run's per-task sandbox directories (scratch,
 	// state), removed at teardown; "" before the start.
 	sandboxDir string
@@ -256,14 +252,6 @@ func (s *session) start() error {
 		unset = append(slices.Clip(unset), s.extra.Unset...)
 	}
 	env = append(slices.Clip(env), s.jsonEnv(env)...)
-	if s.rule != nil && s.rule.KeepHome != nil {
-		homeEnv, err := s.isolatedHome(env)
-		if err != nil {
-			s.log.Printf("could not make the agent's own HOME: %v", err)
-			return fmt.Errorf("making the agent's own HOME: %w", err)
-		}
-		env = append(slices.Clip(env), homeEnv...)
-	}
 	if s.rule != nil && s.rule.OwnDir != nil {
 		ownEnv, err := s.makeOwnDir(env)
 		if err != nil {
@@ -273,7 +261,7 @@ func (s *session) start() error {
 		env = append(slices.Clip(env), ownEnv...)
 	}
 	var err error
-	if argv, err = s.sandboxed(argv, env); err != nil {
+	if argv, env, err = s.sandboxed(argv, env); err != nil {
 		s.removeSandbox()
 		s.log.Printf("could not sandbox the agent: %v", err)
 		return fmt.Errorf("sandboxing the agent: %w", err)
@@ -381,39 +369,6 @@ func describeMasks(ms []Mask) string {
 		parts = append(parts, strings.Join(m.Names, ", ")+" in "+where)
 	}
 	return strings.Join(parts, "; ")
-}
-
-// isolatedHome makes the session's fresh empty HOME (Rule.KeepHome) and
-// returns the variables that point the agent at it, and at its own
-// configuration in the real home.
-func (s *session) isolatedHome(env []string) ([]string, error) {
-	real, ok := envValue(env, "HOME")
-	if !ok {
-		real = os.Getenv("HOME")
-	}
-	base, err := s.d.profileDir()
-	if err != nil {
-		return nil, err
-	}
-	dir, err := os.MkdirTemp(base, "home-")
-	if err != nil {
-		return nil, err
-	}
-	s.emptyHome = dir
-	var out []string
-	for _, k := range slices.Sorted(maps.Keys(s.rule.KeepHome)) {
-		if v, set := envValue(env, k); set && v != "" {
-			continue
-		}
-		if v := os.Getenv(k); v != "" {
-			continue
-		}
-		if real != "" {
-			out = append(out, k+"="+filepath.Join(real, s.rule.KeepHome[k]))
-		}
-	}
-	s.log.Printf("the agent's HOME is %s, empty (its own configuration: %s)", dir, strings.Join(out, " "))
-	return append(out, "HOME="+dir), nil
 }
 
 // watchdog closes the agent's stdout shortly after its leader exited, so
@@ -773,9 +728,6 @@ func (s *session) teardown() {
 	}
 	t.Stop()
 	_ = s.p.reap() // SIGKILL the group (descendants too), reap, close pipes
-	if s.emptyHome != "" {
-		_ = os.RemoveAll(s.emptyHome)
-	}
 	s.removeSandbox()
 	if s.ownDir != "" {
 		_ = os.RemoveAll(s.ownDir)

@@ -3,11 +3,11 @@ package dispatch
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/hai-relay/relay/dispatch/sandbox"
@@ -37,31 +37,30 @@ func (d *Dispatcher) SandboxStatus() sandbox.Status {
 	return sandbox.Check(bwrapPath, exec.LookPath)
 }
 
-// sandboxed returns argv run inside the task's sandbox (package sandbox):
-// the filesystem read-only but for a scratch /tmp and the rule's state
-// directories (per-task directories, removed at teardown) and, for a
-// state_changing task, the cwd; the rule's masks; its own user, pid and
-// IPC namespaces; Landlock inside. env is the agent's environment, from
-// which the paths it must still see are taken.
-func (s *session) sandboxed(argv, env []string) ([]string, error) {
+// sandboxed returns argv run inside the task's sandbox (package sandbox),
+// and env with the agent's own home: the filesystem read-only but for a
+// scratch /tmp and that home (per-task directories, removed at teardown)
+// and, for a state_changing task, the cwd; the rule's masks; its own
+// user, pid and IPC namespaces; Landlock inside.
+func (s *session) sandboxed(argv, env []string) ([]string, []string, error) {
 	// The agent's program is found before anything is made: a missing
 	// one fails the spawn, as it would unsandboxed.
 	prog, err := exec.LookPath(argv[0])
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	argv = append([]string{prog}, argv[1:]...)
 	st := sandbox.Check(bwrapPath, exec.LookPath)
 	if !st.OK {
-		return nil, st.Unavailable()
+		return nil, nil, st.Unavailable()
 	}
 	base, err := s.d.profileDir()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	dir, err := os.MkdirTemp(base, "sandbox-")
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	s.sandboxDir = dir
 	plan := sandbox.Plan{
@@ -71,39 +70,25 @@ func (s *session) sandboxed(argv, env []string) ([]string, error) {
 		Exec: s.d.sandboxExec(),
 	}
 	if err := os.Mkdir(plan.Scratch, 0o700); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
+	home, homeEnv, err := s.ownHome(dir, env)
+	if err != nil {
+		return nil, nil, fmt.Errorf("making the agent's own home: %w", err)
+	}
+	env = append(slices.Clip(env), homeEnv...)
 	plan.HostTmp = needsHostTmp(s.cwd, s.d.o.Home, argv, plan.Exec, env)
 	if s.rule != nil {
 		plan.NoLandlock = s.rule.OwnSandbox
-		for i, p := range s.rule.State {
-			dst, ok := expandPathIn(p, env)
-			if !ok {
-				continue
-			}
-			src := filepath.Join(dir, "state", strconv.Itoa(i))
-			if err := os.MkdirAll(src, 0o700); err != nil {
-				return nil, err
-			}
-			// The mount point must exist: where the agent would have
-			// made it on its first run anyway.
-			if err := os.MkdirAll(dst, 0o700); err != nil {
-				return nil, fmt.Errorf("making the state directory %s the profile names: %w", dst, err)
-			}
-			if dst, err = filepath.EvalSymlinks(dst); err != nil {
-				return nil, err
-			}
-			plan.Binds = append(plan.Binds, sandbox.Bind{Src: src, Dst: dst})
-		}
 		if len(s.rule.Masks) > 0 {
 			if plan.Masks, plan.After, err = s.maskArgs(plan); err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 		}
 	}
-	// The session's own HOME and own configuration directory are its
+	// The agent's own home and its own configuration directory are its
 	// (fresh, removed at teardown): writable.
-	for _, own := range []string{s.emptyHome, s.ownDir} {
+	for _, own := range []string{home, s.ownDir} {
 		if own != "" {
 			plan.Binds = append(plan.Binds, sandbox.Bind{Src: own, Dst: own})
 		}
@@ -113,11 +98,118 @@ func (s *session) sandboxed(argv, env []string) ([]string, error) {
 	}
 	bwrap, err := exec.LookPath(bwrapPath)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", errSandbox, err)
+		return nil, nil, fmt.Errorf("%w: %w", errSandbox, err)
 	}
 	s.log.Printf("sandbox (%s): read-only but for %s; own user, pid and IPC namespaces%s",
 		st.Layers(), strings.Join(plan.Writable(), ", "), landlockNote(plan))
-	return plan.Command(bwrap, argv), nil
+	return plan.Command(bwrap, argv), env, nil
+}
+
+// homeCopyLimit bounds each path of Rule.Home copied into an agent's own
+// home: a login or a config file, never a history.
+const homeCopyLimit = 4 << 20
+
+// ownHome makes the agent's own home in dir (Rule.Home) and returns it
+// with the variables that point the agent at it: HOME, the XDG data,
+// state and cache directories in it, the rule's HomeVars, and
+// XDG_CONFIG_HOME at the user's (read-only in the sandbox). env is the
+// agent's environment so far, whose HOME is the user's.
+func (s *session) ownHome(dir string, env []string) (string, []string, error) {
+	get := func(k string) string {
+		if v, ok := envValue(env, k); ok {
+			return v
+		}
+		return os.Getenv(k)
+	}
+	real := get("HOME")
+	home := filepath.Join(dir, "home")
+	if err := os.Mkdir(home, 0o700); err != nil {
+		return "", nil, err
+	}
+	// Where each part of the agent's home comes from in the user's: a
+	// variable set in the daemon's environment, else the same path in
+	// the user's home.
+	from := map[string]string{".local/share": get("XDG_DATA_HOME"), ".local/state": get("XDG_STATE_HOME"), ".cache": get("XDG_CACHE_HOME")}
+	var vars []string
+	if s.rule != nil {
+		for _, k := range slices.Sorted(maps.Keys(s.rule.HomeVars)) {
+			from[s.rule.HomeVars[k]] = get(k)
+			vars = append(vars, k+"="+filepath.Join(home, s.rule.HomeVars[k]))
+		}
+	}
+	var copied []string
+	if s.rule != nil && real != "" {
+		for _, rel := range s.rule.Home {
+			src := filepath.Join(real, rel)
+			for prefix, v := range from {
+				if r, ok := strings.CutPrefix(rel, prefix+"/"); ok && v != "" {
+					src = filepath.Join(v, r)
+				}
+			}
+			ok, err := copyInto(src, filepath.Join(home, rel), homeCopyLimit)
+			if err != nil {
+				return "", nil, fmt.Errorf("copying %s: %w", src, err)
+			}
+			if ok {
+				copied = append(copied, rel)
+			}
+		}
+	}
+	config := get("XDG_CONFIG_HOME")
+	if config == "" && real != "" {
+		config = filepath.Join(real, ".config")
+	}
+	out := append(vars, "HOME="+home, "XDG_DATA_HOME="+filepath.Join(home, ".local", "share"),
+		"XDG_STATE_HOME="+filepath.Join(home, ".local", "state"), "XDG_CACHE_HOME="+filepath.Join(home, ".cache"))
+	if config != "" {
+		out = append(out, "XDG_CONFIG_HOME="+config)
+	}
+	s.log.Printf("the agent's home is its own, %s (copied from %s: %s)", home, real, strings.Join(copied, ", "))
+	return home, out, nil
+}
+
+// copyInto copies the file or directory src to dst (regular files and
+// directories only; symbolic links and anything else are skipped), and
+// reports whether src existed. A file over limit bytes, or a directory
+// whose files add up to more, is an error.
+func copyInto(src, dst string, limit int64) (bool, error) {
+	_, err := os.Lstat(src)
+	if errors.Is(err, os.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	var total int64
+	err = filepath.WalkDir(src, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(src, p)
+		to := filepath.Join(dst, rel)
+		switch {
+		case d.IsDir():
+			return os.MkdirAll(to, 0o700)
+		case d.Type().IsRegular():
+			info, err := d.Info()
+			if err != nil {
+				return err
+			}
+			if total += info.Size(); total > limit {
+				return fmt.Errorf("over %d bytes: not a login or a config file", limit)
+			}
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			if err := os.MkdirAll(filepath.Dir(to), 0o700); err != nil {
+				return err
+			}
+			return os.WriteFile(to, b, 0o600)
+		}
+		return nil
+	})
+	return true, err
 }
 
 func landlockNote(p sandbox.Plan) string {
@@ -145,43 +237,12 @@ func (s *session) maskArgs(plan sandbox.Plan) (args, after []string, err error) 
 				errSandbox, strings.Join(names[filepath.Clean(plan.Cwd)], ", "))
 		}
 	}
-	state := func(p string) bool {
-		return slices.ContainsFunc(plan.Binds, func(b sandbox.Bind) bool { return b.Dst == p })
-	}
-	args, after, err = maskBinds(s.rule.Masks, plan.Cwd, false, plan.Fresh, state)
+	args, after, err = maskBinds(s.rule.Masks, plan.Cwd, false, plan.Fresh)
 	if err != nil {
 		return nil, nil, err
 	}
 	s.log.Printf("masked for the agent: %s", describeMasks(s.rule.Masks))
 	return append(args, s.maskedAdapterBinds()...), after, nil
-}
-
-// expandPathIn expands a leading "~" and $VARS in p from env (the agent's
-// environment; a later entry wins), else the daemon's; ok is false when a
-// variable is unset or empty.
-func expandPathIn(p string, env []string) (string, bool) {
-	look := func(k string) string {
-		if v, ok := envValue(env, k); ok {
-			return v
-		}
-		return os.Getenv(k)
-	}
-	ok := true
-	p = os.Expand(p, func(v string) string {
-		val := look(v)
-		if val == "" {
-			ok = false
-		}
-		return val
-	})
-	if rest, found := strings.CutPrefix(p, "~/"); found {
-		home := look("HOME")
-		if home == "" {
-			return "", false
-		}
-		p = filepath.Join(home, rest)
-	}
-	return filepath.Clean(p), ok && filepath.IsAbs(p)
 }
 
 // removeSandbox removes the run's per-task sandbox directories.
