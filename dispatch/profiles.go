@@ -515,10 +515,12 @@ var opencodeProfile = &Profile{
 			Masks: []Mask{{Dir: "{cwd}", Names: []string{".opencode", "opencode.json", "opencode.jsonc"}},
 				{Dir: "$XDG_CONFIG_HOME/opencode", Names: []string{"plugin", "plugins"}},
 				{Dir: "~/.config/opencode", Names: []string{"plugin", "plugins"}}},
-			// Its login (its config is read from the user's config
-			// directory, read-only).
-			Home:    []string{".local/share/opencode/auth.json"},
-			Summary: "inline config denying every write, command, fetch and subagent for every agent; project config off and .opencode, opencode.json and plugins masked; a per-session read-only agent (config option mode)",
+			// Its login, and its config directory, which it writes at
+			// every start (a .gitignore, its plugin package): a copy, but
+			// the plugins, in its own home.
+			Home:     []string{".local/share/opencode/auth.json", ".config/opencode"},
+			HomeVars: map[string]string{"XDG_CONFIG_HOME": ".config"},
+			Summary:  "inline config denying every write, command, fetch and subagent for every agent; project config off and .opencode, opencode.json and plugins masked; a per-session read-only agent (config option mode)",
 		},
 	},
 }

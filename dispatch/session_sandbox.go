@@ -106,8 +106,8 @@ func (s *session) sandboxed(argv, env []string) ([]string, []string, error) {
 }
 
 // homeCopyLimit bounds each path of Rule.Home copied into an agent's own
-// home: a login or a config file, never a history.
-const homeCopyLimit = 4 << 20
+// home: a login, a config directory, never a history.
+const homeCopyLimit = 64 << 20
 
 // ownHome makes the agent's own home in dir (Rule.Home) and returns it
 // with the variables that point the agent at it: HOME, the XDG data,
@@ -133,8 +133,12 @@ func (s *session) ownHome(dir string, env []string) (string, []string, error) {
 	var vars []string
 	if s.rule != nil {
 		for _, k := range slices.Sorted(maps.Keys(s.rule.HomeVars)) {
-			from[s.rule.HomeVars[k]] = get(k)
-			vars = append(vars, k+"="+filepath.Join(home, s.rule.HomeVars[k]))
+			rel := s.rule.HomeVars[k]
+			from[rel] = get(k)
+			if err := os.MkdirAll(filepath.Join(home, rel), 0o700); err != nil {
+				return "", nil, err
+			}
+			vars = append(vars, k+"="+filepath.Join(home, rel))
 		}
 	}
 	var copied []string
@@ -146,7 +150,7 @@ func (s *session) ownHome(dir string, env []string) (string, []string, error) {
 					src = filepath.Join(v, r)
 				}
 			}
-			ok, err := copyInto(src, filepath.Join(home, rel), homeCopyLimit)
+			ok, err := copyInto(src, filepath.Join(home, rel), homeCopyLimit, s.maskedIn(src))
 			if err != nil {
 				return "", nil, fmt.Errorf("copying %s: %w", src, err)
 			}
@@ -159,6 +163,9 @@ func (s *session) ownHome(dir string, env []string) (string, []string, error) {
 	if config == "" && real != "" {
 		config = filepath.Join(real, ".config")
 	}
+	if s.rule != nil && s.rule.HomeVars["XDG_CONFIG_HOME"] != "" {
+		config = "" // the agent's own, among vars
+	}
 	out := append(vars, "HOME="+home, "XDG_DATA_HOME="+filepath.Join(home, ".local", "share"),
 		"XDG_STATE_HOME="+filepath.Join(home, ".local", "state"), "XDG_CACHE_HOME="+filepath.Join(home, ".cache"))
 	if config != "" {
@@ -168,11 +175,27 @@ func (s *session) ownHome(dir string, env []string) (string, []string, error) {
 	return home, out, nil
 }
 
+// maskedIn returns the names the rule's masks hide in directory dir.
+func (s *session) maskedIn(dir string) []string {
+	if s.rule == nil || len(s.rule.Masks) == 0 {
+		return nil
+	}
+	canon, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		return nil
+	}
+	_, names, err := maskDirs(s.rule.Masks, s.cwd)
+	if err != nil {
+		return nil
+	}
+	return names[canon]
+}
+
 // copyInto copies the file or directory src to dst (regular files and
-// directories only; symbolic links and anything else are skipped), and
-// reports whether src existed. A file over limit bytes, or a directory
-// whose files add up to more, is an error.
-func copyInto(src, dst string, limit int64) (bool, error) {
+// directories only; symbolic links and anything else are skipped; in a
+// directory, the entries named in skip too), and reports whether src
+// existed. Files adding up to more than limit bytes are an error.
+func copyInto(src, dst string, limit int64, skip []string) (bool, error) {
 	_, err := os.Lstat(src)
 	if errors.Is(err, os.ErrNotExist) {
 		return false, nil
@@ -187,6 +210,12 @@ func copyInto(src, dst string, limit int64) (bool, error) {
 		}
 		rel, _ := filepath.Rel(src, p)
 		to := filepath.Join(dst, rel)
+		if filepath.Dir(p) == src && slices.Contains(skip, d.Name()) {
+			if d.IsDir() {
+				return filepath.SkipDir
+			}
+			return nil
+		}
 		switch {
 		case d.IsDir():
 			return os.MkdirAll(to, 0o700)
@@ -241,7 +270,7 @@ func (s *session) maskArgs(plan sandbox.Plan) (args, after []string, err error) 
 	if err != nil {
 		return nil, nil, err
 	}
-	s.log.Printf("masked for the agent: %s", describeMasks(s.rule.Masks))
+	s.log.Printf("masked for the agent, in a mount namespace of its own: %s", describeMasks(s.rule.Masks))
 	return append(args, s.maskedAdapterBinds()...), after, nil
 }
 
