@@ -89,7 +89,11 @@ type AgentService interface {
 	Connected(ctx context.Context, c Conn) error
 	// MCPTaskEvent audits a step in the life of the MCP task bound to the
 	// caller's task id (the MCP tasks extension, which the facade serves):
-	// one of AllMCPTaskEvents. A task the caller may not see is not_found.
+	// one of AllMCPTaskEvents, at most once per task and event. A task the
+	// caller did not submit is not_found (the MCP task is the submitter's).
+	// A step that changes nothing (a repeat; a delivery or cancel of a
+	// task that was never an MCP task; a cancel of an ended task) writes
+	// nothing and answers nil.
 	MCPTaskEvent(ctx context.Context, caller, id string, event MCPTaskEvent) error
 }
 

@@ -342,6 +342,11 @@ type Store interface {
 	RecordDenial(ctx context.Context, taskID string, data map[string]string) error
 	// Audit appends one audit row.
 	Audit(ctx context.Context, ev AuditEvent) error
+	// AuditOnce appends ev, an effect that happens at most once per task,
+	// unless a row of its kind was already appended for ev.TaskID this way,
+	// or when after is not "" and no row of kind after was; it reports
+	// whether it appended one. A repeated call writes nothing.
+	AuditOnce(ctx context.Context, ev AuditEvent, after string) (bool, error)
 	// VerifyAudit recomputes the hash chain.
 	VerifyAudit(ctx context.Context) (AuditReport, error)
 }

@@ -157,6 +157,64 @@ func (db *DB) Audit(ctx context.Context, ev model.AuditEvent) error {
 	return wrap("audit", err)
 }
 
+// The audit_once statements (0008).
+const (
+	qAuditOnceGet    = `SELECT seq FROM audit_once WHERE task_id = ? AND kind = ?`
+	qAuditOnceInsert = `INSERT INTO audit_once (task_id, kind, seq) VALUES (?, ?, ?)`
+)
+
+// AuditOnce implements model.Store: it appends ev unless AuditOnce
+// already appended a row of its kind for its task, or when after is not
+// "" and no row of kind after was appended for it, and reports whether it
+// appended one. A repeated call changes nothing and writes nothing (the
+// repeat is answered from a read, without the writer). It is not held to
+// the free-space reserve: it writes at most one row per task and kind,
+// and the task it names was (new tasks are), so the cancels and reads
+// that call it keep working on a nearly full disk.
+func (db *DB) AuditOnce(ctx context.Context, ev model.AuditEvent, after string) (bool, error) {
+	if ev.Kind == "" || ev.TaskID == "" {
+		return false, model.InvalidArgs("audit event without a kind or a task")
+	}
+	var err error
+	if ev.At, err = stamp("audit time", ev.At, db.now); err != nil {
+		return false, err
+	}
+	var seq int64
+	switch err := db.rq.QueryRowContext(ctx, qAuditOnceGet, ev.TaskID, ev.Kind).Scan(&seq); {
+	case err == nil:
+		return false, nil // the common repeat, answered without the writer
+	case !errors.Is(err, sql.ErrNoRows):
+		return false, wrap("audit", err)
+	}
+	if after != "" {
+		switch err := db.rq.QueryRowContext(ctx, qAuditOnceGet, ev.TaskID, after).Scan(&seq); {
+		case errors.Is(err, sql.ErrNoRows):
+			return false, nil // the effect it follows never happened
+		case err != nil:
+			return false, wrap("audit", err)
+		}
+	}
+	wrote := false
+	err = db.write(ctx, func(ctx context.Context, w *writeTx) error {
+		wrote = false
+		switch err := w.QueryRowContext(ctx, qAuditOnceGet, ev.TaskID, ev.Kind).Scan(&seq); {
+		case err == nil:
+			return nil
+		case !errors.Is(err, sql.ErrNoRows):
+			return err
+		}
+		if err := w.audit(ctx, ev); err != nil {
+			return err
+		}
+		if _, err := w.ExecContext(ctx, qAuditOnceInsert, ev.TaskID, ev.Kind, w.head.seq); err != nil {
+			return err
+		}
+		wrote = true
+		return nil
+	})
+	return wrote, wrap("audit", err)
+}
+
 // VerifyAudit recomputes the hash chain over every audit row, in seq order,
 // in one read snapshot. A chain that does not verify is not an error: the
 // report has OK false, BadSeq naming the first bad row and Reason saying

@@ -130,6 +130,7 @@ var (
 	qPruneTasksSum     = `SELECT count(*), IFNULL(sum(octet_length(prompt) + octet_length(result)), 0) FROM tasks WHERE state IN (` + terminalList + `) AND updated_at < ?`
 	qPruneVerdictsDel  = `DELETE FROM task_verdicts WHERE task_id IN (SELECT value FROM json_each(?))`
 	qPruneEventsDel    = `DELETE FROM task_events WHERE task_id IN (SELECT value FROM json_each(?))`
+	qPruneOnceDel      = `DELETE FROM audit_once WHERE task_id IN (SELECT value FROM json_each(?))`
 	qPruneTasksDel     = `DELETE FROM tasks WHERE id IN (SELECT value FROM json_each(?))`
 )
 
@@ -340,7 +341,7 @@ func (db *DB) pruneTasks(ctx context.Context, w *writeTx, o PruneOptions, c *cut
 	if err != nil || len(b.ids) == 0 {
 		return batchOut{}, err
 	}
-	if err := deleteAll(ctx, w, b.ids, qPruneVerdictsDel, qPruneEventsDel, qPruneTasksDel); err != nil {
+	if err := deleteAll(ctx, w, b.ids, qPruneVerdictsDel, qPruneEventsDel, qPruneOnceDel, qPruneTasksDel); err != nil {
 		return batchOut{}, err
 	}
 	return b, w.audit(ctx, pruned(db.now(), o, "terminal_tasks", c, b))

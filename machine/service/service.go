@@ -313,7 +313,12 @@ func (s *Service) Connected(ctx context.Context, c model.Conn) error {
 }
 
 // MCPTaskEvent audits a step of the MCP task bound to a task the caller
-// may see (audit kind "mcp.task.EVENT").
+// submitted (audit kind "mcp.task.EVENT"), once per task and event: the
+// MCP task is its submitter's, who got the handle, so the target (which
+// may read the task) is not_found like any other agent. A step that
+// changes nothing writes nothing: a repeat, a delivery or a cancel of a
+// task that never was an MCP task (no "created" row), a cancel of a task
+// that already ended.
 func (s *Service) MCPTaskEvent(ctx context.Context, caller, id string, event model.MCPTaskEvent) error {
 	if !slices.Contains(model.AllMCPTaskEvents(), event) {
 		return model.InvalidArgs("%q is not an MCP task event (one of %v)", model.Echo(string(event)), model.AllMCPTaskEvents())
@@ -322,9 +327,26 @@ func (s *Service) MCPTaskEvent(ctx context.Context, caller, id string, event mod
 	if err != nil {
 		return err
 	}
-	return s.o.Store.Audit(ctx, model.AuditEvent{At: s.now(), Kind: "mcp.task." + string(event), Actor: caller, TaskID: t.ID,
-		Data: map[string]string{"task_id": t.ID, "mcp_task_id": t.ID, "state": string(t.State), "event": string(event)}})
+	if t.Caller != caller {
+		return notFound("task", id)
+	}
+	after := ""
+	switch event {
+	case model.MCPTaskCancelRequested:
+		if t.State.Terminal() {
+			return nil
+		}
+		after = mcpTaskKind(model.MCPTaskCreated)
+	case model.MCPTaskDelivered:
+		after = mcpTaskKind(model.MCPTaskCreated)
+	}
+	_, err = s.o.Store.AuditOnce(ctx, model.AuditEvent{At: s.now(), Kind: mcpTaskKind(event), Actor: caller, TaskID: t.ID,
+		Data: map[string]string{"task_id": t.ID, "mcp_task_id": t.ID, "state": string(t.State), "event": string(event)}}, after)
+	return err
 }
+
+// mcpTaskKind is the audit kind of an MCP task event.
+func mcpTaskKind(event model.MCPTaskEvent) string { return "mcp.task." + string(event) }
 
 // Tasks lists tasks for an operator.
 func (s *Service) Tasks(ctx context.Context, f model.TaskFilter) ([]model.Task, error) {
