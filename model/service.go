@@ -42,6 +42,21 @@ type SendRequest struct {
 type Inbox struct {
 	Messages []Message `json:"messages"`
 	Unread   int       `json:"unread"`
+	// OverShare lists the senders whose unacknowledged messages to the
+	// caller reach their share of its inbox quota: their next message is
+	// refused until the caller acknowledges some of theirs.
+	OverShare []InboxShare `json:"over_share"`
+}
+
+// InboxShare is one sender's use of one recipient's inbox quota, and the
+// sender's share of it (0: no share in that unit).
+type InboxShare struct {
+	To            string `json:"to"`
+	From          string `json:"from"`
+	Messages      int64  `json:"messages"`
+	Bytes         int64  `json:"bytes"`
+	ShareMessages int64  `json:"share_messages"`
+	ShareBytes    int64  `json:"share_bytes"`
 }
 
 // AckResult is ack_messages' answer.
@@ -122,6 +137,10 @@ type OperatorService interface {
 	ShowTask(ctx context.Context, id string) (TaskDetail, error)
 	CancelTaskAsOperator(ctx context.Context, id string) (Task, error)
 	Messages(ctx context.Context, f MessageFilter) ([]Message, error)
+	// InboxShares lists the senders whose unacknowledged messages to a
+	// recipient (to, or every recipient when to is "") reach their share
+	// of its inbox quota.
+	InboxShares(ctx context.Context, to string) ([]InboxShare, error)
 	Agents(ctx context.Context) ([]AgentInfo, error)
 	ProbeAgent(ctx context.Context, name string, timeout time.Duration) (AgentInfo, error)
 	// VerifyAgent runs a hardening verification of an agent (bounded by

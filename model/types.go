@@ -366,6 +366,9 @@ type MessageStore interface {
 	GetMessage(ctx context.Context, id string) (Message, error)
 	// ListMessages returns messages newest first for operators.
 	ListMessages(ctx context.Context, f MessageFilter) ([]Message, error)
+	// InboxShares returns the senders whose unacknowledged messages to a
+	// recipient (to, or any when to is "") reach their share of its quota.
+	InboxShares(ctx context.Context, to string) ([]InboxShare, error)
 }
 
 // DispatchPolicy is what a dispatcher promises about the ACP client it runs;

@@ -248,9 +248,9 @@ func (d *daemon) openStore(ctx context.Context, lock *homeLock, cfg config.Confi
 		check = false // a new database: nothing to check
 	}
 	t0 := time.Now()
-	inboxMessages, inboxBytes, minFree := storeLimits(cfg)
-	db, err := persistence.Open(ctx, dbPath(d.home), persistence.Options{Synchronous: cfg.Storage.Synchronous, Check: check,
-		InboxMessages: inboxMessages, InboxBytes: inboxBytes, MinFreeBytes: minFree})
+	o := storeLimits(cfg)
+	o.Synchronous, o.Check = cfg.Storage.Synchronous, check
+	db, err := persistence.Open(ctx, dbPath(d.home), o)
 	if err != nil {
 		return nil, nil, openError(dbPath(d.home), err)
 	}

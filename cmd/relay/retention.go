@@ -115,14 +115,15 @@ func (r *retention) prune(ctx context.Context, req model.PruneRequest) (model.Pr
 	return r.pass(ctx, persistence.PruneOptions{Policy: p, DryRun: req.DryRun, Actor: "operator", Trigger: "operator"})
 }
 
-// storeLimits is the store's quota and reserve from the config, where 0
-// means no limit.
-func storeLimits(cfg config.Config) (inboxMessages int, inboxBytes, minFree int64) {
+// storeLimits is the store's quota, senders' share and reserve from the
+// config, where 0 means no limit.
+func storeLimits(cfg config.Config) persistence.Options {
 	off := func(v int64) int64 {
 		if v == 0 {
 			return persistence.NoLimit
 		}
 		return v
 	}
-	return int(off(int64(cfg.Limits.InboxMessages))), off(cfg.Limits.InboxBytes), off(cfg.Storage.MinFreeBytes)
+	return persistence.Options{InboxMessages: int(off(int64(cfg.Limits.InboxMessages))), InboxBytes: off(cfg.Limits.InboxBytes),
+		InboxSenderShare: cfg.Limits.InboxSenderShare, MinFreeBytes: off(cfg.Storage.MinFreeBytes)}
 }

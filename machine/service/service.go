@@ -167,7 +167,11 @@ func (s *Service) CheckInbox(ctx context.Context, caller string, unreadOnly bool
 	if ms == nil {
 		ms = []model.Message{}
 	}
-	return model.Inbox{Messages: ms, Unread: unread}, nil
+	over, err := s.o.Messages.InboxShares(ctx, caller)
+	if err != nil {
+		return model.Inbox{}, err
+	}
+	return model.Inbox{Messages: ms, Unread: unread, OverShare: over}, nil
 }
 
 // AckMessages acknowledges messages sent to the caller.
@@ -414,6 +418,19 @@ func (s *Service) Messages(ctx context.Context, f model.MessageFilter) ([]model.
 		ms = []model.Message{}
 	}
 	return ms, err
+}
+
+// InboxShares lists, for an operator, the senders at their share of a
+// recipient's inbox quota.
+func (s *Service) InboxShares(ctx context.Context, to string) ([]model.InboxShare, error) {
+	if err := s.knownAgents(to); err != nil {
+		return nil, err
+	}
+	sh, err := s.o.Messages.InboxShares(ctx, to)
+	if sh == nil && err == nil {
+		sh = []model.InboxShare{}
+	}
+	return sh, err
 }
 
 // knownAgents refuses a listing filtered by an agent the relay does not

@@ -81,6 +81,7 @@ var cases = []suiteCase{
 	{"OperatorCancelsAnyTask", []string{"CancelTaskAsOperator", "ShowTask", "VerifyAudit"}, operatorCancelsAnyTask},
 	{"OperatorListsEveryMessage", []string{"Messages"}, operatorListsEveryMessage},
 	{"OperatorAgents", []string{"Agents", "ListAgents"}, operatorAgents},
+	{"SenderShares", []string{"SendMessage", "CheckInbox", "InboxShares"}, senderShares},
 	{"ProbeAndVerifyKnownAgentsOnly", []string{"ProbeAgent", "VerifyAgent"}, probeAndVerifyKnownAgentsOnly},
 	{"WatchFollowsATask", []string{"WatchEvents"}, watchFollowsATask},
 	{"WatchRefusals", []string{"WatchEvents"}, watchRefusals},
@@ -611,4 +612,47 @@ func unknownTarget(t *testing.T, f Fixture) {
 			t.Errorf("list_agents lacks %s: %+v", n, agents)
 		}
 	}
+}
+
+// senderShares: one sender that fills its share of a recipient's inbox
+// quota is refused (recipient_inbox_full), another sender's message is
+// still stored, and both the recipient's check_inbox and the operator
+// name the sender at its share. The fixture's store has the default
+// quota (1,000 messages, a share of 25%: 250).
+func senderShares(t *testing.T, f Fixture) {
+	ctx := context.Background()
+	a, b, c := f.Agents[0], f.Agents[1], f.Agents[2]
+	sent, refused := 0, error(nil)
+	for range 400 {
+		if _, refused = f.As(a).SendMessage(ctx, a, model.SendRequest{To: b, Body: "x"}); refused != nil {
+			break
+		}
+		sent++
+	}
+	wantCode(t, "a sender past its share", refused, model.CodeRecipientInboxFull)
+	if sent == 0 || sent >= 400 {
+		t.Fatalf("%s sent %d messages to %s before its share was full", a, sent, b)
+	}
+	if _, err := f.As(c).SendMessage(ctx, c, model.SendRequest{To: b, Body: "y"}); err != nil {
+		t.Fatalf("another sender, after %s filled its share: %v", a, err)
+	}
+	want := []model.InboxShare{{To: b, From: a, Messages: int64(sent), Bytes: int64(sent), ShareMessages: int64(sent), ShareBytes: 16 << 20}}
+	in, err := f.As(b).CheckInbox(ctx, b, true, 1)
+	if err != nil || !equalJSON(in.OverShare, want) {
+		t.Errorf("check_inbox of %s: over_share %+v (%v), want %+v", b, in.OverShare, err, want)
+	}
+	op, err := f.Operator.InboxShares(ctx, "")
+	if err != nil || !equalJSON(op, want) {
+		t.Errorf("operator's shares: %+v (%v), want %+v", op, err, want)
+	}
+	if none, err := f.Operator.InboxShares(ctx, c); err != nil || len(none) != 0 {
+		t.Errorf("operator's shares of %s: %+v (%v), want none", c, none, err)
+	}
+}
+
+// equalJSON compares two values by their JSON encodings.
+func equalJSON(x, y any) bool {
+	bx, err1 := json.Marshal(x)
+	by, err2 := json.Marshal(y)
+	return err1 == nil && err2 == nil && string(bx) == string(by)
 }

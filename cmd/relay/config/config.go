@@ -208,6 +208,12 @@ type LimitsConfig struct {
 	// unacknowledged messages may hold (key inbox_bytes, default
 	// DefaultInboxBytes, at least message_bytes). Zero means no limit.
 	InboxBytes int64 `toml:"inbox_bytes"`
+	// InboxSenderShare is the percentage of a recipient's quota
+	// (inbox_messages and inbox_bytes alike) one sender's unacknowledged
+	// messages to it may hold (key inbox_sender_share, 1..100, default
+	// DefaultInboxSenderShare), so that one sender cannot fill an inbox
+	// for the others; 100 gives each sender the whole quota.
+	InboxSenderShare int `toml:"inbox_sender_share"`
 	// MaxDelegationDepth bounds a delegation chain (key
 	// max_delegation_depth, 1..MaxDelegationDepth, default
 	// DefaultMaxDelegationDepth): a task submitted from inside a chain of
@@ -277,6 +283,7 @@ const (
 	DefaultSynchronous      = SynchronousFull
 	DefaultInboxMessages    = persistence.DefaultInboxMessages
 	DefaultInboxBytes       = persistence.DefaultInboxBytes
+	DefaultInboxSenderShare = persistence.DefaultInboxSenderShare
 	DefaultMinFreeBytes     = persistence.DefaultMinFreeBytes
 	// DefaultMaxDelegationDepth and MaxDelegationDepth are the default
 	// and the largest value of max_delegation_depth.
@@ -314,13 +321,14 @@ func DefaultConfig() Config {
 		Authority: AuthorityConfig{Timeout: DefaultAuthorityTimeout},
 		Agents:    agents,
 		Limits: LimitsConfig{
-			MessageBytes:  DefaultMessageBytes,
-			TaskTimeout:   DefaultTaskTimeout,
-			StartTimeout:  DefaultStartTimeout,
-			ProbeTimeout:  DefaultProbeTimeout,
-			MaxDispatch:   DefaultMaxDispatch,
-			InboxMessages: DefaultInboxMessages,
-			InboxBytes:    DefaultInboxBytes,
+			MessageBytes:     DefaultMessageBytes,
+			TaskTimeout:      DefaultTaskTimeout,
+			StartTimeout:     DefaultStartTimeout,
+			ProbeTimeout:     DefaultProbeTimeout,
+			MaxDispatch:      DefaultMaxDispatch,
+			InboxMessages:    DefaultInboxMessages,
+			InboxBytes:       DefaultInboxBytes,
+			InboxSenderShare: DefaultInboxSenderShare,
 
 			MaxDelegationDepth: DefaultMaxDelegationDepth,
 		},
@@ -446,6 +454,9 @@ func (c Config) Validate() error {
 	}
 	if err := checkPerCaller(c.Limits); err != nil {
 		return bad("limits.max_dispatch_per_caller", leafHint("limits.max_dispatch_per_caller", ""), err)
+	}
+	if s := c.Limits.InboxSenderShare; s < 1 || s > 100 {
+		return bad("limits.inbox_sender_share", leafHint("limits.inbox_sender_share", ""), fmt.Errorf("want a percentage from 1 to 100, got %d", s))
 	}
 	if d := c.Limits.MaxDelegationDepth; d < 1 || d > MaxDelegationDepth {
 		return bad("limits.max_delegation_depth", leafHint("limits.max_delegation_depth", ""), fmt.Errorf("want an integer from 1 to %d, got %d", MaxDelegationDepth, d))

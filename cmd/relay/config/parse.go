@@ -44,6 +44,7 @@ import (
 //
 //	inbox_messages = 1000                   # integer >= 0; 0 = no limit
 //	inbox_bytes = 67108864                  # integer >= 0 (>= message_bytes); 0 = no limit
+//	inbox_sender_share = 25                 # 1..100: percent of both one sender may hold
 //
 //	[storage]
 //	synchronous = "NORMAL"                  # or "FULL"; see StorageConfig
@@ -426,6 +427,12 @@ var leaves = map[string]leaf{
 		check:   checked(parseNonNegativeInt),
 		want:    fmt.Sprintf("a number of bytes, at least message_bytes, 0 for no limit (default %d): how many bytes of bodies one recipient's unacknowledged messages may hold", DefaultInboxBytes),
 		example: fmt.Sprintf("inbox_bytes = %d", DefaultInboxBytes),
+	},
+	"limits.inbox_sender_share": {
+		check: checked(parseShare),
+		want: fmt.Sprintf("a percentage from 1 to 100 (default %d): how much of a recipient's quota (inbox_messages and inbox_bytes alike) "+
+			"one sender's unacknowledged messages to it may hold, so that one sender cannot fill an inbox for the others; 100 is the whole quota", DefaultInboxSenderShare),
+		example: fmt.Sprintf("inbox_sender_share = %d", DefaultInboxSenderShare),
 	},
 	"storage.min_free_bytes": {
 		check:   checked(parseReserve),
