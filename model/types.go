@@ -337,6 +337,10 @@ type Store interface {
 	TaskEvents(ctx context.Context, id string) ([]Event, error)
 	// TaskVerdicts returns every gate verdict recorded for a task, oldest first.
 	TaskVerdicts(ctx context.Context, id string) ([]Verdict, error)
+	// TaskDetail returns a task with its events and verdicts read in one
+	// snapshot, so that its timeline always agrees with its state (an
+	// *Error with CodeNotFound when there is no such task).
+	TaskDetail(ctx context.Context, id string) (TaskDetail, error)
 	// RecordDenial counts a denied permission request on a working task and
 	// audits it, in one transaction.
 	RecordDenial(ctx context.Context, taskID string, data map[string]string) error

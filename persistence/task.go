@@ -534,6 +534,40 @@ func (db *DB) TaskEvents(ctx context.Context, id string) ([]model.Event, error) 
 	return out, nil
 }
 
+// TaskDetail implements model.Store: the task, its events and its
+// verdicts in one read transaction, so one snapshot: a transition that
+// commits meanwhile is either in all three or in none (three separate
+// reads could show a state with no event leading to it, or an event
+// whose state the task has not reached).
+func (db *DB) TaskDetail(ctx context.Context, id string) (model.TaskDetail, error) {
+	var d model.TaskDetail
+	err := db.readTx(ctx, func(ctx context.Context, tx querier) error {
+		got, err := db.queryTasks(ctx, tx, qTaskByID, id)
+		switch {
+		case err != nil:
+			return err
+		case len(got) == 0:
+			return notFound("task", id)
+		}
+		d = model.TaskDetail{Task: got[0]}
+		if d.Events, err = db.readTaskEvents(ctx, tx, id); err != nil {
+			return err
+		}
+		d.Verdicts, err = db.readTaskVerdicts(ctx, tx, id)
+		return err
+	})
+	if err != nil {
+		return model.TaskDetail{}, wrap("task detail", err)
+	}
+	if d.Events == nil {
+		d.Events = []model.Event{}
+	}
+	if d.Verdicts == nil {
+		d.Verdicts = []model.Verdict{}
+	}
+	return d, nil
+}
+
 // readTaskEvents reads a task's events, oldest first (none for an unknown
 // task).
 func (db *DB) readTaskEvents(ctx context.Context, tx querier, id string) ([]model.Event, error) {

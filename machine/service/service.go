@@ -372,27 +372,17 @@ func (s *Service) Tasks(ctx context.Context, f model.TaskFilter) ([]model.Task, 
 	return ts, err
 }
 
-// ShowTask returns a task with its events and gate verdicts.
+// ShowTask returns a task with its events and gate verdicts, read in one
+// snapshot: the timeline always leads to the state shown.
 func (s *Service) ShowTask(ctx context.Context, id string) (model.TaskDetail, error) {
-	t, err := s.task(ctx, id)
-	if err != nil {
-		return model.TaskDetail{}, err
+	if !model.ValidTaskID(id) {
+		return model.TaskDetail{}, notFound("task", id)
 	}
-	evs, err := s.o.Store.TaskEvents(ctx, id)
-	if err != nil {
-		return model.TaskDetail{}, err
+	d, err := s.o.Store.TaskDetail(ctx, id)
+	if model.ErrorCode(err) == model.CodeNotFound {
+		return model.TaskDetail{}, notFound("task", id)
 	}
-	vs, err := s.o.Store.TaskVerdicts(ctx, id)
-	if err != nil {
-		return model.TaskDetail{}, err
-	}
-	if evs == nil {
-		evs = []model.Event{}
-	}
-	if vs == nil {
-		vs = []model.Verdict{}
-	}
-	return model.TaskDetail{Task: t, Events: evs, Verdicts: vs}, nil
+	return d, err
 }
 
 // CancelTaskAsOperator cancels any non-terminal task.
