@@ -346,6 +346,11 @@ type Store interface {
 	RecordDenial(ctx context.Context, taskID string, data map[string]string) error
 	// Audit appends one audit row.
 	Audit(ctx context.Context, ev AuditEvent) error
+	// AuditIfRoom appends ev unless the free-space reserve is already
+	// reached (then it writes nothing and reports false): for rows a
+	// caller can cause that record no stored object, which must not eat
+	// the room kept for acknowledgements, reads and pruning.
+	AuditIfRoom(ctx context.Context, ev AuditEvent) (bool, error)
 	// AuditOnce appends ev, an effect that happens at most once per task,
 	// unless a row of its kind was already appended for ev.TaskID this way,
 	// or when after is not "" and no row of kind after was; it reports

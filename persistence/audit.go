@@ -157,6 +157,36 @@ func (db *DB) Audit(ctx context.Context, ev model.AuditEvent) error {
 	return wrap("audit", err)
 }
 
+// AuditIfRoom implements model.Store: ev is appended only while the
+// free-space reserve ([storage] min_free_bytes) is not reached, checked
+// in the append's own transaction as a new message's is; else nothing is
+// written and it reports false.
+func (db *DB) AuditIfRoom(ctx context.Context, ev model.AuditEvent) (bool, error) {
+	if ev.Kind == "" {
+		return false, model.InvalidArgs("audit event without a kind")
+	}
+	var err error
+	if ev.At, err = stamp("audit time", ev.At, db.now); err != nil {
+		return false, err
+	}
+	wrote := false
+	err = db.write(ctx, func(ctx context.Context, w *writeTx) error {
+		wrote = false
+		switch err := db.checkRoom(ctx, w, 0); {
+		case model.ErrorCode(err) == model.CodeStorageFull:
+			return nil
+		case err != nil:
+			return err
+		}
+		if err := w.audit(ctx, ev); err != nil {
+			return err
+		}
+		wrote = true
+		return nil
+	})
+	return wrote, wrap("audit", err)
+}
+
 // The audit_once statements (0008).
 const (
 	qAuditOnceGet    = `SELECT seq FROM audit_once WHERE task_id = ? AND kind = ?`

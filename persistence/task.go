@@ -643,10 +643,18 @@ func taskExists(ctx context.Context, q querier, id string) error {
 	return err
 }
 
+// MaxDenialRows bounds the "permission.denied" audit rows of one task: an
+// agent that asks for permissions in a loop is denied every time, and
+// each denial is counted on the task (denied_permissions), but only the
+// first MaxDenialRows are audited one by one, so that an agent cannot
+// grow the log as fast as it can ask. The last of them says so.
+const MaxDenialRows = 64
+
 // RecordDenial counts a denied permission request on a working task and
 // audits it ("permission.denied", actor "relay": the relay denied it), in
-// one transaction. A task that is not working is stale_state (not_found if
-// it does not exist), and nothing is written.
+// one transaction; past MaxDenialRows denials of the task it only counts.
+// A task that is not working is stale_state (not_found if it does not
+// exist), and nothing is written.
 func (db *DB) RecordDenial(ctx context.Context, taskID string, data map[string]string) error {
 	if taskID == "" {
 		return model.InvalidArgs("denial without a task id")
@@ -670,6 +678,12 @@ func (db *DB) RecordDenial(ctx context.Context, taskID string, data map[string]s
 			d["target"] = target
 		}
 		d["denied_permissions"] = strconv.Itoa(count)
+		switch {
+		case count > MaxDenialRows:
+			return nil
+		case count == MaxDenialRows:
+			d["later_denials"] = "counted on the task (denied_permissions), not audited one by one"
+		}
 		return w.audit(ctx, model.AuditEvent{At: at, Kind: "permission.denied", Actor: model.RelayAgent, TaskID: taskID, Data: d})
 	})
 	return wrap("record denial", err)

@@ -49,8 +49,9 @@ type Options struct {
 // shares (identity-scoped visibility, message validation) on top of the
 // engine and the stores.
 type Service struct {
-	o   Options
-	now func() time.Time
+	o     Options
+	now   func() time.Time
+	conns connLog
 }
 
 var _ model.Service = (*Service)(nil)
@@ -310,10 +311,32 @@ func (s *Service) ListAgents(ctx context.Context) ([]model.AgentInfo, error) {
 	return s.o.Registry.Agents(ctx), nil
 }
 
-// Connected audits a transport connection.
+// Connected audits a transport connection: once per process (agent,
+// kind, pid and uid) in this daemon's life, at most connRowsPerMinute
+// rows per agent a minute, and not while the free-space reserve is
+// reached. A connection past those is served and counted, not written:
+// the agent's next row carries the count ("unrecorded"), so a caller that
+// reconnects in a loop cannot grow the log, nor fill the disk with it.
 func (s *Service) Connected(ctx context.Context, c model.Conn) error {
-	return s.o.Store.Audit(ctx, model.AuditEvent{At: s.now(), Kind: "facade.connected", Actor: c.Agent,
-		Data: map[string]string{"agent": c.Agent, "pid": fmt.Sprint(c.PID), "uid": fmt.Sprint(c.UID), "kind": c.Kind}})
+	unrecorded, ok := s.conns.admit(c, s.now())
+	if !ok {
+		return nil
+	}
+	d := map[string]string{"agent": c.Agent, "pid": fmt.Sprint(c.PID), "uid": fmt.Sprint(c.UID), "kind": c.Kind}
+	if unrecorded > 0 {
+		d["unrecorded"] = fmt.Sprint(unrecorded)
+	}
+	wrote, err := s.o.Store.AuditIfRoom(ctx, model.AuditEvent{At: s.now(), Kind: "facade.connected", Actor: c.Agent, Data: d})
+	if err != nil || !wrote {
+		s.conns.unwritten(c, unrecorded)
+	}
+	if model.ErrorCode(err) == model.CodeStorageFull {
+		// A disk full to the last byte: the connection is counted for a
+		// later row, and served, so that its reads and acknowledgements
+		// (the way out) still work.
+		return nil
+	}
+	return err
 }
 
 // MCPTaskEvent audits a step of the MCP task bound to a task the caller
