@@ -203,6 +203,9 @@ type AuditReport struct {
 	BadSeq int64  `json:"bad_seq,omitempty"`
 	Reason string `json:"reason,omitempty"`
 	Head   string `json:"head"`
+	// Checkpoint is the last row the audit retention cut (0: none was):
+	// the log starts after it, its first row linked to that row's hash.
+	Checkpoint int64 `json:"checkpoint,omitempty"`
 }
 
 // Listings come in pages (TaskFilter, MessageFilter, an inbox, an agent's

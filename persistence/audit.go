@@ -187,6 +187,16 @@ func (db *DB) AuditIfRoom(ctx context.Context, ev model.AuditEvent) (bool, error
 	return wrote, wrap("audit", err)
 }
 
+// The audit retention's statements (0009) and its row's kind.
+const (
+	auditCheckpointKind = "audit.checkpoint"
+	qAuditCheckpoint    = `SELECT seq, hash FROM audit_checkpoint WHERE id = 1`
+	qAuditCheckpointSet = `UPDATE audit_checkpoint SET seq = ?, hash = ?, at = ? WHERE id = 1`
+	qPruneAuditPick     = `SELECT seq, hash, at FROM audit_log WHERE seq > ? ORDER BY seq LIMIT ?`
+	qPruneAuditDel      = `DELETE FROM audit_log WHERE seq > ? AND seq <= ?`
+	qPruneAuditSum      = `SELECT count(*), 0 FROM audit_log WHERE seq > (SELECT seq FROM audit_checkpoint WHERE id = 1) AND at < ?`
+)
+
 // The audit_once statements (0008).
 const (
 	qAuditOnceGet    = `SELECT seq FROM audit_once WHERE task_id = ? AND kind = ?`
@@ -310,13 +320,24 @@ func verifyChain(ctx context.Context, tx querier, rep *model.AuditReport) error 
 		return nil
 	}
 
-	expect, prev := int64(1), GenesisHash
+	var cpSeq int64
+	var cpHash string
+	if err := tx.QueryRowContext(ctx, qAuditCheckpoint).Scan(&cpSeq, &cpHash); err != nil {
+		return fmt.Errorf("audit checkpoint: %w", err)
+	}
+	rep.Checkpoint = cpSeq
+	// What the last "audit.checkpoint" row of the chain says was cut.
+	var chainCut map[string]string
+	expect, prev := cpSeq+1, cpHash
 	for rows.Next() {
 		var r auditRow
 		if err := sqlgen().ScanRow(ctx, rows, &r); err != nil {
 			return err
 		}
 		if r.Seq != expect {
+			if cpSeq > 0 && r.Seq > expect {
+				return bad(expect, "row %d is missing: the log goes from the checkpoint (rows up to %d were cut) to row %d", expect, cpSeq, r.Seq)
+			}
 			if expect == 1 {
 				return bad(1, "row 1 is missing: the log starts at row %d", r.Seq)
 			}
@@ -326,6 +347,9 @@ func verifyChain(ctx context.Context, tx querier, rep *model.AuditReport) error 
 			return bad(r.Seq, "row %d: %s is NULL", r.Seq, col)
 		}
 		if r.PrevHash.String != prev {
+			if r.Seq == cpSeq+1 && cpSeq > 0 {
+				return bad(r.Seq, "row %d: prev_hash is not the hash the checkpoint keeps of the rows cut up to %d", r.Seq, cpSeq)
+			}
 			if r.Seq == 1 {
 				return bad(r.Seq, "row 1: prev_hash is not the genesis hash (64 zeros)")
 			}
@@ -344,6 +368,9 @@ func verifyChain(ctx context.Context, tx querier, rep *model.AuditReport) error 
 		if ChainHash(prev, ev) != r.Hash.String {
 			return bad(r.Seq, "row %d: hash does not match the row's content (a field was changed)", r.Seq)
 		}
+		if ev.Kind == auditCheckpointKind {
+			chainCut = ev.Data
+		}
 		prev = r.Hash.String
 		expect++
 	}
@@ -351,6 +378,9 @@ func verifyChain(ctx context.Context, tx querier, rep *model.AuditReport) error 
 		return err
 	}
 	last := expect - 1
+	if cpSeq > 0 && (chainCut == nil || chainCut["through_seq"] != strconv.FormatInt(cpSeq, 10) || chainCut["through_hash"] != cpHash) {
+		return bad(cpSeq+1, "the checkpoint (rows up to %d cut) is not the one the chain's last audit.checkpoint row records", cpSeq)
+	}
 
 	switch {
 	case errors.Is(headErr, sql.ErrNoRows):

@@ -50,9 +50,9 @@ func (r *retention) pass(ctx context.Context, o persistence.PruneOptions) (model
 	o.Budget = passBudget
 	res, err := r.db.Prune(ctx, o)
 	r.removeTaskLogs(res.TaskIDs)
-	if n := res.AckedMessages.Removed + res.TerminalTasks.Removed; n > 0 || res.ReclaimedBytes > 0 {
+	if n := res.AckedMessages.Removed + res.TerminalTasks.Removed + res.Audit.Removed; n > 0 || res.ReclaimedBytes > 0 {
 		r.log.Info("pruned by the retention policy", "trigger", o.Trigger, "acked_messages", res.AckedMessages.Removed,
-			"terminal_tasks", res.TerminalTasks.Removed, "batches", res.Batches, "reclaimed_bytes", res.ReclaimedBytes,
+			"terminal_tasks", res.TerminalTasks.Removed, "audit_rows", res.Audit.Removed, "batches", res.Batches, "reclaimed_bytes", res.ReclaimedBytes,
 			"database_bytes", res.DatabaseBytes, "more", res.More)
 	}
 	return res.PruneReport, err
@@ -111,6 +111,9 @@ func (r *retention) prune(ctx context.Context, req model.PruneRequest) (model.Pr
 	}
 	if req.TerminalTasks != nil {
 		p.TerminalTasks = *req.TerminalTasks
+	}
+	if req.Audit != nil {
+		p.Audit = *req.Audit
 	}
 	return r.pass(ctx, persistence.PruneOptions{Policy: p, DryRun: req.DryRun, Actor: "operator", Trigger: "operator"})
 }

@@ -59,11 +59,16 @@ type RetentionConfig struct {
 	// and agent log (key terminal_tasks, default
 	// DefaultTerminalTasksRetention).
 	TerminalTasks time.Duration `toml:"terminal_tasks"`
+	// Audit is how long an audit row is kept (key audit, default
+	// DefaultAuditRetention): older rows are cut from the start of the
+	// chain behind a checkpoint that keeps their digest, and `relay audit
+	// verify` verifies the rest from it.
+	Audit time.Duration `toml:"audit"`
 }
 
 // Policy is the retention policy the table sets.
 func (r RetentionConfig) Policy() model.RetentionPolicy {
-	return model.RetentionPolicy{AckedMessages: r.AckedMessages, TerminalTasks: r.TerminalTasks}
+	return model.RetentionPolicy{AckedMessages: r.AckedMessages, TerminalTasks: r.TerminalTasks, Audit: r.Audit}
 }
 
 // DaemonConfig is the [daemon] table.
@@ -294,6 +299,7 @@ const (
 	MinReserveBytes               = persistence.MinReserveBytes
 	DefaultAckedMessagesRetention = persistence.DefaultAckedMessagesRetention
 	DefaultTerminalTasksRetention = persistence.DefaultTerminalTasksRetention
+	DefaultAuditRetention         = persistence.DefaultAuditRetention
 	// DefaultIdleTimeout is the daemon's: the daemon's idle exit lives in
 	// cmd/relay, whose config this package is.
 	DefaultIdleTimeout = 10 * time.Minute
@@ -332,9 +338,10 @@ func DefaultConfig() Config {
 
 			MaxDelegationDepth: DefaultMaxDelegationDepth,
 		},
-		Storage:   StorageConfig{Synchronous: DefaultSynchronous, MinFreeBytes: DefaultMinFreeBytes},
-		Retention: RetentionConfig{AckedMessages: DefaultAckedMessagesRetention, TerminalTasks: DefaultTerminalTasksRetention},
-		Daemon:    DaemonConfig{IdleTimeout: DefaultIdleTimeout},
+		Storage: StorageConfig{Synchronous: DefaultSynchronous, MinFreeBytes: DefaultMinFreeBytes},
+		Retention: RetentionConfig{AckedMessages: DefaultAckedMessagesRetention, TerminalTasks: DefaultTerminalTasksRetention,
+			Audit: DefaultAuditRetention},
+		Daemon: DaemonConfig{IdleTimeout: DefaultIdleTimeout},
 	}
 }
 
@@ -479,6 +486,9 @@ func (c Config) Validate() error {
 	}
 	if c.Retention.AckedMessages < 0 {
 		return bad("retention.acked_messages", leafHint("retention.acked_messages", ""), fmt.Errorf("want a duration of 0 or more, got %s", c.Retention.AckedMessages))
+	}
+	if c.Retention.Audit < 0 {
+		return bad("retention.audit", leafHint("retention.audit", ""), fmt.Errorf("want a duration of 0 or more, got %s", c.Retention.Audit))
 	}
 	if c.Retention.TerminalTasks < 0 {
 		return bad("retention.terminal_tasks", leafHint("retention.terminal_tasks", ""), fmt.Errorf("want a duration of 0 or more, got %s", c.Retention.TerminalTasks))

@@ -67,7 +67,7 @@ func TestDefaultConfig(t *testing.T) {
 			MaxDelegationDepth: 3,
 		},
 		Storage:   config.StorageConfig{Synchronous: "FULL", MinFreeBytes: 64 << 20},
-		Retention: config.RetentionConfig{AckedMessages: 30 * 24 * time.Hour, TerminalTasks: 90 * 24 * time.Hour},
+		Retention: config.RetentionConfig{AckedMessages: 30 * 24 * time.Hour, TerminalTasks: 90 * 24 * time.Hour, Audit: 365 * 24 * time.Hour},
 		Daemon:    config.DaemonConfig{IdleTimeout: 10 * time.Minute},
 	}
 	if !reflect.DeepEqual(c, want) {
@@ -164,7 +164,7 @@ func TestParseConfigFull(t *testing.T) {
 	want.Limits = config.LimitsConfig{MessageBytes: 1024, TaskTimeout: 90 * time.Minute, ProbeTimeout: 15 * time.Second, StartTimeout: 20 * time.Second,
 		MaxDispatch: 16, MaxDispatchPerCaller: 5, InboxMessages: 0, InboxBytes: 1 << 20, InboxSenderShare: 25, MaxDelegationDepth: 1}
 	want.Storage = config.StorageConfig{Synchronous: config.SynchronousNormal, MinFreeBytes: 0}
-	want.Retention = config.RetentionConfig{AckedMessages: 0, TerminalTasks: 168 * time.Hour}
+	want.Retention = config.RetentionConfig{AckedMessages: 0, TerminalTasks: 168 * time.Hour, Audit: 365 * 24 * time.Hour}
 	want.Daemon.IdleTimeout = 90 * time.Second
 	if !reflect.DeepEqual(c, want) {
 		t.Errorf("ParseConfig =\n%+v\nwant\n%+v", c, want)
@@ -308,6 +308,7 @@ var badConfigs = []struct {
 	{"a share over max_dispatch set after it", "limits.max_dispatch_per_caller = 3\nlimits.max_dispatch = 2\n", "limits.max_dispatch_per_caller", 1, "3 is more than limits.max_dispatch (2)"},
 	{"negative max_dispatch", "[limits]\nmax_dispatch = -1\n", "limits.max_dispatch", 2, "got -1"},
 	{"zero max_delegation_depth", "[limits]\nmax_delegation_depth = 0\n", "limits.max_delegation_depth", 2, "want an integer from 1 to 16, got integer 0"},
+	{"negative audit retention", "[retention]\naudit = \"-1h\"\n", "retention.audit", 2, "-1h"},
 	{"zero inbox_sender_share", "[limits]\ninbox_sender_share = 0\n", "limits.inbox_sender_share", 2, "want a percentage from 1 to 100, got integer 0"},
 	{"inbox_sender_share over the whole", "[limits]\ninbox_sender_share = 101\n", "limits.inbox_sender_share", 2, "got integer 101"},
 	{"max_delegation_depth over the bound", "[limits]\nmax_delegation_depth = 17\n", "limits.max_delegation_depth", 2, "got integer 17"},

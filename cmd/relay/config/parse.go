@@ -53,6 +53,7 @@ import (
 //	[retention]
 //	acked_messages = "720h"                 # Go duration, >= 0; "0" = keep forever
 //	terminal_tasks = "2160h"                # Go duration, >= 0; "0" = keep forever
+//	audit = "8760h"                         # Go duration, >= 0; "0" = keep the audit log whole
 //
 //	[daemon]
 //	idle_timeout = "10m"                    # Go duration, >= 0; "0" = never
@@ -443,6 +444,11 @@ var leaves = map[string]leaf{
 		check:   checked(parseKeep),
 		want:    "a Go duration, 0 to keep forever (default " + model.ShortDuration(DefaultAckedMessagesRetention) + "): how long an acknowledged message is kept after its acknowledgement",
 		example: `acked_messages = "720h"`,
+	},
+	"retention.audit": {
+		check:   checked(parseKeep),
+		want:    "a Go duration, 0 to keep the whole log (default " + model.ShortDuration(DefaultAuditRetention) + "): how long an audit row is kept; older rows are cut from the start of the chain behind a checkpoint that keeps their digest, and relay audit verify still passes",
+		example: `audit = "8760h"`,
 	},
 	"retention.terminal_tasks": {
 		check:   checked(parseKeep),
