@@ -613,7 +613,9 @@ func TestReliabilityAuditRetention(t *testing.T) {
 		apiDo(t, c, "POST", "/v1/messages", "claude", mustJSON(t, map[string]any{"to": "codex", "body": fmt.Sprint("old ", i)}))
 	}
 	before := auditCount(t, home)
-	time.Sleep(1100 * time.Millisecond)
+	// The cutoff is a whole second (now − 1s, truncated): 2.1 s after the
+	// last write, every row written is before it.
+	time.Sleep(2100 * time.Millisecond)
 	dry := pruneJSON(t, home, "--dry-run", "--audit", "1s")
 	if dry.Audit.Removed < 20 || auditCount(t, home) != before {
 		t.Fatalf("dry run: %+v, and %d rows left of %d", dry.Audit, auditCount(t, home), before)
