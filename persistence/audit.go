@@ -194,7 +194,10 @@ const (
 	qAuditCheckpointSet = `UPDATE audit_checkpoint SET seq = ?, hash = ?, at = ? WHERE id = 1`
 	qPruneAuditPick     = `SELECT seq, hash, at FROM audit_log WHERE seq > ? ORDER BY seq LIMIT ?`
 	qPruneAuditDel      = `DELETE FROM audit_log WHERE seq > ? AND seq <= ?`
-	qPruneAuditSum      = `SELECT count(*), 0 FROM audit_log WHERE seq > (SELECT seq FROM audit_checkpoint WHERE id = 1) AND at < ?`
+	// The rows a pass would cut: the prefix after the checkpoint up to the
+	// first row not older than the cutoff.
+	qPruneAuditSum = `SELECT count(*), 0 FROM audit_log WHERE seq > (SELECT seq FROM audit_checkpoint WHERE id = 1)
+		AND seq < IFNULL((SELECT seq FROM audit_log WHERE seq > (SELECT seq FROM audit_checkpoint WHERE id = 1) AND at >= ? ORDER BY seq LIMIT 1), 9223372036854775807)`
 )
 
 // The audit_once statements (0008).
