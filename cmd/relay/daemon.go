@@ -412,10 +412,7 @@ func (d *daemon) serve(ctx context.Context, db *persistence.DB, c *core, cfg con
 		// A facade whose process descends from a running task's agent
 		// acts inside that task: the dispatcher knows its agents.
 		TaskOf: c.disp.TaskOfProcess,
-		OnRefused: func(ctx context.Context, uid, pid int) {
-			_ = db.Audit(ctx, model.AuditEvent{At: time.Now().UTC(), Kind: "socket.refused", Actor: "uid:" + strconv.Itoa(uid),
-				Data: map[string]string{"uid": strconv.Itoa(uid), "pid": strconv.Itoa(pid)}})
-		},
+		OnRefused: (&refusalAudit{store: db, now: time.Now}).record,
 	})
 	started := time.Now()
 	s := &serving{srv: srv, served: make(chan error, 1), stopAsked: make(chan string, 1), stopWatch: func() {}}
