@@ -411,7 +411,7 @@ func (d *daemon) serve(ctx context.Context, db *persistence.DB, c *core, cfg con
 		Version: Version, Logger: d.log, KnownAgent: c.registry.Known, ProbeTimeout: cfg.Limits.ProbeTimeout,
 		// A facade whose process descends from a running task's agent
 		// acts inside that task: the dispatcher knows its agents.
-		TaskOf: c.disp.TaskOfProcess,
+		TaskOf:    c.disp.TaskOfProcess,
 		OnRefused: (&refusalAudit{store: db, now: time.Now}).record,
 	})
 	started := time.Now()
