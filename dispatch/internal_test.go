@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -199,6 +200,28 @@ func TestErrTextQuotesErrorDataWithoutGoSyntax(t *testing.T) {
 		err := &acp.RequestError{Code: -32603, Message: "Internal error", Data: c.data}
 		if got := errText(err); got != c.want || strings.Contains(got, "map[") {
 			t.Errorf("errText(%v) = %q, want %q", c.data, got, c.want)
+		}
+	}
+}
+
+// A leader killed by SIGTERM that the relay did not send is said to come
+// from another process (the relay stops agents with SIGKILL), so that a
+// task ended by someone's pkill is not taken for a relay bug.
+func TestSignalDescriptionNamesWhoSentIt(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		sig    syscall.Signal
+		killed bool
+		want   string
+	}{
+		{syscall.SIGKILL, true, "killed by the relay"},
+		{syscall.SIGTERM, true, "killed by the relay"},
+		{syscall.SIGKILL, false, "killed by signal killed"},
+		{syscall.SIGSEGV, false, "killed by signal segmentation fault"},
+		{syscall.SIGTERM, false, "killed by signal terminated, which the relay never sends an agent"},
+	} {
+		if got := signalDescription(c.sig, c.killed); !strings.HasPrefix(got, c.want) {
+			t.Errorf("signalDescription(%v, %v) = %q, want %q…", c.sig, c.killed, got, c.want)
 		}
 	}
 }

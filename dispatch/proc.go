@@ -103,12 +103,29 @@ func (p *proc) exitDescription() string {
 		return "still running"
 	}
 	if ws, ok := st.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-		if ws.Signal() == syscall.SIGKILL && p.Killed() {
-			return "killed by the relay"
-		}
-		return "killed by signal " + ws.Signal().String()
+		return signalDescription(ws.Signal(), p.Killed())
 	}
 	return st.String()
+}
+
+// signalDescription says how a leader killed by sig ended. The relay
+// stops an agent with SIGKILL only (to its group, or from the shim to
+// the agent's whole tree, after SIGTERM to the shim alone), so another
+// signal came from elsewhere; for SIGTERM, the default of kill(1),
+// pkill(1) and killall(1), the message says so, since that is the first
+// thing to look for (two OpenCode tasks of one run ended this way 49 ms
+// apart, in initialize, on a machine shared with other users' jobs).
+func signalDescription(sig syscall.Signal, killedByRelay bool) string {
+	switch {
+	case killedByRelay && (sig == syscall.SIGKILL || sig == syscall.SIGTERM):
+		// SIGTERM: the shim's, when the relay's stop reached it before it
+		// could catch the signal (its first milliseconds).
+		return "killed by the relay"
+	case sig == syscall.SIGTERM:
+		return "killed by signal " + sig.String() + ", which the relay never sends an agent (it stops agents with SIGKILL): " +
+			"another process sent it, such as a kill, pkill or killall run on this machine"
+	}
+	return "killed by signal " + sig.String()
 }
 
 // boundedLog is a per-run log file that keeps at most limit bytes: the

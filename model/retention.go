@@ -10,6 +10,11 @@ import "time"
 type RetentionPolicy struct {
 	AckedMessages time.Duration `json:"acked_messages"`
 	TerminalTasks time.Duration `json:"terminal_tasks"`
+	// Audit is how long an audit row is kept: older rows are cut from the
+	// start of the chain, behind a checkpoint that keeps the hash of the
+	// last row cut (so `relay audit verify` still verifies what is left,
+	// linked to what was cut). Zero keeps the log whole.
+	Audit time.Duration `json:"audit"`
 }
 
 // PruneRequest asks for one pass of the retention policy. AckedMessages
@@ -19,6 +24,7 @@ type RetentionPolicy struct {
 type PruneRequest struct {
 	AckedMessages *time.Duration `json:"acked_messages,omitempty"`
 	TerminalTasks *time.Duration `json:"terminal_tasks,omitempty"`
+	Audit         *time.Duration `json:"audit,omitempty"`
 	DryRun        bool           `json:"dry_run"`
 }
 
@@ -31,6 +37,9 @@ type PruneReport struct {
 	// their events and gate verdicts, and their agent logs).
 	AckedMessages PruneCount `json:"acked_messages"`
 	TerminalTasks PruneCount `json:"terminal_tasks"`
+	// Audit are the audit rows cut from the start of the chain (stamped
+	// before its Before), behind the checkpoint.
+	Audit PruneCount `json:"audit"`
 	// Batches is how many write transactions the pass took (each holds
 	// the writer for a bounded number of rows); 0 for a dry run.
 	Batches int `json:"batches"`

@@ -42,6 +42,21 @@ type SendRequest struct {
 type Inbox struct {
 	Messages []Message `json:"messages"`
 	Unread   int       `json:"unread"`
+	// OverShare lists the senders whose unacknowledged messages to the
+	// caller reach their share of its inbox quota: their next message is
+	// refused until the caller acknowledges some of theirs.
+	OverShare []InboxShare `json:"over_share"`
+}
+
+// InboxShare is one sender's use of one recipient's inbox quota, and the
+// sender's share of it (0: no share in that unit).
+type InboxShare struct {
+	To            string `json:"to"`
+	From          string `json:"from"`
+	Messages      int64  `json:"messages"`
+	Bytes         int64  `json:"bytes"`
+	ShareMessages int64  `json:"share_messages"`
+	ShareBytes    int64  `json:"share_bytes"`
 }
 
 // AckResult is ack_messages' answer.
@@ -89,7 +104,11 @@ type AgentService interface {
 	Connected(ctx context.Context, c Conn) error
 	// MCPTaskEvent audits a step in the life of the MCP task bound to the
 	// caller's task id (the MCP tasks extension, which the facade serves):
-	// one of AllMCPTaskEvents. A task the caller may not see is not_found.
+	// one of AllMCPTaskEvents, at most once per task and event. A task the
+	// caller did not submit is not_found (the MCP task is the submitter's).
+	// A step that changes nothing (a repeat; a delivery or cancel of a
+	// task that was never an MCP task; a cancel of an ended task) writes
+	// nothing and answers nil.
 	MCPTaskEvent(ctx context.Context, caller, id string, event MCPTaskEvent) error
 }
 
@@ -118,6 +137,10 @@ type OperatorService interface {
 	ShowTask(ctx context.Context, id string) (TaskDetail, error)
 	CancelTaskAsOperator(ctx context.Context, id string) (Task, error)
 	Messages(ctx context.Context, f MessageFilter) ([]Message, error)
+	// InboxShares lists the senders whose unacknowledged messages to a
+	// recipient (to, or every recipient when to is "") reach their share
+	// of its inbox quota.
+	InboxShares(ctx context.Context, to string) ([]InboxShare, error)
 	Agents(ctx context.Context) ([]AgentInfo, error)
 	ProbeAgent(ctx context.Context, name string, timeout time.Duration) (AgentInfo, error)
 	// VerifyAgent runs a hardening verification of an agent (bounded by

@@ -203,6 +203,9 @@ type AuditReport struct {
 	BadSeq int64  `json:"bad_seq,omitempty"`
 	Reason string `json:"reason,omitempty"`
 	Head   string `json:"head"`
+	// Checkpoint is the last row the audit retention cut (0: none was):
+	// the log starts after it, its first row linked to that row's hash.
+	Checkpoint int64 `json:"checkpoint,omitempty"`
 }
 
 // Listings come in pages (TaskFilter, MessageFilter, an inbox, an agent's
@@ -337,11 +340,25 @@ type Store interface {
 	TaskEvents(ctx context.Context, id string) ([]Event, error)
 	// TaskVerdicts returns every gate verdict recorded for a task, oldest first.
 	TaskVerdicts(ctx context.Context, id string) ([]Verdict, error)
+	// TaskDetail returns a task with its events and verdicts read in one
+	// snapshot, so that its timeline always agrees with its state (an
+	// *Error with CodeNotFound when there is no such task).
+	TaskDetail(ctx context.Context, id string) (TaskDetail, error)
 	// RecordDenial counts a denied permission request on a working task and
 	// audits it, in one transaction.
 	RecordDenial(ctx context.Context, taskID string, data map[string]string) error
 	// Audit appends one audit row.
 	Audit(ctx context.Context, ev AuditEvent) error
+	// AuditIfRoom appends ev unless the free-space reserve is already
+	// reached (then it writes nothing and reports false): for rows a
+	// caller can cause that record no stored object, which must not eat
+	// the room kept for acknowledgements, reads and pruning.
+	AuditIfRoom(ctx context.Context, ev AuditEvent) (bool, error)
+	// AuditOnce appends ev, an effect that happens at most once per task,
+	// unless a row of its kind was already appended for ev.TaskID this way,
+	// or when after is not "" and no row of kind after was; it reports
+	// whether it appended one. A repeated call writes nothing.
+	AuditOnce(ctx context.Context, ev AuditEvent, after string) (bool, error)
 	// VerifyAudit recomputes the hash chain.
 	VerifyAudit(ctx context.Context) (AuditReport, error)
 }
@@ -361,6 +378,9 @@ type MessageStore interface {
 	GetMessage(ctx context.Context, id string) (Message, error)
 	// ListMessages returns messages newest first for operators.
 	ListMessages(ctx context.Context, f MessageFilter) ([]Message, error)
+	// InboxShares returns the senders whose unacknowledged messages to a
+	// recipient (to, or any when to is "") reach their share of its quota.
+	InboxShares(ctx context.Context, to string) ([]InboxShare, error)
 }
 
 // DispatchPolicy is what a dispatcher promises about the ACP client it runs;

@@ -157,6 +157,107 @@ func (db *DB) Audit(ctx context.Context, ev model.AuditEvent) error {
 	return wrap("audit", err)
 }
 
+// AuditIfRoom implements model.Store: ev is appended only while the
+// free-space reserve ([storage] min_free_bytes) is not reached, checked
+// in the append's own transaction as a new message's is; else nothing is
+// written and it reports false.
+func (db *DB) AuditIfRoom(ctx context.Context, ev model.AuditEvent) (bool, error) {
+	if ev.Kind == "" {
+		return false, model.InvalidArgs("audit event without a kind")
+	}
+	var err error
+	if ev.At, err = stamp("audit time", ev.At, db.now); err != nil {
+		return false, err
+	}
+	wrote := false
+	err = db.write(ctx, func(ctx context.Context, w *writeTx) error {
+		wrote = false
+		switch err := db.checkRoom(ctx, w, 0); {
+		case model.ErrorCode(err) == model.CodeStorageFull:
+			return nil
+		case err != nil:
+			return err
+		}
+		if err := w.audit(ctx, ev); err != nil {
+			return err
+		}
+		wrote = true
+		return nil
+	})
+	return wrote, wrap("audit", err)
+}
+
+// The audit retention's statements (0009) and its row's kind.
+const (
+	auditCheckpointKind = "audit.checkpoint"
+	qAuditCheckpoint    = `SELECT seq, hash FROM audit_checkpoint WHERE id = 1`
+	qAuditCheckpointSet = `UPDATE audit_checkpoint SET seq = ?, hash = ?, at = ? WHERE id = 1`
+	qPruneAuditPick     = `SELECT seq, hash, at FROM audit_log WHERE seq > ? ORDER BY seq LIMIT ?`
+	qPruneAuditDel      = `DELETE FROM audit_log WHERE seq > ? AND seq <= ?`
+	// The rows a pass would cut: the prefix after the checkpoint up to the
+	// first row not older than the cutoff.
+	qPruneAuditSum = `SELECT count(*), 0 FROM audit_log WHERE seq > (SELECT seq FROM audit_checkpoint WHERE id = 1)
+		AND seq < IFNULL((SELECT seq FROM audit_log WHERE seq > (SELECT seq FROM audit_checkpoint WHERE id = 1) AND at >= ? ORDER BY seq LIMIT 1), 9223372036854775807)`
+)
+
+// The audit_once statements (0008).
+const (
+	qAuditOnceGet    = `SELECT seq FROM audit_once WHERE task_id = ? AND kind = ?`
+	qAuditOnceInsert = `INSERT INTO audit_once (task_id, kind, seq) VALUES (?, ?, ?)`
+)
+
+// AuditOnce implements model.Store: it appends ev unless AuditOnce
+// already appended a row of its kind for its task, or when after is not
+// "" and no row of kind after was appended for it, and reports whether it
+// appended one. A repeated call changes nothing and writes nothing (the
+// repeat is answered from a read, without the writer). It is not held to
+// the free-space reserve: it writes at most one row per task and kind,
+// and the task it names was (new tasks are), so the cancels and reads
+// that call it keep working on a nearly full disk.
+func (db *DB) AuditOnce(ctx context.Context, ev model.AuditEvent, after string) (bool, error) {
+	if ev.Kind == "" || ev.TaskID == "" {
+		return false, model.InvalidArgs("audit event without a kind or a task")
+	}
+	var err error
+	if ev.At, err = stamp("audit time", ev.At, db.now); err != nil {
+		return false, err
+	}
+	var seq int64
+	switch err := db.rq.QueryRowContext(ctx, qAuditOnceGet, ev.TaskID, ev.Kind).Scan(&seq); {
+	case err == nil:
+		return false, nil // the common repeat, answered without the writer
+	case !errors.Is(err, sql.ErrNoRows):
+		return false, wrap("audit", err)
+	}
+	if after != "" {
+		switch err := db.rq.QueryRowContext(ctx, qAuditOnceGet, ev.TaskID, after).Scan(&seq); {
+		case errors.Is(err, sql.ErrNoRows):
+			return false, nil // the effect it follows never happened
+		case err != nil:
+			return false, wrap("audit", err)
+		}
+	}
+	wrote := false
+	err = db.write(ctx, func(ctx context.Context, w *writeTx) error {
+		wrote = false
+		switch err := w.QueryRowContext(ctx, qAuditOnceGet, ev.TaskID, ev.Kind).Scan(&seq); {
+		case err == nil:
+			return nil
+		case !errors.Is(err, sql.ErrNoRows):
+			return err
+		}
+		if err := w.audit(ctx, ev); err != nil {
+			return err
+		}
+		if _, err := w.ExecContext(ctx, qAuditOnceInsert, ev.TaskID, ev.Kind, w.head.seq); err != nil {
+			return err
+		}
+		wrote = true
+		return nil
+	})
+	return wrote, wrap("audit", err)
+}
+
 // VerifyAudit recomputes the hash chain over every audit row, in seq order,
 // in one read snapshot. A chain that does not verify is not an error: the
 // report has OK false, BadSeq naming the first bad row and Reason saying
@@ -222,13 +323,24 @@ func verifyChain(ctx context.Context, tx querier, rep *model.AuditReport) error 
 		return nil
 	}
 
-	expect, prev := int64(1), GenesisHash
+	var cpSeq int64
+	var cpHash string
+	if err := tx.QueryRowContext(ctx, qAuditCheckpoint).Scan(&cpSeq, &cpHash); err != nil {
+		return fmt.Errorf("audit checkpoint: %w", err)
+	}
+	rep.Checkpoint = cpSeq
+	// What the last "audit.checkpoint" row of the chain says was cut.
+	var chainCut map[string]string
+	expect, prev := cpSeq+1, cpHash
 	for rows.Next() {
 		var r auditRow
 		if err := sqlgen().ScanRow(ctx, rows, &r); err != nil {
 			return err
 		}
 		if r.Seq != expect {
+			if cpSeq > 0 && r.Seq > expect {
+				return bad(expect, "row %d is missing: the log goes from the checkpoint (rows up to %d were cut) to row %d", expect, cpSeq, r.Seq)
+			}
 			if expect == 1 {
 				return bad(1, "row 1 is missing: the log starts at row %d", r.Seq)
 			}
@@ -238,6 +350,9 @@ func verifyChain(ctx context.Context, tx querier, rep *model.AuditReport) error 
 			return bad(r.Seq, "row %d: %s is NULL", r.Seq, col)
 		}
 		if r.PrevHash.String != prev {
+			if r.Seq == cpSeq+1 && cpSeq > 0 {
+				return bad(r.Seq, "row %d: prev_hash is not the hash the checkpoint keeps of the rows cut up to %d", r.Seq, cpSeq)
+			}
 			if r.Seq == 1 {
 				return bad(r.Seq, "row 1: prev_hash is not the genesis hash (64 zeros)")
 			}
@@ -256,6 +371,9 @@ func verifyChain(ctx context.Context, tx querier, rep *model.AuditReport) error 
 		if ChainHash(prev, ev) != r.Hash.String {
 			return bad(r.Seq, "row %d: hash does not match the row's content (a field was changed)", r.Seq)
 		}
+		if ev.Kind == auditCheckpointKind {
+			chainCut = ev.Data
+		}
 		prev = r.Hash.String
 		expect++
 	}
@@ -263,6 +381,9 @@ func verifyChain(ctx context.Context, tx querier, rep *model.AuditReport) error 
 		return err
 	}
 	last := expect - 1
+	if cpSeq > 0 && (chainCut == nil || chainCut["through_seq"] != strconv.FormatInt(cpSeq, 10) || chainCut["through_hash"] != cpHash) {
+		return bad(cpSeq+1, "the checkpoint (rows up to %d cut) is not the one the chain's last audit.checkpoint row records", cpSeq)
+	}
 
 	switch {
 	case errors.Is(headErr, sql.ErrNoRows):

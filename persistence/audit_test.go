@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -339,5 +340,52 @@ func TestAuditRefusesUnwritableTime(t *testing.T) {
 	wantCode(t, err, model.CodeInvalidArgs)
 	if rep, err := db.VerifyAudit(ctx); err != nil || !rep.OK || rep.Rows != 1 {
 		t.Fatalf("VerifyAudit = %+v, %v", rep, err)
+	}
+}
+
+// AuditOnce writes an effect's row once per task and kind: a repeat, and
+// a step whose prerequisite row is missing, write nothing; a pruned task
+// takes its audit_once rows with it (the audit rows stay, and verify).
+func TestAuditOnceWritesEachEffectOnce(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	clock := newTestClock(t0)
+	db := MustOpen(t, filepath.Join(t.TempDir(), "relay.db"), Options{Clock: clock.now})
+	ended(t, db, "T-once", model.StateCompleted)
+	ev := func(kind string) model.AuditEvent {
+		return model.AuditEvent{Kind: kind, Actor: "claude", TaskID: "T-once"}
+	}
+	for _, c := range []struct {
+		kind, after string
+		want        bool
+	}{
+		{"mcp.task.delivered", "mcp.task.created", false}, // never created: nothing to deliver
+		{"mcp.task.created", "", true},
+		{"mcp.task.created", "", false},
+		{"mcp.task.delivered", "mcp.task.created", true},
+		{"mcp.task.delivered", "mcp.task.created", false},
+	} {
+		got, err := db.AuditOnce(ctx, ev(c.kind), c.after)
+		if err != nil || got != c.want {
+			t.Fatalf("AuditOnce(%s after %q) = %v, %v; want %v", c.kind, c.after, got, err, c.want)
+		}
+	}
+	for _, kind := range []string{"mcp.task.created", "mcp.task.delivered"} {
+		if n := count(t, db, "audit_log", "kind = ? AND task_id = 'T-once'", kind); n != 1 {
+			t.Errorf("%s rows: %d, want 1", kind, n)
+		}
+	}
+	if _, err := db.AuditOnce(ctx, model.AuditEvent{Kind: "x"}, ""); model.ErrorCode(err) != model.CodeInvalidArgs {
+		t.Errorf("AuditOnce without a task: %v, want invalid_args", err)
+	}
+	clock.advance(48 * time.Hour)
+	if _, err := db.Prune(ctx, PruneOptions{Policy: model.RetentionPolicy{TerminalTasks: time.Hour}}); err != nil {
+		t.Fatal(err)
+	}
+	if n := count(t, db, "audit_once", "task_id = 'T-once'"); n != 0 {
+		t.Errorf("audit_once rows of a pruned task: %d, want 0", n)
+	}
+	if rep, err := db.VerifyAudit(ctx); err != nil || !rep.OK {
+		t.Fatalf("verify: %+v %v", rep, err)
 	}
 }

@@ -92,6 +92,13 @@ type Options struct {
 	// default (DefaultInboxMessages, DefaultInboxBytes), NoLimit none.
 	InboxMessages int
 	InboxBytes    int64
+	// InboxSenderShare is the percentage (1 to 100) of a recipient's
+	// quota, in messages and in bytes alike, that one sender's
+	// unacknowledged messages to it may hold, so that one sender cannot
+	// fill an inbox for the others; a message past it is refused
+	// (recipient_inbox_full). The relay's own notices have no share.
+	// 0 means DefaultInboxSenderShare, NoLimit the whole quota.
+	InboxSenderShare int
 	// MinFreeBytes is the free space kept for the writes that drain the
 	// store: a new message or task that would leave less free (on the
 	// database's filesystem, plus the pages free inside the file) is

@@ -448,7 +448,7 @@ func TestUpgradedDatabaseVerifiesAndPrunes(t *testing.T) {
 	}
 	clock.advance(72 * time.Hour)
 
-	db := MustOpen(t, path, Options{Clock: clock.now, InboxMessages: 28})
+	db := MustOpen(t, path, Options{Clock: clock.now, InboxMessages: 28, InboxSenderShare: NoLimit})
 	if rep, err := db.VerifyAudit(ctx); err != nil || !rep.OK {
 		t.Fatalf("VerifyAudit after the upgrade = %+v, %v", rep, err)
 	}

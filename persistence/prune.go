@@ -18,11 +18,13 @@ import (
 // acknowledged and a task that has not ended are kept whatever their age
 // (the queries below select only state 'acked' and the terminal states).
 //
-// The audit log is never pruned, and it does not need what is removed to
-// verify: its rows carry the digests of bodies, prompts and results
-// (body_sha256, prompt_sha256, result_sha256), never the text, so the
-// chain verifies as before and still vouches for what was sent. Each
-// batch appends one "retention.pruned" row naming what it removed.
+// The audit log does not need what is removed to verify: its rows carry
+// the digests of bodies, prompts and results (body_sha256, prompt_sha256,
+// result_sha256), never the text, so the chain verifies as before and
+// still vouches for what was sent. Each batch appends one
+// "retention.pruned" row naming what it removed. The audit log has a
+// retention of its own (Policy.Audit): its oldest rows are cut as a
+// prefix of the chain behind a checkpoint (pruneAudit).
 
 // Defaults of the retention policy ([retention] in config.toml).
 const (
@@ -32,11 +34,17 @@ const (
 	// DefaultTerminalTasksRetention keeps an ended task for 90 days after
 	// it ended.
 	DefaultTerminalTasksRetention = 90 * 24 * time.Hour
+	// DefaultAuditRetention keeps an audit row for a year: the log grows
+	// with every write (a few hundred bytes a row), and a year of evidence
+	// outlives the default retention of what it records; the rows cut
+	// leave their digest in the checkpoint.
+	DefaultAuditRetention = 365 * 24 * time.Hour
 )
 
 // DefaultRetention is the retention policy with no config.
 func DefaultRetention() model.RetentionPolicy {
-	return model.RetentionPolicy{AckedMessages: DefaultAckedMessagesRetention, TerminalTasks: DefaultTerminalTasksRetention}
+	return model.RetentionPolicy{AckedMessages: DefaultAckedMessagesRetention, TerminalTasks: DefaultTerminalTasksRetention,
+		Audit: DefaultAuditRetention}
 }
 
 // Batch bounds: each batch is one write transaction, so that a pass
@@ -130,6 +138,7 @@ var (
 	qPruneTasksSum     = `SELECT count(*), IFNULL(sum(octet_length(prompt) + octet_length(result)), 0) FROM tasks WHERE state IN (` + terminalList + `) AND updated_at < ?`
 	qPruneVerdictsDel  = `DELETE FROM task_verdicts WHERE task_id IN (SELECT value FROM json_each(?))`
 	qPruneEventsDel    = `DELETE FROM task_events WHERE task_id IN (SELECT value FROM json_each(?))`
+	qPruneOnceDel      = `DELETE FROM audit_once WHERE task_id IN (SELECT value FROM json_each(?))`
 	qPruneTasksDel     = `DELETE FROM tasks WHERE id IN (SELECT value FROM json_each(?))`
 )
 
@@ -148,6 +157,7 @@ var (
 func (db *DB) Prune(ctx context.Context, o PruneOptions) (PruneResult, error) {
 	now := db.now()
 	msgCut, taskCut := cutoffOf(now, o.Policy.AckedMessages), cutoffOf(now, o.Policy.TerminalTasks)
+	auditCut := cutoffOf(now, o.Policy.Audit)
 	var res PruneResult
 	res.stop = func() bool { return false }
 	if o.Budget > 0 {
@@ -158,12 +168,16 @@ func (db *DB) Prune(ctx context.Context, o PruneOptions) (PruneResult, error) {
 	res.DryRun, res.At = o.DryRun, now
 	res.AckedMessages = newPruneCount(o.Policy.AckedMessages, msgCut)
 	res.TerminalTasks = newPruneCount(o.Policy.TerminalTasks, taskCut)
+	res.Audit = newPruneCount(o.Policy.Audit, auditCut)
 	if o.DryRun {
 		err := db.readTx(ctx, func(ctx context.Context, q querier) error {
 			if err := pruneSum(ctx, q, qPruneMessagesSum, msgCut, &res.AckedMessages); err != nil {
 				return err
 			}
 			if err := pruneSum(ctx, q, qPruneTasksSum, taskCut, &res.TerminalTasks); err != nil {
+				return err
+			}
+			if err := pruneSum(ctx, q, qPruneAuditSum, auditCut, &res.Audit); err != nil {
 				return err
 			}
 			st, err := storageStats(ctx, q)
@@ -188,8 +202,16 @@ func (db *DB) Prune(ctx context.Context, o PruneOptions) (PruneResult, error) {
 			return res, err
 		}
 	}
+	if auditCut != nil && !res.More {
+		err := db.pruneBatches(ctx, &res, &res.Audit, func(ctx context.Context, w *writeTx) (batchOut, error) {
+			return db.pruneAudit(ctx, w, o, auditCut)
+		})
+		if err != nil {
+			return res, err
+		}
+	}
 	err := db.vacuum(ctx, &res)
-	if err == nil && res.AckedMessages.Removed+res.TerminalTasks.Removed > 0 {
+	if err == nil && res.AckedMessages.Removed+res.TerminalTasks.Removed+res.Audit.Removed > 0 {
 		db.truncateWAL(ctx)
 	}
 	return res, err
@@ -340,10 +362,72 @@ func (db *DB) pruneTasks(ctx context.Context, w *writeTx, o PruneOptions, c *cut
 	if err != nil || len(b.ids) == 0 {
 		return batchOut{}, err
 	}
-	if err := deleteAll(ctx, w, b.ids, qPruneVerdictsDel, qPruneEventsDel, qPruneTasksDel); err != nil {
+	if err := deleteAll(ctx, w, b.ids, qPruneVerdictsDel, qPruneEventsDel, qPruneOnceDel, qPruneTasksDel); err != nil {
 		return batchOut{}, err
 	}
 	return b, w.audit(ctx, pruned(db.now(), o, "terminal_tasks", c, b))
+}
+
+// pruneAuditBatch bounds the audit rows one batch cuts (a few hundred
+// bytes each).
+const pruneAuditBatch = 4096
+
+// pruneAudit cuts one batch of the oldest audit rows, a prefix of the
+// chain stamped before c: it moves the checkpoint to the last row cut
+// (its seq and hash, the digest of every row up to it), deletes the rows
+// up to it, and appends an "audit.checkpoint" row that names the same
+// row and hash, so that the chain still verifies from the checkpoint and
+// records what was cut. A row stamped after c ends the prefix, even when
+// older ones follow it.
+func (db *DB) pruneAudit(ctx context.Context, w *writeTx, o PruneOptions, c *cutoff) (batchOut, error) {
+	var from int64
+	var fromHash string
+	if err := w.QueryRowContext(ctx, qAuditCheckpoint).Scan(&from, &fromHash); err != nil {
+		return batchOut{}, err
+	}
+	rows, err := w.QueryContext(ctx, qPruneAuditPick, from, pruneAuditBatch)
+	if err != nil {
+		return batchOut{}, err
+	}
+	var b batchOut
+	var lastSeq int64
+	var lastHash string
+	read := 0
+	for rows.Next() {
+		var seq int64
+		var hash, at string
+		if err := rows.Scan(&seq, &hash, &at); err != nil {
+			rows.Close()
+			return batchOut{}, err
+		}
+		read++
+		if at >= c.text {
+			break
+		}
+		lastSeq, lastHash = seq, hash
+		b.ids = append(b.ids, strconv.FormatInt(seq, 10))
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil || len(b.ids) == 0 {
+		return batchOut{}, err
+	}
+	b.more = read == pruneAuditBatch && len(b.ids) == read
+	now := db.now()
+	if _, err := w.ExecContext(ctx, qAuditCheckpointSet, lastSeq, lastHash, formatTime(now)); err != nil {
+		return batchOut{}, err
+	}
+	res, err := w.ExecContext(ctx, qPruneAuditDel, from, lastSeq)
+	if err != nil {
+		return batchOut{}, err
+	}
+	if n, err := res.RowsAffected(); err != nil || n != int64(len(b.ids)) {
+		return batchOut{}, fmt.Errorf("cut %d audit rows, expected %d (%v)", n, len(b.ids), err)
+	}
+	return b, w.audit(ctx, model.AuditEvent{At: now, Kind: auditCheckpointKind, Actor: o.Actor, Data: auditData{
+		"from_seq": strconv.FormatInt(from+1, 10), "through_seq": strconv.FormatInt(lastSeq, 10), "through_hash": lastHash,
+		"rows": strconv.Itoa(len(b.ids)), "from_hash": fromHash, "before": c.at.Format(time.RFC3339),
+		"retention": o.Policy.Audit.String(),
+	}.set("trigger", o.Trigger)})
 }
 
 // pruned is the audit row of one prune batch.

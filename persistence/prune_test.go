@@ -492,3 +492,72 @@ func TestPruneBudgetStopsBetweenBatches(t *testing.T) {
 		t.Errorf("removed %d in %d passes, want %d in 2", total, passes, n)
 	}
 }
+
+// The audit retention cuts the oldest rows as a prefix of the chain,
+// behind a checkpoint keeping the hash of the last row cut: the chain
+// verifies before and after, from the checkpoint; the cut is recorded in
+// the chain (audit.checkpoint, naming the same row and hash); a row not
+// older than the period is kept, and so is everything after it; a dry
+// run counts and cuts nothing; a second pass has nothing to cut; a
+// checkpoint moved by hand, or a row before it put back, is caught.
+func TestPruneAuditKeepsTheChainVerifiable(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	clock := newTestClock(t0)
+	path := filepath.Join(t.TempDir(), "relay.db")
+	db := MustOpen(t, path, Options{Clock: clock.now})
+	for i := range 10 {
+		if err := trySend(db, seqID("M-old", i), "claude", "old"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	clock.advance(48 * time.Hour)
+	for i := range 3 {
+		if err := trySend(db, seqID("M-new", i), "claude", "new"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	clock.advance(time.Hour)
+	before := count(t, db, "audit_log", "")
+	policy := model.RetentionPolicy{Audit: 24 * time.Hour}
+	dry, err := db.Prune(ctx, PruneOptions{Policy: policy, DryRun: true})
+	if err != nil || dry.Audit.Removed != 10 {
+		t.Fatalf("dry run: %+v, %v; want 10 rows to cut", dry.Audit, err)
+	}
+	if n := count(t, db, "audit_log", ""); n != before {
+		t.Fatalf("a dry run cut %d rows", before-n)
+	}
+	var lastHash string
+	if err := db.rq.QueryRowContext(ctx, `SELECT hash FROM audit_log WHERE seq = 10`).Scan(&lastHash); err != nil {
+		t.Fatal(err)
+	}
+	got, err := db.Prune(ctx, PruneOptions{Policy: policy, Actor: "operator", Trigger: "operator"})
+	if err != nil || got.Audit.Removed != 10 {
+		t.Fatalf("prune: %+v, %v; want 10 rows cut", got.Audit, err)
+	}
+	if n := count(t, db, "audit_log", ""); n != before-10+1 {
+		t.Errorf("%d rows after the cut, want %d (the 3 new, and the checkpoint row)", n, before-10+1)
+	}
+	if n := count(t, db, "audit_log", "kind = 'audit.checkpoint' AND json_extract(data, '$.through_seq') = '10' AND json_extract(data, '$.through_hash') = ?", lastHash); n != 1 {
+		t.Errorf("audit.checkpoint rows naming row 10 and its hash: %d, want 1", n)
+	}
+	rep, err := db.VerifyAudit(ctx)
+	if err != nil || !rep.OK || rep.Checkpoint != 10 || rep.Rows != int64(before-10+1) {
+		t.Fatalf("verify after the cut: %+v, %v", rep, err)
+	}
+	if again, err := db.Prune(ctx, PruneOptions{Policy: policy}); err != nil || again.Audit.Removed != 0 {
+		t.Errorf("a second pass: %+v, %v; want nothing to cut", again.Audit, err)
+	}
+	// Rows the checkpoint does not cover are still append-only.
+	wantCode(t, db.write(ctx, func(ctx context.Context, w *writeTx) error {
+		_, err := w.ExecContext(ctx, `DELETE FROM audit_log WHERE seq = 11`)
+		return err
+	}), model.CodeInternal)
+	// A checkpoint moved by hand disagrees with the chain.
+	raw := rawOpen(t, path)
+	mustExec(t, raw, `UPDATE audit_checkpoint SET seq = 11, hash = (SELECT hash FROM audit_log WHERE seq = 11)`)
+	mustExec(t, raw, `DELETE FROM audit_log WHERE seq = 11`)
+	if rep, err := db.VerifyAudit(ctx); err != nil || rep.OK {
+		t.Errorf("verify with a checkpoint moved by hand: %+v, %v; want it caught", rep, err)
+	}
+}

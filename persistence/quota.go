@@ -20,6 +20,12 @@ const (
 	// DefaultInboxBytes is how many bytes of message bodies one
 	// recipient's unacknowledged messages may hold.
 	DefaultInboxBytes = 64 << 20
+	// DefaultInboxSenderShare is the percentage of a recipient's quota
+	// (messages and bytes alike) one sender's unacknowledged messages to
+	// it may hold: a quarter, so one sender that fills its share leaves
+	// three quarters to the others, and three senders at their share
+	// still leave a quarter (the relay's own notices are never refused).
+	DefaultInboxSenderShare = 25
 	// DefaultMinFreeBytes is the free space kept for the writes that
 	// drain the store (acknowledgements, inbox reads, transitions,
 	// pruning): new messages and tasks are refused (storage_full) once
@@ -35,14 +41,19 @@ const (
 	MinReserveBytes = 16 << 20
 )
 
-// NoLimit, as Options.InboxMessages, InboxBytes or MinFreeBytes, turns
-// that limit off.
+// NoLimit, as Options.InboxMessages, InboxBytes, InboxSenderShare or
+// MinFreeBytes, turns that limit off (a share of NoLimit is the whole
+// quota).
 const NoLimit = -1
 
 // limits are Options' quota and reserve, defaulted: 0 means none.
 type limits struct {
 	inboxMessages int64
 	inboxBytes    int64
+	// shareMessages and shareBytes are one sender's share of a
+	// recipient's quota (0: none beyond the quota).
+	shareMessages int64
+	shareBytes    int64
 	minFree       int64
 }
 
@@ -65,6 +76,17 @@ func newLimits(o Options) (limits, error) {
 	}
 	if l.inboxBytes, err = pick("InboxBytes", o.InboxBytes, DefaultInboxBytes); err != nil {
 		return l, err
+	}
+	share, err := pick("InboxSenderShare", int64(o.InboxSenderShare), DefaultInboxSenderShare)
+	switch {
+	case err != nil:
+		return l, err
+	case share > 100:
+		return l, fmt.Errorf("persistence: open: InboxSenderShare %d%% is more than the whole quota", share)
+	case share > 0 && share < 100:
+		// Rounded up, so a share is never 0 of a quota that is not.
+		l.shareMessages = (l.inboxMessages*share + 99) / 100
+		l.shareBytes = (l.inboxBytes*share + 99) / 100
 	}
 	l.minFree, err = pick("MinFreeBytes", o.MinFreeBytes, DefaultMinFreeBytes)
 	return l, err
@@ -107,13 +129,87 @@ func (l limits) overQuota(to string, u InboxUsage, size int64) string {
 	return ""
 }
 
-// checkInbox refuses m (recipient_inbox_full) when its recipient's
-// unacknowledged messages, counted in this very transaction, leave no
-// room for it: the writer runs one transaction at a time, so no two
-// senders can both take the last place.
+// overShare says why a message of size bytes from sender would take its
+// use u of to's inbox past the sender's share, or "" when it fits.
+func (l limits) overShare(from, to string, u InboxUsage, size int64) string {
+	switch {
+	case l.shareMessages > 0 && u.Messages >= l.shareMessages:
+		return fmt.Sprintf("%s has %d unacknowledged messages from %s, %s's share of its quota ([limits] inbox_sender_share: %d of inbox_messages)",
+			to, u.Messages, from, from, l.shareMessages)
+	case l.shareBytes > 0 && u.Bytes+size > l.shareBytes:
+		return fmt.Sprintf("%s's unacknowledged messages from %s hold %s of bodies, and this one (%s) would take them past %s's share of its quota ([limits] inbox_sender_share: %s of inbox_bytes)",
+			to, from, byteSize(u.Bytes), byteSize(size), from, byteSize(l.shareBytes))
+	}
+	return ""
+}
+
+// atShare reports whether u, one sender's use of an inbox, is at or past
+// the sender's share.
+func (l limits) atShare(u InboxUsage) bool {
+	return (l.shareMessages > 0 && u.Messages >= l.shareMessages) || (l.shareBytes > 0 && u.Bytes >= l.shareBytes)
+}
+
+// senderUsage reads the use of to's inbox by from's messages (zero when
+// it has none).
+func senderUsage(ctx context.Context, q querier, to, from string) (InboxUsage, error) {
+	var u InboxUsage
+	err := q.QueryRowContext(ctx, qInboxSenderUsage, to, from).Scan(&u.Messages, &u.Bytes)
+	if errors.Is(err, sql.ErrNoRows) {
+		return InboxUsage{}, nil
+	}
+	return u, err
+}
+
+// InboxShares implements model.MessageStore: each sender whose
+// unacknowledged messages to a recipient (to, or every recipient when to
+// is "") reach its share, with its use and the share, ordered by
+// recipient and sender. The relay, whose notices are never refused, is
+// listed when it is past a share too.
+func (db *DB) InboxShares(ctx context.Context, to string) ([]model.InboxShare, error) {
+	if db.limits.shareMessages == 0 && db.limits.shareBytes == 0 {
+		return []model.InboxShare{}, nil
+	}
+	// One row per recipient and sender that ever sent: as many as pairs
+	// of agents, read whole and filtered here.
+	rows, err := db.rq.QueryContext(ctx, qInboxShares, to, to)
+	if err != nil {
+		return nil, wrap("inbox shares", err)
+	}
+	defer rows.Close()
+	out := []model.InboxShare{}
+	for rows.Next() {
+		s := model.InboxShare{ShareMessages: db.limits.shareMessages, ShareBytes: db.limits.shareBytes}
+		if err := rows.Scan(&s.To, &s.From, &s.Messages, &s.Bytes); err != nil {
+			return nil, wrap("inbox shares", err)
+		}
+		if db.limits.atShare(InboxUsage{Messages: s.Messages, Bytes: s.Bytes}) {
+			out = append(out, s)
+		}
+	}
+	return out, wrap("inbox shares", rows.Err())
+}
+
+// checkInbox refuses m (recipient_inbox_full) when its sender's
+// unacknowledged messages to its recipient leave no room for it in the
+// sender's share, or the recipient's, all senders together, in its
+// quota; both are counted in this very transaction: the writer runs one
+// transaction at a time, so no two senders can both take the last place.
+// The share is checked first, so that a sender past its own share is
+// told so, whoever else fills the inbox.
 func (db *DB) checkInbox(ctx context.Context, w *writeTx, m model.Message) error {
 	if db.limits.inboxMessages == 0 && db.limits.inboxBytes == 0 {
 		return nil
+	}
+	if (db.limits.shareMessages > 0 || db.limits.shareBytes > 0) && m.From != model.RelayAgent {
+		su, err := senderUsage(ctx, w, m.To, m.From)
+		if err != nil {
+			return err
+		}
+		if why := db.limits.overShare(m.From, m.To, su, int64(len(m.Body))); why != "" {
+			return model.Errorf(model.CodeRecipientInboxFull, "%s's inbox is full for %s: %s; this message was not stored", m.To, m.From, why).
+				WithHint(fmt.Sprintf("%s must read and acknowledge %s's messages (check_inbox lists the senders at their share, then ack_messages) "+
+					"before %s can send it more; other senders still can. An operator may raise [limits] inbox_sender_share in config.toml", m.To, m.From, m.From))
+		}
 	}
 	u, err := inboxUsage(ctx, w, m.To)
 	if err != nil {

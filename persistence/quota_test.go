@@ -29,7 +29,7 @@ func trySend(db *DB, id, to, body string) error {
 func TestInboxQuotaRefusesAndStoresNothing(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	db := MustOpen(t, filepath.Join(t.TempDir(), "relay.db"), Options{InboxMessages: 3, InboxBytes: 100})
+	db := MustOpen(t, filepath.Join(t.TempDir(), "relay.db"), Options{InboxMessages: 3, InboxBytes: 100, InboxSenderShare: NoLimit})
 	for i := range 3 {
 		if err := trySend(db, seqID("M", i), "claude", "0123456789"); err != nil {
 			t.Fatal(err)
@@ -91,7 +91,7 @@ func TestInboxQuotaRefusesAndStoresNothing(t *testing.T) {
 func TestInboxQuotaHoldsUnderConcurrentSenders(t *testing.T) {
 	t.Parallel()
 	const quota, senders, each = 50, 8, 20
-	db := MustOpen(t, filepath.Join(t.TempDir(), "relay.db"), Options{InboxMessages: quota})
+	db := MustOpen(t, filepath.Join(t.TempDir(), "relay.db"), Options{InboxMessages: quota, InboxSenderShare: NoLimit})
 	var stored, refused atomic.Int64
 	var wg sync.WaitGroup
 	for g := range senders {
@@ -222,8 +222,32 @@ func TestInboxUsageFollowsEveryWrite(t *testing.T) {
 	if len(want) == 0 {
 		t.Fatal("the workload left no unacknowledged message")
 	}
+	// And inbox_sender_usage, the same split by sender (codex's messages
+	// and the relay's notices).
+	pairs := func(q string) string {
+		rows, err := db.rq.QueryContext(ctx, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		var out []string
+		for rows.Next() {
+			var a, s string
+			var m, b int64
+			if err := rows.Scan(&a, &s, &m, &b); err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, fmt.Sprintf("%s<-%s:%d/%d", a, s, m, b))
+		}
+		return strings.Join(out, " ")
+	}
+	wantPairs := pairs(`SELECT to_agent, from_agent, count(*), sum(octet_length(body)) FROM messages WHERE state <> 'acked' GROUP BY 1, 2 ORDER BY 1, 2`)
+	if gotPairs := pairs(`SELECT agent, sender, messages, bytes FROM inbox_sender_usage WHERE messages > 0 ORDER BY 1, 2`); gotPairs != wantPairs || !strings.Contains(wantPairs, "<-relay") {
+		t.Errorf("inbox_sender_usage = %s\nrecomputed         = %s", gotPairs, wantPairs)
+	}
 	// What the triggers rely on is refused.
 	for _, q := range []string{
+		`UPDATE messages SET from_agent = 'hermes'`,
 		`UPDATE messages SET state = 'read' WHERE state = 'acked'`,
 		`UPDATE messages SET body = body || 'x'`,
 		`UPDATE messages SET to_agent = 'hermes'`,
@@ -241,7 +265,7 @@ func TestInboxUsageFollowsEveryWrite(t *testing.T) {
 func TestEndNoticeIsNeverRefused(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	db := MustOpen(t, filepath.Join(t.TempDir(), "relay.db"), Options{InboxMessages: 2})
+	db := MustOpen(t, filepath.Join(t.TempDir(), "relay.db"), Options{InboxMessages: 2, InboxSenderShare: NoLimit})
 	end := func(id string) model.Message {
 		t.Helper()
 		task := newTask(id) // submitted by codex
@@ -363,5 +387,86 @@ func TestAckOfLargeMessagesKeepsTheWALSmall(t *testing.T) {
 	}
 	if n := count(t, db, "audit_log", "kind = 'message.acked'"); n != len(ids) {
 		t.Errorf("%d message.acked audit rows, want %d", n, len(ids))
+	}
+}
+
+// Each sender holds at most its share of a recipient's quota: one sender
+// that fills its share is refused (recipient_inbox_full, naming the share
+// and what to do), while another sender's messages and the relay's
+// notices are still stored; the recipient's total quota still holds; and
+// InboxShares names the senders at their share.
+func TestInboxSenderShare(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	// 10 messages and 1,000 bytes a recipient; a share of 30%: 3 messages
+	// and 300 bytes a sender.
+	db := MustOpen(t, filepath.Join(t.TempDir(), "relay.db"), Options{InboxMessages: 10, InboxBytes: 1000, InboxSenderShare: 30})
+	send := func(id, from, body string) error {
+		_, err := db.CreateMessage(ctx, model.Message{ID: id, From: from, To: "gemini", Body: body})
+		return err
+	}
+	for i := range 3 {
+		if err := send(seqID("C", i), "claude", "x"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	err := send("C-over", "claude", "x")
+	var me *model.Error
+	if !errors.As(err, &me) || me.Code != model.CodeRecipientInboxFull || !strings.Contains(me.Message, "claude's share") ||
+		!strings.Contains(me.Message, "inbox_sender_share") || !strings.Contains(me.Hint, "other senders still can") {
+		t.Fatalf("claude's fourth message: %v, want recipient_inbox_full naming its share", err)
+	}
+	if n := count(t, db, "messages", "id = 'C-over'"); n != 0 {
+		t.Errorf("the refused message was stored")
+	}
+	// Bytes: codex may hold 300 bytes, not 301.
+	if err := send("X-0", "codex", strings.Repeat("b", 300)); err != nil {
+		t.Fatal(err)
+	}
+	if err := send("X-1", "codex", "b"); model.ErrorCode(err) != model.CodeRecipientInboxFull {
+		t.Fatalf("codex past its byte share: %v", err)
+	}
+	// Others are not shut out: a third sender, and the relay, which has
+	// no share.
+	for i := range 3 {
+		if err := send(seqID("O", i), "cursor", "o"); err != nil {
+			t.Fatalf("another sender, with claude and codex at their share: %v", err)
+		}
+	}
+	for i := range 5 {
+		if err := send(seqID("R", i), model.RelayAgent, "r"); err != nil && i < 1 {
+			t.Fatalf("the relay past a share: %v", err)
+		}
+	}
+	// The total still holds: 10 messages.
+	if u, _ := db.InboxUsage(ctx, "gemini"); u.Messages != 10 {
+		t.Errorf("gemini holds %d unacknowledged messages, want the quota's 10", u.Messages)
+	}
+	got, err := db.InboxShares(ctx, "gemini")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, s := range got {
+		names = append(names, fmt.Sprintf("%s:%d/%d", s.From, s.Messages, s.Bytes))
+		if s.To != "gemini" || s.ShareMessages != 3 || s.ShareBytes != 300 {
+			t.Errorf("share %+v, want of gemini, 3 messages and 300 bytes", s)
+		}
+	}
+	if strings.Join(names, " ") != "claude:3/3 codex:1/300 cursor:3/3 relay:3/3" {
+		t.Errorf("InboxShares(gemini) = %v", names)
+	}
+	// Acknowledging claude's messages gives claude its share back.
+	if _, err := db.Ack(ctx, "gemini", []string{"C-0000"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := send("C-again", "claude", "x"); err != nil {
+		t.Fatalf("claude after one of its messages was acknowledged: %v", err)
+	}
+	if err := send("C-over-again", "claude", "x"); model.ErrorCode(err) != model.CodeRecipientInboxFull {
+		t.Fatalf("claude at its share again: %v", err)
+	}
+	if none, err := db.InboxShares(ctx, "claude"); err != nil || len(none) != 0 {
+		t.Errorf("InboxShares(claude) = %v, %v; want none", none, err)
 	}
 }

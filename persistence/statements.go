@@ -47,7 +47,7 @@ var (
 	messageBind                                 binder[messageRow]
 
 	// quota.go
-	qInboxUsage, qFreelistCount, qPageSize string
+	qInboxUsage, qInboxSenderUsage, qInboxShares, qFreelistCount, qPageSize string
 
 	// import.go: every column bound, seq and n included.
 	qImportTask, qImportEvent, qImportVerdict, qImportMessage string
@@ -125,6 +125,8 @@ var buildStatements = sync.OnceFunc(func() {
 		SetColumn("state", "?").SetColumn("acked_at", "?").SetColumn("read_at", "IFNULL(read_at, ?)").
 		Where("id = ?").String()
 
+	qInboxSenderUsage = `SELECT messages, bytes FROM inbox_sender_usage WHERE agent = ? AND sender = ?`
+	qInboxShares = `SELECT agent, sender, messages, bytes FROM inbox_sender_usage WHERE (? = '' OR agent = ?) AND messages > 0 ORDER BY agent, sender`
 	qInboxUsage = g.NewSelect().Model((*inboxUsageRow)(nil)).Column("messages", "bytes").Where("agent = ?").String()
 	qFreelistCount, qPageSize = `PRAGMA freelist_count`, `PRAGMA page_size`
 
@@ -140,7 +142,7 @@ var buildStatements = sync.OnceFunc(func() {
 
 	writerQueries = []string{qAuditHead, qAuditHeadUpdate, qAuditInsert, qTaskByIdem, qTaskState,
 		qTaskInsert, qTransition, qTransitionResult, qEventInsert, qVerdictInsert, qDenial,
-		qMessageInsert, qMarkReadUpTo, qStoredUpTo, qUnreadCount, qAckOne, qInboxUsage, qSavepoint, qRollbackTo, qRelease}
+		qMessageInsert, qMarkReadUpTo, qStoredUpTo, qUnreadCount, qAckOne, qInboxUsage, qInboxSenderUsage, qSavepoint, qRollbackTo, qRelease}
 	readerQueries = []string{qAuditHead, qTaskByID, qTaskExists, qTaskEvents, qTaskVerdicts, qInboxUsage}
 })
 

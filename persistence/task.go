@@ -534,6 +534,40 @@ func (db *DB) TaskEvents(ctx context.Context, id string) ([]model.Event, error) 
 	return out, nil
 }
 
+// TaskDetail implements model.Store: the task, its events and its
+// verdicts in one read transaction, so one snapshot: a transition that
+// commits meanwhile is either in all three or in none (three separate
+// reads could show a state with no event leading to it, or an event
+// whose state the task has not reached).
+func (db *DB) TaskDetail(ctx context.Context, id string) (model.TaskDetail, error) {
+	var d model.TaskDetail
+	err := db.readTx(ctx, func(ctx context.Context, tx querier) error {
+		got, err := db.queryTasks(ctx, tx, qTaskByID, id)
+		switch {
+		case err != nil:
+			return err
+		case len(got) == 0:
+			return notFound("task", id)
+		}
+		d = model.TaskDetail{Task: got[0]}
+		if d.Events, err = db.readTaskEvents(ctx, tx, id); err != nil {
+			return err
+		}
+		d.Verdicts, err = db.readTaskVerdicts(ctx, tx, id)
+		return err
+	})
+	if err != nil {
+		return model.TaskDetail{}, wrap("task detail", err)
+	}
+	if d.Events == nil {
+		d.Events = []model.Event{}
+	}
+	if d.Verdicts == nil {
+		d.Verdicts = []model.Verdict{}
+	}
+	return d, nil
+}
+
 // readTaskEvents reads a task's events, oldest first (none for an unknown
 // task).
 func (db *DB) readTaskEvents(ctx context.Context, tx querier, id string) ([]model.Event, error) {
@@ -609,10 +643,18 @@ func taskExists(ctx context.Context, q querier, id string) error {
 	return err
 }
 
+// MaxDenialRows bounds the "permission.denied" audit rows of one task: an
+// agent that asks for permissions in a loop is denied every time, and
+// each denial is counted on the task (denied_permissions), but only the
+// first MaxDenialRows are audited one by one, so that an agent cannot
+// grow the log as fast as it can ask. The last of them says so.
+const MaxDenialRows = 64
+
 // RecordDenial counts a denied permission request on a working task and
 // audits it ("permission.denied", actor "relay": the relay denied it), in
-// one transaction. A task that is not working is stale_state (not_found if
-// it does not exist), and nothing is written.
+// one transaction; past MaxDenialRows denials of the task it only counts.
+// A task that is not working is stale_state (not_found if it does not
+// exist), and nothing is written.
 func (db *DB) RecordDenial(ctx context.Context, taskID string, data map[string]string) error {
 	if taskID == "" {
 		return model.InvalidArgs("denial without a task id")
@@ -636,6 +678,12 @@ func (db *DB) RecordDenial(ctx context.Context, taskID string, data map[string]s
 			d["target"] = target
 		}
 		d["denied_permissions"] = strconv.Itoa(count)
+		switch {
+		case count > MaxDenialRows:
+			return nil
+		case count == MaxDenialRows:
+			d["later_denials"] = "counted on the task (denied_permissions), not audited one by one"
+		}
 		return w.audit(ctx, model.AuditEvent{At: at, Kind: "permission.denied", Actor: model.RelayAgent, TaskID: taskID, Data: d})
 	})
 	return wrap("record denial", err)

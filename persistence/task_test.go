@@ -3,6 +3,7 @@ package persistence
 import (
 	"context"
 	"errors"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
@@ -507,5 +508,38 @@ func TestRecordDenial(t *testing.T) {
 	if n := count(t, db, "audit_log", "kind = 'permission.denied' AND task_id = 'T-1'"+
 		" AND json_extract(data, '$.tool_call_kind') = 'edit' AND json_extract(data, '$.target') = 'claude'"); n != 3 {
 		t.Errorf("permission.denied rows = %d, want 3", n)
+	}
+}
+
+// An agent that asks for permissions in a loop is denied and counted every
+// time, but audited one by one only MaxDenialRows times: the log cannot
+// grow as fast as an agent can ask.
+func TestRecordDenialRowsAreBounded(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := MustOpen(t, filepath.Join(t.TempDir(), "relay.db"), Options{Synchronous: SyncNormal})
+	mustCreate(t, db, newTask("T-1"))
+	for _, tr := range []model.Transition{
+		{TaskID: "T-1", From: model.StateSubmitted, To: model.StateAuthorized, Trigger: model.TriggerAuthorize},
+		{TaskID: "T-1", From: model.StateAuthorized, To: model.StateWorking, Trigger: model.TriggerStart},
+	} {
+		if _, err := db.Transition(ctx, tr); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const asked = 3 * MaxDenialRows
+	for range asked {
+		if err := db.RecordDenial(ctx, "T-1", map[string]string{"tool_call_kind": "edit"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if task, _ := db.GetTask(ctx, "T-1"); task.DeniedPermissions != asked {
+		t.Errorf("denied_permissions = %d, want %d", task.DeniedPermissions, asked)
+	}
+	if n := count(t, db, "audit_log", "kind = 'permission.denied'"); n != MaxDenialRows {
+		t.Errorf("permission.denied rows = %d, want %d", n, MaxDenialRows)
+	}
+	if n := count(t, db, "audit_log", "kind = 'permission.denied' AND json_extract(data, '$.later_denials') <> ''"); n != 1 {
+		t.Errorf("rows saying later denials are only counted = %d, want 1", n)
 	}
 }

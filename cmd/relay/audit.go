@@ -32,6 +32,9 @@ func auditVerifyCommand(f *flags) runFunc {
 			}
 		} else if rep.OK {
 			fmt.Fprintf(e.stdout, "audit chain OK: %d rows, head %s\n", rep.Rows, safeText(rep.Head))
+			if rep.Checkpoint > 0 {
+				fmt.Fprintf(e.stdout, "rows 1 to %d were cut by the audit retention; the chain verifies from their checkpoint\n", rep.Checkpoint)
+			}
 		}
 		if !rep.OK {
 			return model.Errorf(model.CodeAuditBroken, "audit chain broken at row %d of %d: %s", rep.BadSeq, rep.Rows, rep.Reason).

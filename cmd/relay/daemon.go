@@ -249,9 +249,9 @@ func (d *daemon) openStore(ctx context.Context, lock *homeLock, cfg config.Confi
 		check = false // a new database: nothing to check
 	}
 	t0 := time.Now()
-	inboxMessages, inboxBytes, minFree := storeLimits(cfg)
-	db, err := persistence.Open(ctx, dbPath(d.home), persistence.Options{Synchronous: cfg.Storage.Synchronous, Check: check,
-		InboxMessages: inboxMessages, InboxBytes: inboxBytes, MinFreeBytes: minFree})
+	o := storeLimits(cfg)
+	o.Synchronous, o.Check = cfg.Storage.Synchronous, check
+	db, err := persistence.Open(ctx, dbPath(d.home), o)
 	if err != nil {
 		return nil, nil, openError(dbPath(d.home), err)
 	}
@@ -412,16 +412,10 @@ func (d *daemon) serve(ctx context.Context, db *persistence.DB, c *core, cfg con
 		Version: Version, Logger: d.log, KnownAgent: c.registry.Known, ProbeTimeout: cfg.Limits.ProbeTimeout,
 		// A facade whose process runs in a task's sandbox acts inside that
 		// task, only as its target: the dispatcher knows its sandboxes.
-		TaskOf: c.disp.PlaceProcess,
-		OnIdentityRefused: func(ctx context.Context, claimed, taskID, target string, pid int, why string) {
-			_ = db.Audit(ctx, model.AuditEvent{At: time.Now().UTC(), Kind: "facade.identity_refused", Actor: claimed,
-				TaskID: taskID, Data: map[string]string{"claimed": claimed, "task_id": taskID, "target": target,
-					"pid": strconv.Itoa(pid), "why": why}})
-		},
-		OnRefused: func(ctx context.Context, uid, pid int) {
-			_ = db.Audit(ctx, model.AuditEvent{At: time.Now().UTC(), Kind: "socket.refused", Actor: "uid:" + strconv.Itoa(uid),
-				Data: map[string]string{"uid": strconv.Itoa(uid), "pid": strconv.Itoa(pid)}})
-		},
+		// Both kinds of refusal are audited, bounded per minute.
+		TaskOf:            c.disp.PlaceProcess,
+		OnIdentityRefused: (&refusalAudit{store: db, now: time.Now}).identity,
+		OnRefused:         (&refusalAudit{store: db, now: time.Now}).record,
 	})
 	started := time.Now()
 	s := &serving{srv: srv, served: make(chan error, 1), stopAsked: make(chan string, 1), stopWatch: func() {}}

@@ -183,14 +183,85 @@ func TestMCPTasksRoundTrip(t *testing.T) {
 		t.Errorf("the target's tasks/cancel: %v, want -32602 (the MCP task is the submitter's)", e)
 	}
 
-	// The audit log holds the MCP tasks' life.
+	// The audit log holds the MCP tasks' life, each step once: the second
+	// facade's tasks/get delivered the same end again, which changes nothing.
 	for _, c := range []struct {
 		kind, task string
 		want       int
-	}{{"mcp.task.created", id, 1}, {"mcp.task.delivered", id, 2}, {"mcp.task.created", failedID, 1}, {"mcp.task.delivered", failedID, 1},
+	}{{"mcp.task.created", id, 1}, {"mcp.task.delivered", id, 1}, {"mcp.task.created", failedID, 1}, {"mcp.task.delivered", failedID, 1},
 		{"mcp.task.cancel_requested", hangID, 1}, {"mcp.task.delivered", hangID, 1}} {
 		if n := countAudit(t, home, c.kind, c.task); n != c.want {
 			t.Errorf("%s rows of %s: %d, want %d", c.kind, c.task, n, c.want)
 		}
 	}
+}
+
+// auditCount counts the whole audit log of home.
+func auditCount(t *testing.T, home string) int {
+	t.Helper()
+	var n int
+	if err := openRO(t, home).QueryRow(`SELECT count(*) FROM audit_log`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// A call that changes nothing writes no audit row, through the real facade
+// and daemon: 2,000 tasks/cancel of an ended MCP task, 200 retries of an
+// extension submit with one idempotency_key (one task's rows, one
+// mcp.task.created), and tasks/get of a plain task, by its target or its
+// caller, which never was an MCP task (no mcp.task.delivered). Before, each
+// cancel wrote an mcp.task.cancel_requested row (2,000 calls, 2,000 rows),
+// each retry an mcp.task.created, and the target's read a delivery.
+func TestMCPTasksAuditPerEffect(t *testing.T) {
+	t.Parallel()
+	home := newHome(t, fullConfig(t, "allow-guarded", ""))
+	launchDaemon(t, home)
+	claude := startRawFacade(t, home, "claude")
+	args := map[string]any{"target": "codex", "prompt": "echo once", "mission_id": "M-1", "lease_id": "S-1", "idempotency_key": "k-1"}
+
+	id, _ := claude.submit(true, args)["taskId"].(string)
+	if done := claude.awaitTask(id); done["status"] != "completed" {
+		t.Fatalf("task %s: %v", id, done)
+	}
+	settled := auditCount(t, home)
+	for i := 1; i < 200; i++ {
+		if again, _ := claude.submit(true, args)["taskId"].(string); again != id {
+			t.Fatalf("retry %d: task %q, want %s", i, again, id)
+		}
+	}
+	if n := auditCount(t, home) - settled; n != 0 {
+		t.Errorf("199 idempotent retries added %d audit rows, want 0", n)
+	}
+	if n := countAudit(t, home, "mcp.task.created", id); n != 1 {
+		t.Errorf("mcp.task.created rows of %s: %d, want 1", id, n)
+	}
+
+	before := auditCount(t, home)
+	for i := range 2000 {
+		if res, e := claude.call("tasks/cancel", map[string]any{"taskId": id, "_meta": tasksMeta(true)}); e != nil || res["resultType"] != "complete" {
+			t.Fatalf("tasks/cancel %d of an ended task: %v %v", i, res, e)
+		}
+	}
+	if n := auditCount(t, home) - before; n > 3 {
+		t.Errorf("2,000 tasks/cancel of an ended task added %d audit rows, want at most 3", n)
+	}
+	if n := countAudit(t, home, "mcp.task.cancel_requested", id); n != 0 {
+		t.Errorf("mcp.task.cancel_requested rows of the ended %s: %d, want 0", id, n)
+	}
+
+	// A plain task: its target's tasks/get is a read, and so is its
+	// caller's, since no handle was ever given for it.
+	plain := claude.submit(false, map[string]any{"target": "codex", "prompt": "echo plain", "mission_id": "M-1", "lease_id": "S-1"})
+	plainID, _ := plain["structuredContent"].(map[string]any)["task_id"].(string)
+	if claude.awaitTask(plainID)["status"] != "completed" {
+		t.Fatalf("plain task %s did not complete", plainID)
+	}
+	if res := startRawFacade(t, home, "codex").awaitTask(plainID); res["status"] != "completed" {
+		t.Fatalf("the target's tasks/get: %v", res)
+	}
+	if n := countAudit(t, home, "mcp.task.delivered", plainID); n != 0 {
+		t.Errorf("mcp.task.delivered rows of the plain task %s: %d, want 0", plainID, n)
+	}
+	auditVerify(t, home)
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/hai-relay/relay/model"
 )
@@ -29,8 +30,12 @@ func messagesListCommand(f *flags) runFunc {
 		if err != nil {
 			return err
 		}
+		over, err := c.InboxShares(ctx, *to)
+		if err != nil {
+			return err
+		}
 		if f.json {
-			return printJSON(e.stdout, map[string]any{"messages": ms})
+			return printJSON(e.stdout, map[string]any{"messages": ms, "over_share": over})
 		}
 		t := f.newTable(e.stdout, "MESSAGE", "FROM", "TO", "STATE", "CREATED", "BODY")
 		for _, m := range ms {
@@ -42,6 +47,23 @@ func messagesListCommand(f *flags) runFunc {
 		if len(ms) > 0 {
 			morePages(e, len(ms), *limit, ms[len(ms)-1].ID, "messages list")
 		}
+		for _, s := range over {
+			fmt.Fprintln(e.stdout, overShareLine(s))
+		}
 		return nil
 	}
+}
+
+// overShareLine says that a sender is at its share of an inbox.
+func overShareLine(s model.InboxShare) string {
+	share := []string{}
+	if s.ShareMessages > 0 {
+		share = append(share, fmt.Sprintf("%d messages", s.ShareMessages))
+	}
+	if s.ShareBytes > 0 {
+		share = append(share, fmt.Sprintf("%d bytes", s.ShareBytes))
+	}
+	return fmt.Sprintf("over share: %s has %d unacknowledged messages (%d bytes) to %s, at its share (%s): "+
+		"its next message to %s is refused until %s acknowledges some",
+		safeText(s.From), s.Messages, s.Bytes, safeText(s.To), strings.Join(share, ", "), safeText(s.To), safeText(s.To))
 }

@@ -10,7 +10,7 @@ import (
 )
 
 func init() {
-	register(command{name: "prune", summary: "apply the retention policy now: remove acknowledged messages and ended tasks older than [retention] (--dry-run counts them)", usage: "[--dry-run] [--acked-messages DUR] [--terminal-tasks DUR] [--json] [--home DIR]",
+	register(command{name: "prune", summary: "apply the retention policy now: remove acknowledged messages and ended tasks older than [retention] (--dry-run counts them)", usage: "[--dry-run] [--acked-messages DUR] [--terminal-tasks DUR] [--audit DUR] [--json] [--home DIR]",
 		long: pruneHelp, setup: pruneCommand})
 }
 
@@ -18,10 +18,11 @@ func pruneCommand(f *flags) runFunc {
 	dry := f.Bool("dry-run", false, "count what would be removed; remove nothing")
 	acked := f.Duration("acked-messages", 0, "for this run, remove messages acknowledged more than `DUR` ago instead of [retention] acked_messages (\"0\": keep them)")
 	ended := f.Duration("terminal-tasks", 0, "for this run, remove tasks that ended more than `DUR` ago instead of [retention] terminal_tasks (\"0\": keep them)")
+	audit := f.Duration("audit", 0, "for this run, cut audit rows older than `DUR` (behind a checkpoint) instead of [retention] audit (\"0\": keep the log whole)")
 	return func(ctx context.Context, e *env) error {
 		var req model.PruneRequest
 		req.DryRun = *dry
-		for name, v := range map[string]*time.Duration{"acked-messages": acked, "terminal-tasks": ended} {
+		for name, v := range map[string]*time.Duration{"acked-messages": acked, "terminal-tasks": ended, "audit": audit} {
 			if !f.Changed(name) {
 				continue
 			}
@@ -29,10 +30,13 @@ func pruneCommand(f *flags) runFunc {
 				return f.usageError("--%s %s is negative", name, *v)
 			}
 			d := *v
-			if name == "acked-messages" {
+			switch name {
+			case "acked-messages":
 				req.AckedMessages = &d
-			} else {
+			case "terminal-tasks":
 				req.TerminalTasks = &d
+			default:
+				req.Audit = &d
 			}
 		}
 		c, home, err := operatorAt(e, f)
@@ -78,6 +82,7 @@ func addReports(total, rep model.PruneReport, first bool) model.PruneReport {
 	rep.AckedMessages.Bytes += total.AckedMessages.Bytes
 	rep.TerminalTasks.Removed += total.TerminalTasks.Removed
 	rep.TerminalTasks.Bytes += total.TerminalTasks.Bytes
+	rep.Audit.Removed += total.Audit.Removed
 	rep.Batches += total.Batches
 	rep.ReclaimedBytes += total.ReclaimedBytes
 	return rep
@@ -99,6 +104,12 @@ func printPrune(e *env, r model.PruneReport) {
 	}
 	line(r.AckedMessages, "acknowledged messages", "acknowledged", "acked_messages", "bodies")
 	line(r.TerminalTasks, "ended tasks", "ended", "terminal_tasks", "prompts and results")
+	if r.Audit.Before == nil {
+		fmt.Fprintf(e.stdout, "audit rows: kept whole (a period of 0: [retention] audit or --audit)\n")
+	} else {
+		fmt.Fprintf(e.stdout, "audit rows: %s %d (stamped over %s ago: before %s), behind a checkpoint that keeps their digest\n", verb, r.Audit.Removed,
+			safeText(model.ShortDuration(mustDuration(r.Audit.Retention))), r.Audit.Before.Local().Format(time.RFC3339))
+	}
 	if r.DryRun {
 		fmt.Fprintf(e.stdout, "database: %s, %s of it free (reused by new writes)\n", humanBytes(r.DatabaseBytes), humanBytes(r.FreeBytes))
 		return
@@ -135,8 +146,12 @@ start and every hour): remove the messages acknowledged longer ago than
 (completed, failed, canceled, rejected, blocked) longer ago than
 [retention] terminal_tasks (default 2160h), with their events, verdicts and
 agent logs. A message not acknowledged and a task not ended are never
-removed. The audit log is kept whole and still verifies: it holds the
-digests of what was removed. Each batch is audited (retention.pruned).
+removed. The audit log still verifies: it holds the digests of what was
+removed. Each batch is audited (retention.pruned). Audit rows older than
+[retention] audit (default 8760h) are cut from the start of the chain
+behind a checkpoint that keeps the hash of the last row cut (the digest of
+all of them) and is itself recorded in the chain (audit.checkpoint), so
+relay audit verify still passes, from the checkpoint.
 
 On a disk that fills, free room at once with shorter periods for this run,
 for example: relay prune --acked-messages 1h`

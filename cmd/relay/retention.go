@@ -50,9 +50,9 @@ func (r *retention) pass(ctx context.Context, o persistence.PruneOptions) (model
 	o.Budget = passBudget
 	res, err := r.db.Prune(ctx, o)
 	r.removeTaskLogs(res.TaskIDs)
-	if n := res.AckedMessages.Removed + res.TerminalTasks.Removed; n > 0 || res.ReclaimedBytes > 0 {
+	if n := res.AckedMessages.Removed + res.TerminalTasks.Removed + res.Audit.Removed; n > 0 || res.ReclaimedBytes > 0 {
 		r.log.Info("pruned by the retention policy", "trigger", o.Trigger, "acked_messages", res.AckedMessages.Removed,
-			"terminal_tasks", res.TerminalTasks.Removed, "batches", res.Batches, "reclaimed_bytes", res.ReclaimedBytes,
+			"terminal_tasks", res.TerminalTasks.Removed, "audit_rows", res.Audit.Removed, "batches", res.Batches, "reclaimed_bytes", res.ReclaimedBytes,
 			"database_bytes", res.DatabaseBytes, "more", res.More)
 	}
 	return res.PruneReport, err
@@ -112,17 +112,21 @@ func (r *retention) prune(ctx context.Context, req model.PruneRequest) (model.Pr
 	if req.TerminalTasks != nil {
 		p.TerminalTasks = *req.TerminalTasks
 	}
+	if req.Audit != nil {
+		p.Audit = *req.Audit
+	}
 	return r.pass(ctx, persistence.PruneOptions{Policy: p, DryRun: req.DryRun, Actor: "operator", Trigger: "operator"})
 }
 
-// storeLimits is the store's quota and reserve from the config, where 0
-// means no limit.
-func storeLimits(cfg config.Config) (inboxMessages int, inboxBytes, minFree int64) {
+// storeLimits is the store's quota, senders' share and reserve from the
+// config, where 0 means no limit.
+func storeLimits(cfg config.Config) persistence.Options {
 	off := func(v int64) int64 {
 		if v == 0 {
 			return persistence.NoLimit
 		}
 		return v
 	}
-	return int(off(int64(cfg.Limits.InboxMessages))), off(cfg.Limits.InboxBytes), off(cfg.Storage.MinFreeBytes)
+	return persistence.Options{InboxMessages: int(off(int64(cfg.Limits.InboxMessages))), InboxBytes: off(cfg.Limits.InboxBytes),
+		InboxSenderShare: cfg.Limits.InboxSenderShare, MinFreeBytes: off(cfg.Storage.MinFreeBytes)}
 }

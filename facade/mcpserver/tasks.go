@@ -226,15 +226,20 @@ func (l *taskLayer) get(ctx context.Context, id any, taskID string) mcp.JSONRPCM
 		r.IsError = t.State != model.StateCompleted
 		res["result"] = completeResult(r)
 	}
-	if t.State.Terminal() {
+	if t.State.Terminal() && t.Caller == l.f.o.Agent {
+		// The end reaches the submitter, who holds the handle: that is the
+		// delivery. The target reading a task is a read, not a delivery.
 		l.mu.Lock()
 		first := !l.delivered[t.ID]
-		l.delivered[t.ID] = true
 		l.mu.Unlock()
 		if first {
 			if err := l.f.svc.MCPTaskEvent(context.WithoutCancel(ctx), l.f.o.Agent, t.ID, model.MCPTaskDelivered); err != nil {
-				l.f.log.Warn("mcp: audit of an MCP task", "task_id", t.ID, "err", err)
+				// Not answered as delivered when the delivery is not on record.
+				return l.taskError(id, "retrieve", taskID, err)
 			}
+			l.mu.Lock()
+			l.delivered[t.ID] = true
+			l.mu.Unlock()
 		}
 	}
 	return mcp.JSONRPCResponse{JSONRPC: mcp.JSONRPC_VERSION, ID: mcp.NewRequestId(id), Result: res}
@@ -262,8 +267,9 @@ func (l *taskLayer) update(ctx context.Context, id any, taskID string) mcp.JSONR
 }
 
 // cancel cancels the caller's own relay task, as cancel_task does (and is
-// audited as it is); a task that already ended is acknowledged, another
-// agent's is not found.
+// audited as it is); a task that already ended is acknowledged and writes
+// nothing (nothing changed), another agent's is not found. A cancel whose
+// audit row could not be written is not answered as done.
 func (l *taskLayer) cancel(ctx context.Context, id any, taskID string) mcp.JSONRPCMessage {
 	t, err := l.f.svc.GetTask(ctx, l.f.o.Agent, taskID)
 	if err != nil {
@@ -274,10 +280,10 @@ func (l *taskLayer) cancel(ctx context.Context, id any, taskID string) mcp.JSONR
 		// submitter's.
 		return rpcError(id, codeInvalidParams, "Failed to cancel task: Task not found", nil)
 	}
-	if err := l.f.svc.MCPTaskEvent(context.WithoutCancel(ctx), l.f.o.Agent, t.ID, model.MCPTaskCancelRequested); err != nil {
-		l.f.log.Warn("mcp: audit of an MCP task", "task_id", t.ID, "err", err)
-	}
 	if !t.State.Terminal() {
+		if err := l.f.svc.MCPTaskEvent(context.WithoutCancel(ctx), l.f.o.Agent, t.ID, model.MCPTaskCancelRequested); err != nil {
+			return l.taskError(id, "cancel", taskID, err)
+		}
 		if _, err := l.f.svc.CancelTask(ctx, l.f.o.Agent, taskID); err != nil && model.ErrorCode(err) != model.CodeTaskNotCancelable {
 			return l.taskError(id, "cancel", taskID, err)
 		}

@@ -658,6 +658,15 @@ func (c *Client) Messages(ctx context.Context, f model.MessageFilter) ([]model.M
 	return l.Messages, err
 }
 
+// InboxShares implements model.OperatorService.
+func (c *Client) InboxShares(ctx context.Context, to string) ([]model.InboxShare, error) {
+	q := url.Values{}
+	clientSet(q, "to", to)
+	var l ShareList
+	err := c.call(ctx, http.MethodGet, "/v1/operator/shares", q, nil, &l)
+	return l.OverShare, err
+}
+
 // Agents implements model.OperatorService.
 func (c *Client) Agents(ctx context.Context) ([]model.AgentInfo, error) {
 	var l AgentList

@@ -131,7 +131,7 @@ func (s *Server) ServeDaemon(h DaemonHooks) {
 		h.Stop()
 		return StopAnswer{PID: os.Getpid(), Stopping: true}, nil
 	})
-	s.route("POST /v1/operator/prune", false, []string{"dry_run", "acked_messages", "terminal_tasks"}, s.handlePrune(h))
+	s.route("POST /v1/operator/prune", false, []string{"dry_run", "acked_messages", "terminal_tasks", "audit"}, s.handlePrune(h))
 }
 
 // handlePrune is POST /v1/operator/prune?dry_run=&acked_messages=&terminal_tasks=:
@@ -148,7 +148,7 @@ func (s *Server) handlePrune(h DaemonHooks) handlerFunc {
 		if req.DryRun, err = queryBool(q, "dry_run", false); err != nil {
 			return nil, err
 		}
-		for name, dst := range map[string]**time.Duration{"acked_messages": &req.AckedMessages, "terminal_tasks": &req.TerminalTasks} {
+		for name, dst := range map[string]**time.Duration{"acked_messages": &req.AckedMessages, "terminal_tasks": &req.TerminalTasks, "audit": &req.Audit} {
 			if !q.Has(name) {
 				continue
 			}
@@ -324,6 +324,9 @@ func (c *Client) Prune(ctx context.Context, r model.PruneRequest) (model.PruneRe
 	}
 	if r.TerminalTasks != nil {
 		q.Set("terminal_tasks", r.TerminalTasks.String())
+	}
+	if r.Audit != nil {
+		q.Set("audit", r.Audit.String())
 	}
 	var rep model.PruneReport
 	err := c.call(ctx, http.MethodPost, "/v1/operator/prune", q, nil, &rep)

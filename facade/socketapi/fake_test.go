@@ -210,6 +210,13 @@ func (f *apiFakeService) Messages(ctx context.Context, fl model.MessageFilter) (
 	return []model.Message{apiMessage("MSG-9", "claude", "codex")}, nil
 }
 
+func (f *apiFakeService) InboxShares(ctx context.Context, to string) ([]model.InboxShare, error) {
+	if err := f.record(ctx, "InboxShares", "", to); err != nil {
+		return nil, err
+	}
+	return []model.InboxShare{{To: to, From: "claude", Messages: 250, Bytes: 250, ShareMessages: 250, ShareBytes: 16 << 20}}, nil
+}
+
 func (f *apiFakeService) Agents(ctx context.Context) ([]model.AgentInfo, error) {
 	if err := f.record(ctx, "Agents", ""); err != nil {
 		return nil, err

@@ -628,6 +628,10 @@ func (s *Server) operatorRoutes() {
 		})
 		return MessageList{Messages: nonNil(ms)}, err
 	})
+	s.route("GET /v1/operator/shares", false, []string{"to"}, func(w http.ResponseWriter, r *http.Request, _ string) (any, error) {
+		sh, err := s.svc.InboxShares(r.Context(), r.URL.Query().Get("to"))
+		return ShareList{OverShare: nonNil(sh)}, err
+	})
 	s.route("GET /v1/operator/agents", false, nil, func(w http.ResponseWriter, r *http.Request, _ string) (any, error) {
 		as, err := s.svc.Agents(r.Context())
 		return AgentList{Agents: nonNil(as)}, err
@@ -791,6 +795,11 @@ type TaskList struct {
 // MessageList is the body of GET /v1/operator/messages.
 type MessageList struct {
 	Messages []model.Message `json:"messages"`
+}
+
+// ShareList is the body of GET /v1/operator/shares.
+type ShareList struct {
+	OverShare []model.InboxShare `json:"over_share"`
 }
 
 // AgentList is the body of the agent listing routes.

@@ -148,6 +148,8 @@ func TestAPIRoutesRoundTrip(t *testing.T) {
 		}, "WatchEvents", "", []any{model.EventFilter{TaskID: "T-3", After: 41, Wait: 2 * time.Second}},
 			model.EventBatch{Events: []model.WatchEvent{{Seq: 42, At: apiT0, TaskID: "T-3", Kind: model.WatchTransition,
 				From: model.StateSubmitted, To: model.StateAuthorized, Trigger: model.TriggerAuthorize}}, Cursor: 42}},
+		{"InboxShares", func() (any, error) { return op.InboxShares(ctx, "gemini") },
+			"InboxShares", "", []any{"gemini"}, []model.InboxShare{{To: "gemini", From: "claude", Messages: 250, Bytes: 250, ShareMessages: 250, ShareBytes: 16 << 20}}},
 		{"VerifyAudit", func() (any, error) { return op.VerifyAudit(ctx) },
 			"VerifyAudit", "", nil, model.AuditReport{Rows: 42, OK: true, Head: "abc123"}},
 	}

@@ -49,8 +49,9 @@ type Options struct {
 // shares (identity-scoped visibility, message validation) on top of the
 // engine and the stores.
 type Service struct {
-	o   Options
-	now func() time.Time
+	o     Options
+	now   func() time.Time
+	conns connLog
 }
 
 var _ model.Service = (*Service)(nil)
@@ -167,7 +168,11 @@ func (s *Service) CheckInbox(ctx context.Context, caller string, unreadOnly bool
 	if ms == nil {
 		ms = []model.Message{}
 	}
-	return model.Inbox{Messages: ms, Unread: unread}, nil
+	over, err := s.o.Messages.InboxShares(ctx, caller)
+	if err != nil {
+		return model.Inbox{}, err
+	}
+	return model.Inbox{Messages: ms, Unread: unread, OverShare: over}, nil
 }
 
 // AckMessages acknowledges messages sent to the caller.
@@ -306,14 +311,41 @@ func (s *Service) ListAgents(ctx context.Context) ([]model.AgentInfo, error) {
 	return s.o.Registry.Agents(ctx), nil
 }
 
-// Connected audits a transport connection.
+// Connected audits a transport connection: once per process (agent,
+// kind, pid and uid) in this daemon's life, at most connRowsPerMinute
+// rows per agent a minute, and not while the free-space reserve is
+// reached. A connection past those is served and counted, not written:
+// the agent's next row carries the count ("unrecorded"), so a caller that
+// reconnects in a loop cannot grow the log, nor fill the disk with it.
 func (s *Service) Connected(ctx context.Context, c model.Conn) error {
-	return s.o.Store.Audit(ctx, model.AuditEvent{At: s.now(), Kind: "facade.connected", Actor: c.Agent,
-		Data: map[string]string{"agent": c.Agent, "pid": fmt.Sprint(c.PID), "uid": fmt.Sprint(c.UID), "kind": c.Kind}})
+	unrecorded, ok := s.conns.admit(c, s.now())
+	if !ok {
+		return nil
+	}
+	d := map[string]string{"agent": c.Agent, "pid": fmt.Sprint(c.PID), "uid": fmt.Sprint(c.UID), "kind": c.Kind}
+	if unrecorded > 0 {
+		d["unrecorded"] = fmt.Sprint(unrecorded)
+	}
+	wrote, err := s.o.Store.AuditIfRoom(ctx, model.AuditEvent{At: s.now(), Kind: "facade.connected", Actor: c.Agent, Data: d})
+	if err != nil || !wrote {
+		s.conns.unwritten(c, unrecorded)
+	}
+	if model.ErrorCode(err) == model.CodeStorageFull {
+		// A disk full to the last byte: the connection is counted for a
+		// later row, and served, so that its reads and acknowledgements
+		// (the way out) still work.
+		return nil
+	}
+	return err
 }
 
 // MCPTaskEvent audits a step of the MCP task bound to a task the caller
-// may see (audit kind "mcp.task.EVENT").
+// submitted (audit kind "mcp.task.EVENT"), once per task and event: the
+// MCP task is its submitter's, who got the handle, so the target (which
+// may read the task) is not_found like any other agent. A step that
+// changes nothing writes nothing: a repeat, a delivery or a cancel of a
+// task that never was an MCP task (no "created" row), a cancel of a task
+// that already ended.
 func (s *Service) MCPTaskEvent(ctx context.Context, caller, id string, event model.MCPTaskEvent) error {
 	if !slices.Contains(model.AllMCPTaskEvents(), event) {
 		return model.InvalidArgs("%q is not an MCP task event (one of %v)", model.Echo(string(event)), model.AllMCPTaskEvents())
@@ -322,9 +354,26 @@ func (s *Service) MCPTaskEvent(ctx context.Context, caller, id string, event mod
 	if err != nil {
 		return err
 	}
-	return s.o.Store.Audit(ctx, model.AuditEvent{At: s.now(), Kind: "mcp.task." + string(event), Actor: caller, TaskID: t.ID,
-		Data: map[string]string{"task_id": t.ID, "mcp_task_id": t.ID, "state": string(t.State), "event": string(event)}})
+	if t.Caller != caller {
+		return notFound("task", id)
+	}
+	after := ""
+	switch event {
+	case model.MCPTaskCancelRequested:
+		if t.State.Terminal() {
+			return nil
+		}
+		after = mcpTaskKind(model.MCPTaskCreated)
+	case model.MCPTaskDelivered:
+		after = mcpTaskKind(model.MCPTaskCreated)
+	}
+	_, err = s.o.Store.AuditOnce(ctx, model.AuditEvent{At: s.now(), Kind: mcpTaskKind(event), Actor: caller, TaskID: t.ID,
+		Data: map[string]string{"task_id": t.ID, "mcp_task_id": t.ID, "state": string(t.State), "event": string(event)}}, after)
+	return err
 }
+
+// mcpTaskKind is the audit kind of an MCP task event.
+func mcpTaskKind(event model.MCPTaskEvent) string { return "mcp.task." + string(event) }
 
 // Tasks lists tasks for an operator.
 func (s *Service) Tasks(ctx context.Context, f model.TaskFilter) ([]model.Task, error) {
@@ -346,27 +395,17 @@ func (s *Service) Tasks(ctx context.Context, f model.TaskFilter) ([]model.Task, 
 	return ts, err
 }
 
-// ShowTask returns a task with its events and gate verdicts.
+// ShowTask returns a task with its events and gate verdicts, read in one
+// snapshot: the timeline always leads to the state shown.
 func (s *Service) ShowTask(ctx context.Context, id string) (model.TaskDetail, error) {
-	t, err := s.task(ctx, id)
-	if err != nil {
-		return model.TaskDetail{}, err
+	if !model.ValidTaskID(id) {
+		return model.TaskDetail{}, notFound("task", id)
 	}
-	evs, err := s.o.Store.TaskEvents(ctx, id)
-	if err != nil {
-		return model.TaskDetail{}, err
+	d, err := s.o.Store.TaskDetail(ctx, id)
+	if model.ErrorCode(err) == model.CodeNotFound {
+		return model.TaskDetail{}, notFound("task", id)
 	}
-	vs, err := s.o.Store.TaskVerdicts(ctx, id)
-	if err != nil {
-		return model.TaskDetail{}, err
-	}
-	if evs == nil {
-		evs = []model.Event{}
-	}
-	if vs == nil {
-		vs = []model.Verdict{}
-	}
-	return model.TaskDetail{Task: t, Events: evs, Verdicts: vs}, nil
+	return d, err
 }
 
 // CancelTaskAsOperator cancels any non-terminal task.
@@ -392,6 +431,19 @@ func (s *Service) Messages(ctx context.Context, f model.MessageFilter) ([]model.
 		ms = []model.Message{}
 	}
 	return ms, err
+}
+
+// InboxShares lists, for an operator, the senders at their share of a
+// recipient's inbox quota.
+func (s *Service) InboxShares(ctx context.Context, to string) ([]model.InboxShare, error) {
+	if err := s.knownAgents(to); err != nil {
+		return nil, err
+	}
+	sh, err := s.o.Messages.InboxShares(ctx, to)
+	if sh == nil && err == nil {
+		sh = []model.InboxShare{}
+	}
+	return sh, err
 }
 
 // knownAgents refuses a listing filtered by an agent the relay does not

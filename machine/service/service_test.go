@@ -230,3 +230,73 @@ func TestWaitTaskAnswersWhenItsContextEnds(t *testing.T) {
 		t.Fatalf("a wait whose context ended after 200 ms: %+v, %v after %s", got, err, d)
 	}
 }
+
+// relay tasks show reads a task, its events and its verdicts in one
+// snapshot: while another goroutine moves tasks through their lifecycle
+// (each transition one commit with its event and verdicts), every timeline
+// shown ends in the state shown, with the verdicts of the transitions it
+// holds. Read in three transactions, as before, a transition committed
+// between the reads showed a state no event led to, or an event past it.
+func TestShowTaskReadsOneSnapshot(t *testing.T) {
+	t.Parallel()
+	r := daemontest.New(t)
+	ctx := context.Background()
+	steps := []model.Transition{
+		{From: model.StateSubmitted, To: model.StateAuthorized, Trigger: model.TriggerAuthorize,
+			Verdicts: []model.Verdict{{Gate: model.GateMissionLease, Passed: true}}},
+		{From: model.StateAuthorized, To: model.StateWorking, Trigger: model.TriggerStart},
+		{From: model.StateWorking, To: model.StateCompleted, Trigger: model.TriggerComplete,
+			Result: &model.TaskResult{Text: "done", StopReason: "end_turn"}},
+	}
+	deadline := time.Now().Add(3 * time.Second)
+	shown, mismatches := 0, 0
+	for i := 0; time.Now().Before(deadline) && mismatches == 0; i++ {
+		id := model.NewID(model.TaskIDPrefix)
+		if _, _, err := r.DB.CreateTask(ctx, model.Task{ID: id, Caller: "codex", Target: "claude", Mode: model.ModeReadOnly,
+			MissionID: "M-1", LeaseID: "S-1", Prompt: fmt.Sprint("snapshot ", i)}); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() {
+			for j, tr := range steps {
+				tr.TaskID = id
+				if j == len(steps)-1 {
+					tr.NoticeID = model.NewID(model.MessageIDPrefix)
+				}
+				if _, err := r.DB.Transition(ctx, tr); err != nil {
+					done <- err
+					return
+				}
+			}
+			done <- nil
+		}()
+		for end := false; !end; {
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Fatal(err)
+				}
+				end = true
+			default:
+			}
+			d, err := r.Service.ShowTask(ctx, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			shown++
+			last := model.StateSubmitted
+			if n := len(d.Events); n > 0 {
+				last = d.Events[n-1].To
+			}
+			wantVerdicts := 0
+			if len(d.Events) > 0 {
+				wantVerdicts = 1
+			}
+			if last != d.State || len(d.Verdicts) != wantVerdicts {
+				mismatches++
+				t.Errorf("task %s shown %s with %d events (the last to %s) and %d verdicts", id, d.State, len(d.Events), last, len(d.Verdicts))
+			}
+		}
+	}
+	t.Logf("%d timelines shown", shown)
+}

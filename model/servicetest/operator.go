@@ -47,8 +47,18 @@ func connectionsAreAudited(t *testing.T, f Fixture) {
 	if err := f.As(a).Connected(ctx, model.Conn{Agent: a, PID: 1, UID: 1, Kind: "mcp"}); err != nil {
 		t.Fatalf("%s connects: %v", a, err)
 	}
-	if after := f.auditRows(t); after <= before {
+	after := f.auditRows(t)
+	if after <= before {
 		t.Errorf("a connection left the audit log at %d rows (was %d)", after, before)
+	}
+	// The same process connecting again changes nothing, and writes nothing.
+	for range 50 {
+		if err := f.As(a).Connected(ctx, model.Conn{Agent: a, PID: 1, UID: 1, Kind: "mcp"}); err != nil {
+			t.Fatalf("%s connects again: %v", a, err)
+		}
+	}
+	if again := f.auditRows(t); again != after {
+		t.Errorf("50 more connections of one process took the audit log from %d to %d rows", after, again)
 	}
 }
 

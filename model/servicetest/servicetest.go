@@ -81,6 +81,7 @@ var cases = []suiteCase{
 	{"OperatorCancelsAnyTask", []string{"CancelTaskAsOperator", "ShowTask", "VerifyAudit"}, operatorCancelsAnyTask},
 	{"OperatorListsEveryMessage", []string{"Messages"}, operatorListsEveryMessage},
 	{"OperatorAgents", []string{"Agents", "ListAgents"}, operatorAgents},
+	{"SenderShares", []string{"SendMessage", "CheckInbox", "InboxShares"}, senderShares},
 	{"ProbeAndVerifyKnownAgentsOnly", []string{"ProbeAgent", "VerifyAgent"}, probeAndVerifyKnownAgentsOnly},
 	{"WatchFollowsATask", []string{"WatchEvents"}, watchFollowsATask},
 	{"WatchRefusals", []string{"WatchEvents"}, watchRefusals},
@@ -106,20 +107,23 @@ func Run(t *testing.T, newFixture func(t *testing.T) Fixture) {
 	}
 }
 
-// mcpTaskEvents: the submitter and the target may record the life of the
-// MCP task bound to a task; a third agent gets not_found, exactly as for a
-// task that does not exist; an event that is none is invalid_args.
+// mcpTaskEvents: the submitter may record the life of the MCP task bound
+// to its task, every step again without error (a repeat writes nothing);
+// the target, which may read the task, and a third agent get not_found,
+// exactly as for a task that does not exist; an event that is none is
+// invalid_args.
 func mcpTaskEvents(t *testing.T, f Fixture) {
 	ctx := context.Background()
 	a, b, c := f.Agents[0], f.Agents[1], f.Agents[2]
 	task := f.submit(t, a, model.SubmitRequest{Target: b})
-	for _, who := range []string{a, b} {
+	for range 2 {
 		for _, ev := range model.AllMCPTaskEvents() {
-			if err := f.As(who).MCPTaskEvent(ctx, who, task.ID, ev); err != nil {
-				t.Fatalf("%s records %s on %s: %v", who, ev, task.ID, err)
+			if err := f.As(a).MCPTaskEvent(ctx, a, task.ID, ev); err != nil {
+				t.Fatalf("%s records %s on %s: %v", a, ev, task.ID, err)
 			}
 		}
 	}
+	wantCode(t, "the target", f.As(b).MCPTaskEvent(ctx, b, task.ID, model.MCPTaskDelivered), model.CodeNotFound)
 	notYours := f.As(c).MCPTaskEvent(ctx, c, task.ID, model.MCPTaskCreated)
 	wantCode(t, "a third agent", notYours, model.CodeNotFound)
 	missing := f.As(c).MCPTaskEvent(ctx, c, sibling(task.ID), model.MCPTaskCreated)
@@ -608,4 +612,47 @@ func unknownTarget(t *testing.T, f Fixture) {
 			t.Errorf("list_agents lacks %s: %+v", n, agents)
 		}
 	}
+}
+
+// senderShares: one sender that fills its share of a recipient's inbox
+// quota is refused (recipient_inbox_full), another sender's message is
+// still stored, and both the recipient's check_inbox and the operator
+// name the sender at its share. The fixture's store has the default
+// quota (1,000 messages, a share of 25%: 250).
+func senderShares(t *testing.T, f Fixture) {
+	ctx := context.Background()
+	a, b, c := f.Agents[0], f.Agents[1], f.Agents[2]
+	sent, refused := 0, error(nil)
+	for range 400 {
+		if _, refused = f.As(a).SendMessage(ctx, a, model.SendRequest{To: b, Body: "x"}); refused != nil {
+			break
+		}
+		sent++
+	}
+	wantCode(t, "a sender past its share", refused, model.CodeRecipientInboxFull)
+	if sent == 0 || sent >= 400 {
+		t.Fatalf("%s sent %d messages to %s before its share was full", a, sent, b)
+	}
+	if _, err := f.As(c).SendMessage(ctx, c, model.SendRequest{To: b, Body: "y"}); err != nil {
+		t.Fatalf("another sender, after %s filled its share: %v", a, err)
+	}
+	want := []model.InboxShare{{To: b, From: a, Messages: int64(sent), Bytes: int64(sent), ShareMessages: int64(sent), ShareBytes: 16 << 20}}
+	in, err := f.As(b).CheckInbox(ctx, b, true, 1)
+	if err != nil || !equalJSON(in.OverShare, want) {
+		t.Errorf("check_inbox of %s: over_share %+v (%v), want %+v", b, in.OverShare, err, want)
+	}
+	op, err := f.Operator.InboxShares(ctx, "")
+	if err != nil || !equalJSON(op, want) {
+		t.Errorf("operator's shares: %+v (%v), want %+v", op, err, want)
+	}
+	if none, err := f.Operator.InboxShares(ctx, c); err != nil || len(none) != 0 {
+		t.Errorf("operator's shares of %s: %+v (%v), want none", c, none, err)
+	}
+}
+
+// equalJSON compares two values by their JSON encodings.
+func equalJSON(x, y any) bool {
+	bx, err1 := json.Marshal(x)
+	by, err2 := json.Marshal(y)
+	return err1 == nil && err2 == nil && string(bx) == string(by)
 }

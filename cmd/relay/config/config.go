@@ -59,11 +59,16 @@ type RetentionConfig struct {
 	// and agent log (key terminal_tasks, default
 	// DefaultTerminalTasksRetention).
 	TerminalTasks time.Duration `toml:"terminal_tasks"`
+	// Audit is how long an audit row is kept (key audit, default
+	// DefaultAuditRetention): older rows are cut from the start of the
+	// chain behind a checkpoint that keeps their digest, and `relay audit
+	// verify` verifies the rest from it.
+	Audit time.Duration `toml:"audit"`
 }
 
 // Policy is the retention policy the table sets.
 func (r RetentionConfig) Policy() model.RetentionPolicy {
-	return model.RetentionPolicy{AckedMessages: r.AckedMessages, TerminalTasks: r.TerminalTasks}
+	return model.RetentionPolicy{AckedMessages: r.AckedMessages, TerminalTasks: r.TerminalTasks, Audit: r.Audit}
 }
 
 // DaemonConfig is the [daemon] table.
@@ -208,6 +213,12 @@ type LimitsConfig struct {
 	// unacknowledged messages may hold (key inbox_bytes, default
 	// DefaultInboxBytes, at least message_bytes). Zero means no limit.
 	InboxBytes int64 `toml:"inbox_bytes"`
+	// InboxSenderShare is the percentage of a recipient's quota
+	// (inbox_messages and inbox_bytes alike) one sender's unacknowledged
+	// messages to it may hold (key inbox_sender_share, 1..100, default
+	// DefaultInboxSenderShare), so that one sender cannot fill an inbox
+	// for the others; 100 gives each sender the whole quota.
+	InboxSenderShare int `toml:"inbox_sender_share"`
 	// MaxDelegationDepth bounds a delegation chain (key
 	// max_delegation_depth, 1..MaxDelegationDepth, default
 	// DefaultMaxDelegationDepth): a task submitted from inside a chain of
@@ -277,6 +288,7 @@ const (
 	DefaultSynchronous      = SynchronousFull
 	DefaultInboxMessages    = persistence.DefaultInboxMessages
 	DefaultInboxBytes       = persistence.DefaultInboxBytes
+	DefaultInboxSenderShare = persistence.DefaultInboxSenderShare
 	DefaultMinFreeBytes     = persistence.DefaultMinFreeBytes
 	// DefaultMaxDelegationDepth and MaxDelegationDepth are the default
 	// and the largest value of max_delegation_depth.
@@ -287,6 +299,7 @@ const (
 	MinReserveBytes               = persistence.MinReserveBytes
 	DefaultAckedMessagesRetention = persistence.DefaultAckedMessagesRetention
 	DefaultTerminalTasksRetention = persistence.DefaultTerminalTasksRetention
+	DefaultAuditRetention         = persistence.DefaultAuditRetention
 	// DefaultIdleTimeout is the daemon's: the daemon's idle exit lives in
 	// cmd/relay, whose config this package is.
 	DefaultIdleTimeout = 10 * time.Minute
@@ -314,19 +327,21 @@ func DefaultConfig() Config {
 		Authority: AuthorityConfig{Timeout: DefaultAuthorityTimeout},
 		Agents:    agents,
 		Limits: LimitsConfig{
-			MessageBytes:  DefaultMessageBytes,
-			TaskTimeout:   DefaultTaskTimeout,
-			StartTimeout:  DefaultStartTimeout,
-			ProbeTimeout:  DefaultProbeTimeout,
-			MaxDispatch:   DefaultMaxDispatch,
-			InboxMessages: DefaultInboxMessages,
-			InboxBytes:    DefaultInboxBytes,
+			MessageBytes:     DefaultMessageBytes,
+			TaskTimeout:      DefaultTaskTimeout,
+			StartTimeout:     DefaultStartTimeout,
+			ProbeTimeout:     DefaultProbeTimeout,
+			MaxDispatch:      DefaultMaxDispatch,
+			InboxMessages:    DefaultInboxMessages,
+			InboxBytes:       DefaultInboxBytes,
+			InboxSenderShare: DefaultInboxSenderShare,
 
 			MaxDelegationDepth: DefaultMaxDelegationDepth,
 		},
-		Storage:   StorageConfig{Synchronous: DefaultSynchronous, MinFreeBytes: DefaultMinFreeBytes},
-		Retention: RetentionConfig{AckedMessages: DefaultAckedMessagesRetention, TerminalTasks: DefaultTerminalTasksRetention},
-		Daemon:    DaemonConfig{IdleTimeout: DefaultIdleTimeout},
+		Storage: StorageConfig{Synchronous: DefaultSynchronous, MinFreeBytes: DefaultMinFreeBytes},
+		Retention: RetentionConfig{AckedMessages: DefaultAckedMessagesRetention, TerminalTasks: DefaultTerminalTasksRetention,
+			Audit: DefaultAuditRetention},
+		Daemon: DaemonConfig{IdleTimeout: DefaultIdleTimeout},
 	}
 }
 
@@ -447,6 +462,9 @@ func (c Config) Validate() error {
 	if err := checkPerCaller(c.Limits); err != nil {
 		return bad("limits.max_dispatch_per_caller", leafHint("limits.max_dispatch_per_caller", ""), err)
 	}
+	if s := c.Limits.InboxSenderShare; s < 1 || s > 100 {
+		return bad("limits.inbox_sender_share", leafHint("limits.inbox_sender_share", ""), fmt.Errorf("want a percentage from 1 to 100, got %d", s))
+	}
 	if d := c.Limits.MaxDelegationDepth; d < 1 || d > MaxDelegationDepth {
 		return bad("limits.max_delegation_depth", leafHint("limits.max_delegation_depth", ""), fmt.Errorf("want an integer from 1 to %d, got %d", MaxDelegationDepth, d))
 	}
@@ -468,6 +486,9 @@ func (c Config) Validate() error {
 	}
 	if c.Retention.AckedMessages < 0 {
 		return bad("retention.acked_messages", leafHint("retention.acked_messages", ""), fmt.Errorf("want a duration of 0 or more, got %s", c.Retention.AckedMessages))
+	}
+	if c.Retention.Audit < 0 {
+		return bad("retention.audit", leafHint("retention.audit", ""), fmt.Errorf("want a duration of 0 or more, got %s", c.Retention.Audit))
 	}
 	if c.Retention.TerminalTasks < 0 {
 		return bad("retention.terminal_tasks", leafHint("retention.terminal_tasks", ""), fmt.Errorf("want a duration of 0 or more, got %s", c.Retention.TerminalTasks))

@@ -55,18 +55,19 @@ func TestDefaultConfig(t *testing.T) {
 		Authority: config.AuthorityConfig{Command: nil, Timeout: 5 * time.Second},
 		Agents:    c.Agents,
 		Limits: config.LimitsConfig{
-			MessageBytes:  262144,
-			TaskTimeout:   30 * time.Minute,
-			StartTimeout:  60 * time.Second,
-			ProbeTimeout:  60 * time.Second,
-			MaxDispatch:   4,
-			InboxMessages: 1000,
-			InboxBytes:    64 << 20,
+			MessageBytes:     262144,
+			TaskTimeout:      30 * time.Minute,
+			StartTimeout:     60 * time.Second,
+			ProbeTimeout:     60 * time.Second,
+			MaxDispatch:      4,
+			InboxMessages:    1000,
+			InboxBytes:       64 << 20,
+			InboxSenderShare: 25,
 
 			MaxDelegationDepth: 3,
 		},
 		Storage:   config.StorageConfig{Synchronous: "FULL", MinFreeBytes: 64 << 20},
-		Retention: config.RetentionConfig{AckedMessages: 30 * 24 * time.Hour, TerminalTasks: 90 * 24 * time.Hour},
+		Retention: config.RetentionConfig{AckedMessages: 30 * 24 * time.Hour, TerminalTasks: 90 * 24 * time.Hour, Audit: 365 * 24 * time.Hour},
 		Daemon:    config.DaemonConfig{IdleTimeout: 10 * time.Minute},
 	}
 	if !reflect.DeepEqual(c, want) {
@@ -161,9 +162,9 @@ func TestParseConfigFull(t *testing.T) {
 	want.Agents["my-agent_2"] = config.AgentConfig{Command: []string{"my-agent-acp"}, Enabled: true, VerifiedWithin: config.DefaultVerifiedWithin}
 	want.Agents["off"] = config.AgentConfig{Command: []string{"/usr/local/bin/My Agent/acp"}, Enabled: false, EnabledSet: true, VerifiedWithin: config.DefaultVerifiedWithin}
 	want.Limits = config.LimitsConfig{MessageBytes: 1024, TaskTimeout: 90 * time.Minute, ProbeTimeout: 15 * time.Second, StartTimeout: 20 * time.Second,
-		MaxDispatch: 16, MaxDispatchPerCaller: 5, InboxMessages: 0, InboxBytes: 1 << 20, MaxDelegationDepth: 1}
+		MaxDispatch: 16, MaxDispatchPerCaller: 5, InboxMessages: 0, InboxBytes: 1 << 20, InboxSenderShare: 25, MaxDelegationDepth: 1}
 	want.Storage = config.StorageConfig{Synchronous: config.SynchronousNormal, MinFreeBytes: 0}
-	want.Retention = config.RetentionConfig{AckedMessages: 0, TerminalTasks: 168 * time.Hour}
+	want.Retention = config.RetentionConfig{AckedMessages: 0, TerminalTasks: 168 * time.Hour, Audit: 365 * 24 * time.Hour}
 	want.Daemon.IdleTimeout = 90 * time.Second
 	if !reflect.DeepEqual(c, want) {
 		t.Errorf("ParseConfig =\n%+v\nwant\n%+v", c, want)
@@ -307,6 +308,9 @@ var badConfigs = []struct {
 	{"a share over max_dispatch set after it", "limits.max_dispatch_per_caller = 3\nlimits.max_dispatch = 2\n", "limits.max_dispatch_per_caller", 1, "3 is more than limits.max_dispatch (2)"},
 	{"negative max_dispatch", "[limits]\nmax_dispatch = -1\n", "limits.max_dispatch", 2, "got -1"},
 	{"zero max_delegation_depth", "[limits]\nmax_delegation_depth = 0\n", "limits.max_delegation_depth", 2, "want an integer from 1 to 16, got integer 0"},
+	{"negative audit retention", "[retention]\naudit = \"-1h\"\n", "retention.audit", 2, "-1h"},
+	{"zero inbox_sender_share", "[limits]\ninbox_sender_share = 0\n", "limits.inbox_sender_share", 2, "want a percentage from 1 to 100, got integer 0"},
+	{"inbox_sender_share over the whole", "[limits]\ninbox_sender_share = 101\n", "limits.inbox_sender_share", 2, "got integer 101"},
 	{"max_delegation_depth over the bound", "[limits]\nmax_delegation_depth = 17\n", "limits.max_delegation_depth", 2, "got integer 17"},
 	{"max_delegation_depth is a string", "[limits]\nmax_delegation_depth = \"3\"\n", "limits.max_delegation_depth", 2, `got string "3"`},
 	{"zero message_bytes", "[limits]\nmessage_bytes = 0\n", "limits.message_bytes", 2, "positive"},
@@ -618,7 +622,7 @@ max_dispatch = 2
 	// max_dispatch: 2 task_timeout: 30m0s
 	// invalid_config
 	// config.toml:2: limits.max_dispatc: unknown key (did you mean max_dispatch?)
-	// remove it or fix its spelling; the keys of [limits] are inbox_bytes, inbox_messages, max_delegation_depth, max_dispatch, max_dispatch_per_caller, message_bytes, probe_timeout, start_timeout, task_timeout
+	// remove it or fix its spelling; the keys of [limits] are inbox_bytes, inbox_messages, inbox_sender_share, max_delegation_depth, max_dispatch, max_dispatch_per_caller, message_bytes, probe_timeout, start_timeout, task_timeout
 }
 
 func TestParseConfigMCPServers(t *testing.T) {

@@ -44,6 +44,7 @@ import (
 //
 //	inbox_messages = 1000                   # integer >= 0; 0 = no limit
 //	inbox_bytes = 67108864                  # integer >= 0 (>= message_bytes); 0 = no limit
+//	inbox_sender_share = 25                 # 1..100: percent of both one sender may hold
 //
 //	[storage]
 //	synchronous = "NORMAL"                  # or "FULL"; see StorageConfig
@@ -52,6 +53,7 @@ import (
 //	[retention]
 //	acked_messages = "720h"                 # Go duration, >= 0; "0" = keep forever
 //	terminal_tasks = "2160h"                # Go duration, >= 0; "0" = keep forever
+//	audit = "8760h"                         # Go duration, >= 0; "0" = keep the audit log whole
 //
 //	[daemon]
 //	idle_timeout = "10m"                    # Go duration, >= 0; "0" = never
@@ -427,6 +429,12 @@ var leaves = map[string]leaf{
 		want:    fmt.Sprintf("a number of bytes, at least message_bytes, 0 for no limit (default %d): how many bytes of bodies one recipient's unacknowledged messages may hold", DefaultInboxBytes),
 		example: fmt.Sprintf("inbox_bytes = %d", DefaultInboxBytes),
 	},
+	"limits.inbox_sender_share": {
+		check: checked(parseShare),
+		want: fmt.Sprintf("a percentage from 1 to 100 (default %d): how much of a recipient's quota (inbox_messages and inbox_bytes alike) "+
+			"one sender's unacknowledged messages to it may hold, so that one sender cannot fill an inbox for the others; 100 is the whole quota", DefaultInboxSenderShare),
+		example: fmt.Sprintf("inbox_sender_share = %d", DefaultInboxSenderShare),
+	},
 	"storage.min_free_bytes": {
 		check:   checked(parseReserve),
 		want:    fmt.Sprintf("a number of bytes, 0 for no reserve or at least %d (default %d): the free space kept for acknowledgements and pruning; new messages and tasks are refused (storage_full) below it", MinReserveBytes, DefaultMinFreeBytes),
@@ -436,6 +444,11 @@ var leaves = map[string]leaf{
 		check:   checked(parseKeep),
 		want:    "a Go duration, 0 to keep forever (default " + model.ShortDuration(DefaultAckedMessagesRetention) + "): how long an acknowledged message is kept after its acknowledgement",
 		example: `acked_messages = "720h"`,
+	},
+	"retention.audit": {
+		check:   checked(parseKeep),
+		want:    "a Go duration, 0 to keep the whole log (default " + model.ShortDuration(DefaultAuditRetention) + "): how long an audit row is kept; older rows are cut from the start of the chain behind a checkpoint that keeps their digest, and relay audit verify still passes",
+		example: `audit = "8760h"`,
 	},
 	"retention.terminal_tasks": {
 		check:   checked(parseKeep),

@@ -311,6 +311,15 @@ func parseDepth(v any) (int, error) {
 	return int(n), nil
 }
 
+// parseShare parses limits.inbox_sender_share: a percentage, 1 to 100.
+func parseShare(v any) (int, error) {
+	n, ok := v.(int64)
+	if !ok || n < 1 || n > 100 {
+		return 0, fmt.Errorf("want a percentage from 1 to 100, got %s", describe(v))
+	}
+	return int(n), nil
+}
+
 // checkPerCaller checks limits.max_dispatch_per_caller against
 // limits.max_dispatch (zero: the default, always within).
 func checkPerCaller(l LimitsConfig) error {
