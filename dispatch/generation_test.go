@@ -10,6 +10,7 @@ import (
 
 	"github.com/hai-relay/relay/dispatch"
 	"github.com/hai-relay/relay/model"
+	"github.com/hai-relay/relay/spec"
 )
 
 // installAdapter installs the fake agent as an npm package would an
@@ -128,6 +129,13 @@ func TestAdapterGenerations(t *testing.T) {
 				}
 				if n := len(e.events(t, "session_new")); n != 0 {
 					t.Errorf("session/new sent %d times to a refused adapter", n)
+				}
+				// The hint the task carries agrees with its message: the
+				// adapter is the cause, so it never sends the user to
+				// their settings.
+				hint := spec.TaskHint(model.Task{ID: "T-1", State: out.State, Code: out.Code, Target: c.agent, Message: out.Message})
+				if strings.Contains(hint, "own settings") || !strings.Contains(hint, "relay agents verify "+c.agent) {
+					t.Errorf("message %q, hint %q: the hint contradicts the message", out.Message, hint)
 				}
 				return
 			}

@@ -68,10 +68,15 @@ func ToolFailuresOf(calls []ToolCall) *ToolFailures {
 
 // Task is a delegated unit of work and its lifecycle.
 type Task struct {
-	ID               string     `json:"task_id"`
-	State            State      `json:"state"`
-	Code             Code       `json:"code"`
-	Message          string     `json:"message"`
+	ID      string `json:"task_id"`
+	State   State  `json:"state"`
+	Code    Code   `json:"code"`
+	Message string `json:"message"`
+	// Hint says what to do about Code ("" without a code): the code's
+	// catalogue hint with the task's agent, id and the cause its message
+	// names filled in (spec.TaskHint). Derived when the task is read,
+	// never stored.
+	Hint             string     `json:"hint"`
 	Caller           string     `json:"caller"`
 	Target           string     `json:"target"`
 	Mode             Mode       `json:"mode"`
