@@ -67,6 +67,12 @@ func ToolFailuresOf(calls []ToolCall) *ToolFailures {
 }
 
 // Task is a delegated unit of work and its lifecycle.
+// MaxTaskHintBytes bounds a task's hint as JSON encodes it (quotes and
+// escapes included): a listing reserves it for each task with a code,
+// since the hint is filled in after the page is cut (spec.TaskHint; a spec
+// test holds every hint to it, with the longest agent name).
+const MaxTaskHintBytes = 640
+
 type Task struct {
 	ID      string `json:"task_id"`
 	State   State  `json:"state"`

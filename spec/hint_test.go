@@ -105,3 +105,22 @@ func TestTaskHintFollowsTheCauseTheMessageNames(t *testing.T) {
 		t.Errorf("a completed task: hint %q, want none", got)
 	}
 }
+
+// A task's hint, filled for the longest agent name and any cause, stays
+// within model.MaxTaskHintBytes as JSON encodes it: the listings reserve
+// that much for it.
+func TestTaskHintsFitTheirReserve(t *testing.T) {
+	t.Parallel()
+	agent := strings.Repeat("a", 64)
+	for _, ci := range spec.Catalogue() {
+		if ci.Kind != spec.KindTask {
+			continue
+		}
+		for _, msg := range []string{"", "The cause is the adapter, not your settings"} {
+			h := spec.TaskHint(model.Task{ID: "T-01KBXZ0000000000000000000A", Code: ci.Code, Target: agent, Message: msg})
+			if n := model.EncodedLen(h); n > model.MaxTaskHintBytes {
+				t.Errorf("%s: the hint encodes to %d bytes, over model.MaxTaskHintBytes (%d)", ci.Code, n, model.MaxTaskHintBytes)
+			}
+		}
+	}
+}
