@@ -242,9 +242,44 @@ func CheckCommand(argv []string) string {
 	if in == nil {
 		return ""
 	}
+	prog := filepath.Base(argv[0])
 	if s, _ := in.script(argv[1:]); s != "" && !filepath.IsAbs(s) && !remoteSpecifier(s) {
 		return fmt.Sprintf("%s runs the script %s, a relative path that it would look up in each task's cwd "+
-			"(a directory the task's project controls); give the script's absolute path", filepath.Base(argv[0]), s)
+			"(a directory the task's project controls); give the script's absolute path", prog, s)
+	}
+	if why := in.cwdLoads(prog, argv[1:]); why != "" {
+		return why
+	}
+	return ""
+}
+
+// cwdLoads says which of an interpreter's options before its script would
+// load code found through each task's cwd ("" when none): a module
+// preloaded by a name or a relative path (node -r, --import, --loader;
+// bun --preload), python's -m (the cwd comes first on its module path).
+func (in *interpreter) cwdLoads(prog string, args []string) string {
+	loaders := []string{"-r", "--require", "--import", "--loader", "--experimental-loader", "--preload"}
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		name, value, hasValue := strings.Cut(a, "=")
+		switch {
+		case a == "--" || !strings.HasPrefix(a, "-") && !slices.Contains(in.subcommands, a):
+			return "" // the script: what follows is its own
+		case in == &pythonInterpreter && name == "-m":
+			return fmt.Sprintf("%s -m finds the module through each task's cwd first (a directory the task's project controls); "+
+				"name the adapter's installed executable, or its script's absolute path", prog)
+		case slices.Contains(loaders, name):
+			if !hasValue && i+1 < len(args) {
+				i++
+				value = args[i]
+			}
+			if !filepath.IsAbs(value) {
+				return fmt.Sprintf("%s %s %s loads a module found through each task's cwd (a directory the task's project controls); "+
+					"give its absolute path", prog, name, value)
+			}
+		case !hasValue && slices.Contains(in.valued, a):
+			i++
+		}
 	}
 	return ""
 }

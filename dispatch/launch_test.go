@@ -169,3 +169,34 @@ func TestRefuseLauncher(t *testing.T) {
 		}
 	}
 }
+
+// An interpreter command passes only when what it loads does not depend
+// on the task's cwd: the script, and any module preloaded before it, by
+// absolute path; python's -m (the cwd first on its module path) is
+// refused. Launchers are refused as RefuseLauncher says.
+func TestCheckCommand(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		argv []string
+		want string // "": accepted
+	}{
+		{[]string{"/usr/bin/node", "/opt/gemini.js", "--acp"}, ""},
+		{[]string{"node", "--require", "/opt/hook.js", "/opt/gemini.js", "--acp"}, ""},
+		{[]string{"node", "/opt/gemini.js", "-r", "x"}, ""}, // the script's own arguments
+		{[]string{"node", "gemini.js", "--acp"}, "relative path"},
+		{[]string{"node", "-r", "./hook.js", "/opt/gemini.js"}, "loads a module found through each task's cwd"},
+		{[]string{"node", "--import=tsx", "/opt/gemini.js"}, "loads a module found through each task's cwd"},
+		{[]string{"bun", "run", "acp"}, "relative path"},
+		{[]string{"bun", "--preload", "hook", "run", "/opt/gemini.js"}, "loads a module"},
+		{[]string{"deno", "run", "-A", "main.ts"}, "relative path"},
+		{[]string{"python3", "-m", "hermes", "acp"}, "-m finds the module through each task's cwd"},
+		{[]string{"python3", "-u", "/opt/hermes/acp.py"}, ""},
+		{[]string{"npx", "@google/gemini-cli"}, "at run time"},
+		{[]string{"gemini", "--acp"}, ""},
+	} {
+		got := dispatch.CheckCommand(c.argv)
+		if (c.want == "") != (got == "") || !strings.Contains(got, c.want) {
+			t.Errorf("%q: %q, want %q", c.argv, got, c.want)
+		}
+	}
+}
