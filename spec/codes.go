@@ -1,6 +1,10 @@
 package spec
 
-import "github.com/hai-relay/relay/model"
+import (
+	"sync"
+
+	"github.com/hai-relay/relay/model"
+)
 
 // CodeKind says what a code is attached to.
 type CodeKind string
@@ -102,13 +106,19 @@ func Catalogue() []CodeInfo {
 
 // Lookup returns the catalogue entry of a code.
 func Lookup(c model.Code) (CodeInfo, bool) {
-	for _, ci := range Catalogue() {
-		if ci.Code == c {
-			return ci, true
-		}
-	}
-	return CodeInfo{}, false
+	ci, ok := byCode()[c]
+	return ci, ok
 }
+
+// byCode indexes the catalogue once: every task the service answers
+// looks its code up (TaskHint), a listing up to a thousand times.
+var byCode = sync.OnceValue(func() map[model.Code]CodeInfo {
+	m := map[model.Code]CodeInfo{}
+	for _, ci := range Catalogue() {
+		m[ci.Code] = ci
+	}
+	return m
+})
 
 // Hint returns the default hint of a code, for an error that concerns no
 // task (FillHint with no facts). A task's hint is TaskHint's.
