@@ -41,6 +41,10 @@ type Adapter struct {
 	// the package.json's path and content ("" when the command is not
 	// found or cannot be read).
 	Fingerprint string
+	// Interpreter is the interpreter the command names when its adapter
+	// is a script (node, bun, deno, python: IdentifyCommand); Path and
+	// RealPath are then the script's. "" for an executable adapter.
+	Interpreter string
 	// Err says why the files could not be read, when they could not.
 	Err string
 }

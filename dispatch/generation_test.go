@@ -3,6 +3,7 @@ package dispatch_test
 import (
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/hai-relay/relay/dispatch"
 	"github.com/hai-relay/relay/model"
+	"github.com/hai-relay/relay/spec"
 )
 
 // installAdapter installs the fake agent as an npm package would an
@@ -129,6 +131,13 @@ func TestAdapterGenerations(t *testing.T) {
 				if n := len(e.events(t, "session_new")); n != 0 {
 					t.Errorf("session/new sent %d times to a refused adapter", n)
 				}
+				// The hint the task carries agrees with its message: the
+				// adapter is the cause, so it never sends the user to
+				// their settings.
+				hint := spec.TaskHint(model.Task{ID: "T-1", State: out.State, Code: out.Code, Target: c.agent, Message: out.Message})
+				if strings.Contains(hint, "own settings") || !strings.Contains(hint, "relay agents verify "+c.agent) {
+					t.Errorf("message %q, hint %q: the hint contradicts the message", out.Message, hint)
+				}
 				return
 			}
 			wantOutcome(t, out, model.StateCompleted, "")
@@ -203,5 +212,46 @@ func TestAdapterGenerationLaunch(t *testing.T) {
 	if cfg["sandbox_mode"] != "read-only" || cfg["approval_policy"] != "on-request" || cfg["approvals_reviewer"] != "user" ||
 		features["shell_snapshot"] != false || cfg["model_provider"] != "mine" {
 		t.Errorf("CODEX_CONFIG %v: the profile's pins over the daemon's own value", cfg)
+	}
+}
+
+// An adapter launched the way its users launch it, an interpreter and the
+// script (`node …/gemini.js --acp`), runs under the profile of the
+// script's package, even when the interpreter itself comes as an npm
+// package (node_modules/node/bin/node), which used to be taken for the
+// adapter and refused. The interpreter here is Python behind a wrapper
+// in such a package (the fake agent is not a Node program); the script
+// execs the fake agent as the adapter.
+func TestAdapterLaunchedByAnInterpreter(t *testing.T) {
+	t.Parallel()
+	fake := newEnv(t).bin
+	python, err := exec.LookPath("python3")
+	if err != nil {
+		t.Skip("python3 is not installed")
+	}
+	dir := t.TempDir()
+	nodePkg := filepath.Join(dir, "opt", "node_modules", "node")
+	writeFile(t, filepath.Join(nodePkg, "package.json"), `{"name":"node","version":"22.12.0"}`, 0o644)
+	interp := writeFile(t, filepath.Join(nodePkg, "bin", "python3"), "#!/bin/sh\nexec '"+python+"' \"$@\"\n", 0o755)
+	for _, c := range []struct{ pkg, version, note string }{
+		{"@agentclientprotocol/claude-agent-acp", "0.101.0", "hardening profile claude-agent-acp 0.101.x (verified on 0.101.0, running @agentclientprotocol/claude-agent-acp 0.101.0)"},
+		{"@zed-industries/claude-agent-acp", "0.23.1", "hardening profile claude-agent-acp 0.23.x (verified on 0.23.1, running @zed-industries/claude-agent-acp 0.23.1)"},
+	} {
+		root := filepath.Join(dir, "lib", "node_modules", filepath.FromSlash(c.pkg))
+		writeFile(t, filepath.Join(root, "package.json"), `{"name":"`+c.pkg+`","version":"`+c.version+`"}`, 0o644)
+		script := writeFile(t, filepath.Join(root, "dist", "index.py"), "import os, sys\n"+
+			"os.environ['FAKEAGENT_NAME'] = '"+c.pkg+"'\nos.environ['FAKEAGENT_VERSION'] = '"+c.version+"'\n"+
+			"os.execv('"+fake+"', ['"+fake+"'] + sys.argv[1:])\n", 0o644)
+		e := newEnv(t, func(o *dispatch.Options) {
+			o.Registry = dispatch.NewRegistry([]dispatch.AgentSpec{{Name: "claude", Command: []string{interp, "-u", script}, Enabled: true}}, nil, nil)
+		})
+		out, r := e.run(t, e.task("claude", "echo hello", model.ModeReadOnly))
+		wantOutcome(t, out, model.StateCompleted, "")
+		r.mu.Lock()
+		note := strings.Join(r.notes, "")
+		r.mu.Unlock()
+		if !strings.Contains(note, c.note) {
+			t.Errorf("%s: working note %q lacks %q", c.pkg, note, c.note)
+		}
 	}
 }

@@ -138,7 +138,7 @@ func (r *Registry) adapter(s AgentSpec) Adapter {
 	if err != nil {
 		return Adapter{}
 	}
-	return IdentifyAdapter(p)
+	return IdentifyCommand(p, s.Command[1:])
 }
 
 // Known implements model.Registry: a name lookup, no PATH search.
@@ -183,7 +183,7 @@ func (r *Registry) Agent(_ context.Context, name string) (model.AgentInfo, bool)
 	r.mu.Unlock()
 	ad := Adapter{}
 	if resolved != "" {
-		ad = IdentifyAdapter(resolved)
+		ad = IdentifyCommand(resolved, s.Command[1:])
 	}
 	info.Adapter = ad.Model()
 	inst := installedVersion(ad, seen)

@@ -313,7 +313,7 @@ func sandboxRefusal(agent string, err error) *model.Error {
 	st := sandbox.Check(bwrapPath, exec.LookPath)
 	hint := st.Fix
 	if st.OK || hint == "" {
-		hint = "read the task log; `relay doctor` checks the sandbox"
+		hint = "read the task log"
 	}
 	return &model.Error{Code: model.CodeAgentSandboxUnavailable,
 		Message: fmt.Sprintf("agent %s was not started: %v", agent, err), Hint: hint, Err: err}

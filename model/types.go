@@ -67,11 +67,22 @@ func ToolFailuresOf(calls []ToolCall) *ToolFailures {
 }
 
 // Task is a delegated unit of work and its lifecycle.
+// MaxTaskHintBytes bounds a task's hint as JSON encodes it (quotes and
+// escapes included): a listing reserves it for each task with a code,
+// since the hint is filled in after the page is cut (spec.TaskHint; a spec
+// test holds every hint to it, with the longest agent name).
+const MaxTaskHintBytes = 640
+
 type Task struct {
-	ID               string     `json:"task_id"`
-	State            State      `json:"state"`
-	Code             Code       `json:"code"`
-	Message          string     `json:"message"`
+	ID      string `json:"task_id"`
+	State   State  `json:"state"`
+	Code    Code   `json:"code"`
+	Message string `json:"message"`
+	// Hint says what to do about Code ("" without a code): the code's
+	// catalogue hint with the task's agent, id and the cause its message
+	// names filled in (spec.TaskHint). Derived when the task is read,
+	// never stored.
+	Hint             string     `json:"hint"`
 	Caller           string     `json:"caller"`
 	Target           string     `json:"target"`
 	Mode             Mode       `json:"mode"`

@@ -67,6 +67,12 @@ API, and from the operator CLI with ` + "`--json`" + `. Match on the code; the m
 hint are for people and may change. An error that carries no code is reported as
 ` + "`internal`" + `, and its details go to the daemon log only. The hints below are the
 defaults; a message may come with a more specific one.
+
+A task that ends with a code carries its hint too, in its ` + "`hint`" + ` field (` + "`get_task`" + `,
+` + "`relay tasks show`" + ` and ` + "`--json`" + `). Below, NAME stands for the task's agent and ID
+for its id; a task's hint has them filled in, and where its message names the
+cause (as some ` + "`agent_unsafe_mode`" + ` messages name the adapter) the hint is that
+cause's.
 `)
 	cat := Catalogue()
 	for _, sec := range errorsDocKinds {
@@ -81,7 +87,7 @@ defaults; a message may come with a more specific one.
 				second = "`" + string(ci.State) + "`"
 			}
 			fmt.Fprintf(&b, "| `%s` | %s | %s | %s |\n",
-				ci.Code, second, mdCell(ci.Meaning), mdCell(ci.Hint))
+				ci.Code, second, mdCell(ci.Meaning), mdCell(docHint(ci)))
 		}
 	}
 	b.WriteString(`
@@ -99,6 +105,17 @@ value). The relay's own ids are refused when malformed, never stored.
 		fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", "`"+strings.ReplaceAll(fb.Field, ", ", "`, `")+"`", fb.Where, mdCell(fb.Bound), mdCell(fb.Beyond))
 	}
 	return b.Bytes()
+}
+
+// docHint is ci's hint as the docs show it: the slots as NAME and ID, then
+// the hint of each cause a message may name.
+func docHint(ci CodeInfo) string {
+	doc := strings.NewReplacer(SlotAgent, "NAME", SlotTask, "ID")
+	h := doc.Replace(ci.Hint)
+	for _, c := range ci.Causes {
+		h += "; where the message says \"" + c.Marker + "\": " + doc.Replace(c.Hint)
+	}
+	return h
 }
 
 // mdCell makes s safe inside a Markdown table cell.

@@ -139,7 +139,7 @@ var cliHints = map[model.Code]string{
 // it is the JSON object {"code","message","hint"} on stdout instead
 // (spec/errors.md), with the same exit code.
 func printError(e *env, err error, asJSON bool) {
-	pe := model.Public(err)
+	pe := spec.PublicError(err)
 	if h, ok := cliHints[pe.Code]; ok && pe.Hint == spec.Hint(pe.Code) {
 		pe.Hint = h
 	}

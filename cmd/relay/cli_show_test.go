@@ -39,7 +39,7 @@ func TestCLIOperatorCommands(t *testing.T) {
 	if row := gateRow(out); !strings.HasSuffix(row, "…") {
 		t.Errorf("without --wide the long detail is not cut: %q", row)
 	}
-	if !strings.Contains(out, "hint      run the adapter by hand") {
+	if !strings.Contains(out, "hint      `relay tasks show "+task.ID+"` shows the adapter's exit status and stderr") {
 		t.Errorf("tasks show does not end with the code's hint:\n%s", out)
 	}
 	out, _, _ = cli(t, home, "tasks", "show", task.ID, "--wide")

@@ -287,11 +287,17 @@ func TestE2EBadConfigIsRefusedAndNothingIsWritten(t *testing.T) {
 		{"[limits]\nmax_dispatc = 3\n", "limits.max_dispatc"},
 		{"[authority]\ncommand = []\n", "authority.command"},
 		{"[storage]\nsynchronous = \"OFF\"\n", "storage.synchronous"},
+		// A launcher that fetches the adapter at every start: refused,
+		// naming the install command (the message is checked below).
+		{"[agents.gemini]\ncommand = [\"npx\", \"@google/gemini-cli\", \"--acp\"]\n", "agents.gemini.command"},
 	} {
 		home := newHome(t, c.config)
 		_, errOut, code := cli(t, home, "daemon")
 		if code != 2 || !strings.Contains(errOut, c.key) || !strings.Contains(errOut, "invalid_config") || !strings.Contains(errOut, "hint:") {
 			t.Errorf("%q: exit %d\n%s", c.config, code, errOut)
+		}
+		if strings.Contains(c.config, "npx") && !strings.Contains(errOut, "`npm install -g @google/gemini-cli`") {
+			t.Errorf("%q: the refusal does not name the install command:\n%s", c.config, errOut)
 		}
 		if _, err := os.Stat(filepath.Join(home, "relay.db")); !os.IsNotExist(err) {
 			t.Errorf("%q: a database was created despite the bad config", c.config)

@@ -90,7 +90,7 @@ func (f *rawFacade) awaitTask(id string) map[string]any {
 		if e != nil {
 			f.t.Fatalf("tasks/get %s: %v", id, e)
 		}
-		if res["resultType"] != "complete" || res["taskId"] != id || res["pollIntervalMs"] != float64(2000) {
+		if res["resultType"] != "complete" || res["taskId"] != id || res["pollIntervalMs"] != float64(1000) {
 			f.t.Fatalf("tasks/get %s: %v", id, res)
 		}
 		if res["status"] != "working" {
@@ -126,7 +126,7 @@ func TestMCPTasksRoundTrip(t *testing.T) {
 	// Completed: the handle, then the result in a turn of the client's own.
 	h := claude.submit(true, task("echo the answer is 42"))
 	id, _ := h["taskId"].(string)
-	if h["resultType"] != "task" || !strings.HasPrefix(id, "T-") || h["status"] != "working" || h["pollIntervalMs"] != float64(2000) ||
+	if h["resultType"] != "task" || !strings.HasPrefix(id, "T-") || h["status"] != "working" || h["pollIntervalMs"] != float64(1000) ||
 		h["createdAt"] == nil || h["lastUpdatedAt"] == nil {
 		t.Fatalf("submit_task with the extension: %v, want a task handle", h)
 	}

@@ -9,7 +9,6 @@ import (
 	"strings"
 
 	"github.com/hai-relay/relay/model"
-	"github.com/hai-relay/relay/spec"
 )
 
 func init() {
@@ -158,8 +157,8 @@ func printTask(w io.Writer, home string, d model.TaskDetail, wide bool) error {
 	if log := filepath.Join(home, "logs", "tasks", d.ID+".log"); fileExists(log) {
 		fmt.Fprintf(w, "\nagent log %s\n", safeText(log))
 	}
-	if ci, ok := spec.Lookup(d.Code); ok && ci.Hint != "" && ci.Hint != "—" {
-		fmt.Fprintf(w, "hint      %s\n", safeText(ci.Hint))
+	if d.Hint != "" {
+		fmt.Fprintf(w, "hint      %s\n", safeText(d.Hint))
 	}
 	return nil
 }

@@ -333,10 +333,7 @@ func passRaw(raw json.RawMessage, err error) (any, error) {
 // hint} as structured content and as JSON text. Only the public form of
 // err is shown; an error without a code is logged and shown as internal.
 func (f *mcpFacade) toolError(tool string, err error) *mcp.CallToolResult {
-	pub := model.Public(err)
-	if pub.Hint == "" {
-		pub.Hint = spec.Hint(pub.Code)
-	}
+	pub := spec.PublicError(err)
 	if pub.Code == model.CodeInternal {
 		f.log.Error("mcp: tool failed", "tool", tool, "agent", f.o.Agent, "err", err)
 	} else {

@@ -197,6 +197,11 @@ func TestMCPTasksConformToTheSchemas(t *testing.T) {
 	if h["taskId"] != "T-1" || h["status"] != "working" || h["pollIntervalMs"] != float64(TaskPollInterval.Milliseconds()) {
 		t.Errorf("the handle: %v", h)
 	}
+	// A client polls at the pace the handle asks: a task's end must reach
+	// the model within a second, not two.
+	if ms, _ := h["pollIntervalMs"].(float64); ms <= 0 || ms > 1000 {
+		t.Errorf("the handle asks for a poll every %v ms, want at most 1000", h["pollIntervalMs"])
+	}
 
 	for id, want := range map[string]struct {
 		status  string

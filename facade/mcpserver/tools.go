@@ -281,7 +281,7 @@ func getTaskTool() mcpTool {
 	return mcpTool{
 		name:  "get_task",
 		title: "Get a task",
-		desc: fmt.Sprintf("Show one task you submitted or that targets you: task_id, state, code, message, caller, target, mode, "+
+		desc: fmt.Sprintf("Show one task you submitted or that targets you: task_id, state, code, message, hint (what to do about the code), caller, target, mode, "+
 			"mission_id, lease_id, context_id, result (the agent's reply once completed), stop_reason, "+
 			"denied_permissions, parent_task_id and chain (the tasks it was delegated through, when it was submitted "+
 			"from inside another task), created_at, updated_at. A task that is not yours is not_found. "+

@@ -435,7 +435,7 @@ func (s *Server) route(pattern string, agent bool, query []string, h handlerFunc
 			}
 			if s.o.KnownAgent != nil && !s.o.KnownAgent(caller) {
 				s.writeError(w, r, model.Errorf(model.CodeUnknownAgent, "the %s header names %q, which is no agent of this relay", AgentHeader, caller).
-					WithHint("run `relay agents` for the known agents; a custom agent needs an [agents.NAME] table in config.toml"))
+					WithHint("run `relay agents` for the known agents; a custom agent needs an [agents."+caller+"] table in config.toml"))
 				return
 			}
 		}
@@ -852,10 +852,7 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 }
 
 func (s *Server) writeErrorStatus(w http.ResponseWriter, r *http.Request, status int, err error) {
-	pub := model.Public(err)
-	if pub.Hint == "" {
-		pub.Hint = spec.Hint(pub.Code)
-	}
+	pub := spec.PublicError(err)
 	// Log once, here, at the top: the full internal error for failures of
 	// the daemon, a debug line for refused requests. Every logged value is
 	// bounded (pub is; the path and the internal error are clipped), and

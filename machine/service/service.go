@@ -190,7 +190,7 @@ func (s *Service) AckMessages(ctx context.Context, caller string, ids []string) 
 // SubmitTask submits a task as caller.
 func (s *Service) SubmitTask(ctx context.Context, caller string, r model.SubmitRequest) (model.Task, error) {
 	t, _, err := s.o.Engine.Submit(ctx, caller, r)
-	return t, err
+	return withHint(t, err)
 }
 
 // visibleTask returns a task the caller submitted or targets; any other is
@@ -219,7 +219,24 @@ func (s *Service) task(ctx context.Context, id string) (model.Task, error) {
 	if model.ErrorCode(err) == model.CodeNotFound {
 		return model.Task{}, notFound("task", id)
 	}
-	return t, err
+	return spec.WithTaskHint(t), err
+}
+
+// withHints fills the hint of every task of a listing (spec.TaskHint):
+// every task the service answers carries its hint, filled in one place.
+func withHints(ts []model.Task, err error) ([]model.Task, error) {
+	if ts == nil && err == nil {
+		ts = []model.Task{}
+	}
+	for i := range ts {
+		ts[i] = spec.WithTaskHint(ts[i])
+	}
+	return ts, err
+}
+
+// withHint is withHints for one task.
+func withHint(t model.Task, err error) (model.Task, error) {
+	return spec.WithTaskHint(t), err
 }
 
 // GetTask returns a task the caller can see.
@@ -286,11 +303,7 @@ func (s *Service) ListTasks(ctx context.Context, caller string, state model.Stat
 			return nil, err
 		}
 	}
-	ts, err := s.o.Store.ListTasks(ctx, model.TaskFilter{Visible: caller, State: state, Limit: n, Before: before})
-	if ts == nil && err == nil {
-		ts = []model.Task{}
-	}
-	return ts, err
+	return withHints(s.o.Store.ListTasks(ctx, model.TaskFilter{Visible: caller, State: state, Limit: n, Before: before}))
 }
 
 // CancelTask cancels a task the caller submitted.
@@ -303,7 +316,7 @@ func (s *Service) CancelTask(ctx context.Context, caller, id string) (model.Task
 		return t, model.Errorf(model.CodeTaskNotCancelable, "only the submitter (%s) or an operator may cancel task %s", t.Caller, id).
 			WithHint("ask the submitter, or an operator: relay tasks cancel " + id)
 	}
-	return s.o.Engine.Cancel(ctx, id, model.CodeCanceledBySubmitter, caller)
+	return withHint(s.o.Engine.Cancel(ctx, id, model.CodeCanceledBySubmitter, caller))
 }
 
 // ListAgents lists the agents with their four health signals.
@@ -388,11 +401,7 @@ func (s *Service) Tasks(ctx context.Context, f model.TaskFilter) ([]model.Task, 
 		return nil, err
 	}
 	f.Limit = n
-	ts, err := s.o.Store.ListTasks(ctx, f)
-	if ts == nil && err == nil {
-		ts = []model.Task{}
-	}
-	return ts, err
+	return withHints(s.o.Store.ListTasks(ctx, f))
 }
 
 // ShowTask returns a task with its events and gate verdicts, read in one
@@ -413,7 +422,7 @@ func (s *Service) CancelTaskAsOperator(ctx context.Context, id string) (model.Ta
 	if !model.ValidTaskID(id) {
 		return model.Task{}, notFound("task", id)
 	}
-	return s.o.Engine.Cancel(ctx, id, model.CodeCanceledByOperator, "operator")
+	return withHint(s.o.Engine.Cancel(ctx, id, model.CodeCanceledByOperator, "operator"))
 }
 
 // Messages lists messages for an operator.

@@ -440,7 +440,7 @@ func (c Config) Validate() error {
 		if err := checkAgentName(name); err != nil {
 			return bad(key.String(), agentNameHint, err)
 		}
-		if err := checkArgv(c.Agents[name].Command); err != nil {
+		if err := checkAgentArgv(c.Agents[name].Command); err != nil {
 			return bad(append(key, "command").String(), leafHint("agents.*.command", name), err)
 		}
 	}

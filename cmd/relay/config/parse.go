@@ -346,7 +346,7 @@ var leaves = map[string]leaf{
 		example: `timeout = "5s"`,
 	},
 	"agents.*.command": {
-		check:   checked(parseArgv),
+		check:   checked(parseAgentArgv),
 		want:    "the agent's ACP adapter argv, run without a shell",
 		example: "", // built by leafHint from the agent's name
 	},

@@ -10,6 +10,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/hai-relay/relay/dispatch"
 	"github.com/hai-relay/relay/model"
 )
 
@@ -216,6 +217,29 @@ func checkArgv(argv []string) error {
 		if strings.IndexByte(a, 0) >= 0 {
 			return fmt.Errorf("element %d contains a NUL byte", i)
 		}
+	}
+	return nil
+}
+
+// parseAgentArgv takes an agent's command: an argv (parseArgv) that
+// launches an adapter installed on this machine (dispatch.CheckCommand:
+// no launcher that fetches it at run time, no script looked up in a
+// task's cwd).
+func parseAgentArgv(v any) ([]string, error) {
+	argv, err := parseArgv(v)
+	if err != nil {
+		return nil, err
+	}
+	return argv, checkAgentArgv(argv)
+}
+
+// checkAgentArgv checks an agent's command as parseAgentArgv does.
+func checkAgentArgv(argv []string) error {
+	if err := checkArgv(argv); err != nil {
+		return err
+	}
+	if why := dispatch.CheckCommand(argv); why != "" {
+		return errors.New(why)
 	}
 	return nil
 }
