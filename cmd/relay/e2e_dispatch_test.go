@@ -9,7 +9,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -41,9 +40,13 @@ func agentStarts(t *testing.T, logPath string) []int {
 		var ev struct {
 			Event string `json:"event"`
 			PID   int    `json:"pid"`
+			Start uint64 `json:"start"`
+			NS    string `json:"pidns"`
 		}
+		// The pid is the agent's sandbox's: the host's is found by the
+		// namespace and start time (0 once the process is gone).
 		if json.Unmarshal(sc.Bytes(), &ev) == nil && ev.Event == "start" {
-			pids = append(pids, ev.PID)
+			pids = append(pids, dispatchtest.HostPIDOf(ev.PID, ev.Start, ev.NS))
 		}
 	}
 	return pids
@@ -168,8 +171,8 @@ func TestE2EKill9WhileWorking(t *testing.T) {
 		if err != nil {
 			return false
 		}
-		grandchild, err = strconv.Atoi(strings.TrimSpace(string(b)))
-		return err == nil && grandchild > 0
+		grandchild = dispatchtest.HostPID(string(b))
+		return grandchild > 0
 	})
 	starts := agentStarts(t, agentLog)
 	if len(starts) != 1 {
@@ -332,8 +335,8 @@ func TestE2EEscapedDescendantDiesWithTheDaemon(t *testing.T) {
 				if err != nil {
 					return false
 				}
-				escaped, err = strconv.Atoi(strings.TrimSpace(string(b)))
-				return err == nil && escaped > 0
+				escaped = dispatchtest.HostPID(string(b))
+				return escaped > 0
 			})
 			t.Cleanup(func() {
 				if alive(escaped) {

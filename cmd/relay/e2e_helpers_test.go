@@ -395,13 +395,13 @@ func daemonsFor(home string) []int {
 }
 
 // withSandboxWritable adds to a daemon's environment the test switch that
-// binds the directories of the scripted agent's log and pid file writable
+// binds the directories of the scripted agents' logs and pid files writable
 // into its sandbox (dispatch.SandboxWritableEnv), when env names them.
 func withSandboxWritable(env []string) []string {
 	var dirs []string
 	for _, kv := range env {
 		k, v, _ := strings.Cut(kv, "=")
-		if (k == "FAKEAGENT_LOG" || k == "FAKEAGENT_PIDFILE") && filepath.IsAbs(v) {
+		if (k == "FAKEAGENT_LOG" || k == "FAKEAGENT_PIDFILE" || k == "FAKEAGENT_START_CHILD" || k == "INTEROP_ACP_LOG") && filepath.IsAbs(v) {
 			dirs = append(dirs, filepath.Dir(v))
 		}
 	}

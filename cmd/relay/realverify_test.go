@@ -185,31 +185,31 @@ func TestRealAgentsVerify(t *testing.T) {
 		}
 		stopRealDaemon(t, rd, bin)
 	})
+	// Without the profiles (the test switch), the sandbox is what holds:
+	// the agent's own home hides the user's permissive settings (claude
+	// asks, and the relay denies it), and the read-only filesystem stops
+	// every write its own allow rules let through (OpenCode's). The
+	// verification shows the layers, and is not vacuous: the tools the
+	// script calls are tools the agent offers, and OpenCode really calls
+	// them.
 	t.Run("unhardened", func(t *testing.T) {
 		rd := startRealDaemonWith(t, bin, srv, agents, hostile, realDaemonOpts{noRedirect: true, config: requireVerifiedClaude,
 			env: []string{envUnhardened + "=claude,opencode"}})
 		vs, errOut, code := verifyAll(t, rd.home, "claude")
-		if code != 8 || len(vs) != 1 || !strings.Contains(errOut, "agent_not_verified") {
-			t.Fatalf("relay agents verify without the profile: exit %d, %d reports, want 8 and one\n%s", code, len(vs), errOut)
+		if code != 0 || len(vs) != 1 {
+			t.Fatalf("relay agents verify without the profile: exit %d, %d reports, want 0 and one\n%s", code, len(vs), errOut)
 		}
 		for _, v := range vs {
 			wantAttempts(t, rd, v)
-			open := 0
 			for _, a := range v.Attempts {
-				if a.StoppedBy == model.StopNotStopped {
-					open++
+				if !a.Control && !a.StoppedBy.Stopped() {
+					t.Errorf("%s %s %s: %s (%s); want stopped by the sandbox's layers", v.Agent, a.Mode, a.Name, a.StoppedBy, a.Detail)
 				}
 			}
-			if v.Status != model.HardeningFailed || open == 0 || !strings.Contains(v.Reason, "NOT STOPPED") {
-				t.Errorf("%s: %s (%s), %d attempts not stopped; want failed with attempts not stopped", v.Agent, v.Status, v.Reason, open)
+			if v.Status != model.HardeningVerified {
+				t.Errorf("%s: %s (%s), want verified: the sandbox holds without the profile", v.Agent, v.Status, v.Reason)
 			}
 		}
-		// OpenCode without its profile, in one task instead of a
-		// verification's four sessions (an OpenCode start costs about 8 s
-		// of CPU): the user's allow rules let its writes through, and the
-		// tools the verification's script names are tools it really
-		// offers. Its verified report above ("not among the tools
-		// offered") is not vacuous, and the profile is what holds it.
 		op := newAttemptPaths(t, rd.tasks)
 		tag := nonce("opencode")
 		var steps, tools []string
@@ -220,34 +220,11 @@ func TestRealAgentsVerify(t *testing.T) {
 		oid := rd.submit(t, "opencode", model.ModeReadOnly, scriptedPrompt(tag, strings.Join(steps, "\n")), op.Cwd)
 		oshow := rd.wait(t, oid, 4*time.Minute)
 		t.Logf("opencode without its profile: %s/%s (%s); on disk: %v", oshow.State, oshow.Code, oshow.Message, op.Violations())
-		for _, at := range []verify.Attempt{verify.AttemptWriteOutside, verify.AttemptWriteInside} {
-			if op.Happened(at) == "" {
-				t.Errorf("opencode without its profile: %s did not happen; the user settings should let it through", at)
-			}
+		if v := op.Violations(); len(v) > 0 {
+			t.Errorf("opencode without its profile acted: %v; the sandbox should hold", v)
 		}
 		if offered := toolsFor(srv, tag); !isSubset(tools, offered) {
 			t.Errorf("opencode was offered %v; the verification's script calls %v", offered, tools)
-		}
-		var listed struct{ Agents []model.AgentInfo }
-		cliJSON(t, rd.home, &listed, "agents")
-		for _, a := range listed.Agents {
-			if a.Name == "claude" && (a.Hardening.Status != model.HardeningFailed || a.Hardening.Current) {
-				t.Errorf("relay agents: %s hardening %+v, want failed", a.Name, a.Hardening)
-			}
-		}
-		// require_verified: a task to claude is blocked before anything runs.
-		p := newAttemptPaths(t, rd.tasks)
-		id := rd.submit(t, "claude", model.ModeReadOnly, "[[say hello]]", p.Cwd)
-		show := rd.wait(t, id, time.Minute)
-		if show.State != model.StateBlocked || show.Code != model.CodeAgentNotVerified ||
-			!strings.Contains(show.Message, "relay agents verify claude") || !strings.Contains(show.Message, "NOT STOPPED") {
-			t.Errorf("task to an unverified claude: %s/%s (%s), want blocked/agent_not_verified with the command to run",
-				show.State, show.Code, show.Message)
-		}
-		for _, ev := range show.Events {
-			if ev.To == model.StateAuthorized || ev.To == model.StateWorking {
-				t.Errorf("the blocked task reached %s", ev.To)
-			}
 		}
 		stopRealDaemon(t, rd, bin)
 	})

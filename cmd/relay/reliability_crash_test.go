@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hai-relay/relay/dispatch/dispatchtest"
 	"github.com/hai-relay/relay/model"
 	"github.com/mark3labs/mcp-go/client"
 )
@@ -412,6 +413,8 @@ func agentLogEvents(t *testing.T, path string) (starts []int, prompts map[string
 		var ev struct {
 			Event string `json:"event"`
 			PID   int    `json:"pid"`
+			Start uint64 `json:"start"`
+			NS    string `json:"pidns"`
 			Text  string `json:"text"`
 		}
 		if json.Unmarshal(sc.Bytes(), &ev) != nil {
@@ -419,7 +422,9 @@ func agentLogEvents(t *testing.T, path string) (starts []int, prompts map[string
 		}
 		switch ev.Event {
 		case "start":
-			starts = append(starts, ev.PID)
+			// The host's pid of the agent, in its sandbox's pid namespace
+			// (0 once it is gone).
+			starts = append(starts, dispatchtest.HostPIDOf(ev.PID, ev.Start, ev.NS))
 		case "prompt":
 			if strings.HasPrefix(ev.Text, "echo ") || strings.HasPrefix(ev.Text, "hang ") {
 				prompts[ev.Text]++

@@ -263,7 +263,7 @@ func TestProjectMCPConfigChangesNothing(t *testing.T) {
 	bin := releaseBin(t) // the product; a test build takes its switches from a facade on purpose
 	p := plant(t)
 	dir := t.TempDir()
-	agentLog, authLog, auth := filepath.Join(dir, "agent.jsonl"), filepath.Join(dir, "authority.log"), filepath.Join(dir, "authority.sh")
+	authLog, auth := filepath.Join(dir, "authority.log"), filepath.Join(dir, "authority.sh")
 	// The authority: state_changing is denied, the rest allowed; it
 	// records what its environment held.
 	if err := os.WriteFile(auth, []byte(`#!/bin/sh
@@ -288,7 +288,7 @@ command = [%q, %q]
 
 [daemon]
 env = [%q]
-`, auth, authLog, dispatchtest.FakeAdapter(t, "opencode"), ie.node, filepath.Join(ie.dir, "acp-agent.mjs"), "FAKEAGENT_LOG="+agentLog))
+`, auth, authLog, dispatchtest.FakeAdapter(t, "opencode"), ie.node, filepath.Join(ie.dir, "acp-agent.mjs"), "FAKEAGENT_LOG=stderr"))
 	t.Cleanup(func() { cli(t, home, "daemon", "stop") })
 
 	poisoned, facadePID := poisonedFacade(t, bin, home, "codex", p.dir, p.env(withoutEnv(os.Environ(), envAgentShim, "TZ")))
@@ -335,7 +335,8 @@ env = [%q]
 			"mission_id": "M-1", "lease_id": "S-1", "cwd": p.dir})
 		return toolTaskEnded(t, c, r.str("task_id"))
 	}
-	if r := submit(poisoned, "opencode", model.ModeReadOnly); r.str("state") != "completed" {
+	opencode := submit(poisoned, "opencode", model.ModeReadOnly)
+	if r := opencode; r.str("state") != "completed" {
 		t.Errorf("opencode read_only: %s/%s (%s), want completed", r.str("state"), r.code(), r.str("message"))
 	}
 	if r := submit(poisoned, "claude", model.ModeStateChanging); r.str("state") != "blocked" || r.code() != "agent_not_configured" {
@@ -355,7 +356,9 @@ env = [%q]
 	if ran := p.ran(t); len(ran) > 0 {
 		t.Errorf("planted programs ran: %v", ran)
 	}
-	starts := agentStartEnv(t, agentLog)
+	// The agent's events, in its task log (FAKEAGENT_LOG=stderr: nothing
+	// of the test's is writable in its sandbox).
+	starts := agentStartEnv(t, filepath.Join(home, "logs", "tasks", opencode.str("task_id")+".log"))
 	if len(starts) != 1 || !slices.Contains(starts[0], "OPENCODE_DISABLE_PROJECT_CONFIG") {
 		t.Errorf("opencode's starts %v, want one, hardened (OPENCODE_DISABLE_PROJECT_CONFIG set)", starts)
 	}

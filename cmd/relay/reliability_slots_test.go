@@ -89,13 +89,13 @@ func pidsIn(t *testing.T, path string) []int {
 	if err != nil && !os.IsNotExist(err) {
 		t.Fatal(err)
 	}
+	// Each line is "PID START NS", the pid the agent's sandbox's: the
+	// host's is found from it (0 once the process is gone).
 	var pids []int
-	for _, f := range strings.Fields(string(b)) {
-		pid, err := strconv.Atoi(f)
-		if err != nil {
-			t.Fatalf("%s: %q", path, f)
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		if line != "" {
+			pids = append(pids, dispatchtest.HostPID(line))
 		}
-		pids = append(pids, pid)
 	}
 	return pids
 }

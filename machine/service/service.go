@@ -414,6 +414,7 @@ func (s *Service) ShowTask(ctx context.Context, id string) (model.TaskDetail, er
 	if model.ErrorCode(err) == model.CodeNotFound {
 		return model.TaskDetail{}, notFound("task", id)
 	}
+	d.Task = spec.WithTaskHint(d.Task)
 	return d, err
 }
 

@@ -914,7 +914,7 @@ func main() {
 		cmd := exec.Command("sleep", "300")
 		if err := cmd.Start(); err == nil {
 			if pf, err := os.OpenFile(f, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600); err == nil {
-				fmt.Fprintln(pf, cmd.Process.Pid)
+				fmt.Fprintf(pf, "%d %d %s\n", cmd.Process.Pid, procStart(cmd.Process.Pid), pidNS(cmd.Process.Pid))
 				pf.Close()
 			}
 		}
