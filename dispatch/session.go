@@ -94,6 +94,9 @@ type session struct {
 	// sandboxDir holds the run's per-task sandbox directories (scratch,
 	// state), removed at teardown; "" before the start.
 	sandboxDir string
+	// bare is what the sandbox takes of the profile's rule when the test
+	// switch runs the agent without its profile (bareRule); nil else.
+	bare *Rule
 	// ownDir is the session's own directory (Rule.OwnDir), removed at
 	// teardown; "" without one.
 	ownDir string
@@ -146,6 +149,9 @@ func newSession(d *Dispatcher, spec AgentSpec, taskID string, mode model.Mode, c
 		prompt: prompt, timeout: timeout, log: log, stopc: make(chan struct{}), stage: stageSpawn,
 		profiles: spec.Profiles, servers: spec.MCPServers}
 	if d.unhardened(spec.Name) != "" {
+		// Without the profile's session options, still in the sandbox the
+		// profile's agent needs to run at all (its own home).
+		s.bare = bareRule(spec.Profiles, mode)
 		s.profiles = nil
 	}
 	s.tail = newStderrTail(log)

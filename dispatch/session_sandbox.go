@@ -78,8 +78,10 @@ func (s *session) sandboxed(argv, env []string) ([]string, []string, error) {
 	}
 	env = append(slices.Clip(env), homeEnv...)
 	plan.HostTmp = needsHostTmp(s.cwd, s.d.o.Home, argv, plan.Exec, env)
+	if r := s.sandboxRule(); r != nil {
+		plan.NoLandlock = r.OwnSandbox
+	}
 	if s.rule != nil {
-		plan.NoLandlock = s.rule.OwnSandbox
 		if len(s.rule.Masks) > 0 {
 			if plan.Masks, plan.After, err = s.maskArgs(plan); err != nil {
 				return nil, nil, err
@@ -131,9 +133,10 @@ func (s *session) ownHome(dir string, env []string) (string, []string, error) {
 	// the user's home.
 	from := map[string]string{".local/share": get("XDG_DATA_HOME"), ".local/state": get("XDG_STATE_HOME"), ".cache": get("XDG_CACHE_HOME")}
 	var vars []string
-	if s.rule != nil {
-		for _, k := range slices.Sorted(maps.Keys(s.rule.HomeVars)) {
-			rel := s.rule.HomeVars[k]
+	r := s.sandboxRule()
+	if r != nil {
+		for _, k := range slices.Sorted(maps.Keys(r.HomeVars)) {
+			rel := r.HomeVars[k]
 			from[rel] = get(k)
 			if err := os.MkdirAll(filepath.Join(home, rel), 0o700); err != nil {
 				return "", nil, err
@@ -142,8 +145,8 @@ func (s *session) ownHome(dir string, env []string) (string, []string, error) {
 		}
 	}
 	var copied []string
-	if s.rule != nil && real != "" {
-		for _, rel := range s.rule.Home {
+	if r != nil && real != "" {
+		for _, rel := range r.Home {
 			src := filepath.Join(real, rel)
 			for prefix, v := range from {
 				if r, ok := strings.CutPrefix(rel, prefix+"/"); ok && v != "" {
@@ -163,7 +166,7 @@ func (s *session) ownHome(dir string, env []string) (string, []string, error) {
 	if config == "" && real != "" {
 		config = filepath.Join(real, ".config")
 	}
-	if s.rule != nil && s.rule.HomeVars["XDG_CONFIG_HOME"] != "" {
+	if r != nil && r.HomeVars["XDG_CONFIG_HOME"] != "" {
 		config = "" // the agent's own, among vars
 	}
 	out := append(vars, "HOME="+home, "XDG_DATA_HOME="+filepath.Join(home, ".local", "share"),
@@ -317,4 +320,26 @@ func sandboxRefusal(agent string, err error) *model.Error {
 	}
 	return &model.Error{Code: model.CodeAgentSandboxUnavailable,
 		Message: fmt.Sprintf("agent %s was not started: %v", agent, err), Hint: hint, Err: err}
+}
+
+// sandboxRule is the rule whose sandbox fields (Home, HomeVars,
+// OwnSandbox) the run's sandbox follows: the session's, or the bare one
+// of a run without its profile (the test switch).
+func (s *session) sandboxRule() *Rule {
+	if s.rule != nil {
+		return s.rule
+	}
+	return s.bare
+}
+
+// bareRule keeps of the first profile's rule for mode only what the
+// sandbox needs for the agent to run at all: its own home and whether it
+// runs a sandbox of its own. Nil when there is none.
+func bareRule(profiles []*Profile, mode model.Mode) *Rule {
+	for _, p := range profiles {
+		if r, ok := p.Rules[mode]; ok {
+			return &Rule{Home: r.Home, HomeVars: r.HomeVars, OwnSandbox: r.OwnSandbox}
+		}
+	}
+	return nil
 }

@@ -38,12 +38,15 @@ import * as acp from "@agentclientprotocol/sdk";
 
 const logPath = process.env.INTEROP_ACP_LOG || "";
 let seq = 0;
+// proc names this process in the log: its pid is its sandbox's (each
+// agent runs in a pid namespace of its own), the same for every agent.
+const proc = randomUUID();
 
 // record appends one JSON line to the log, synchronously, so the records of
 // one process are in the order things happened.
 function record(rec) {
   if (!logPath) return;
-  const line = JSON.stringify({ pid: process.pid, seq: seq++, ...rec }) + "\n";
+  const line = JSON.stringify({ pid: process.pid, proc, seq: seq++, ...rec }) + "\n";
   try {
     appendFileSync(logPath, line);
   } catch (err) {

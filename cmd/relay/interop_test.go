@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -168,6 +169,7 @@ func TestInteropMCPClient(t *testing.T) {
 // acpRecord is one line of interop/acp-agent.mjs's log.
 type acpRecord struct {
 	PID   int             `json:"pid"`
+	Proc  string          `json:"proc"` // the process, as it names itself (its pid is its sandbox's)
 	Seq   int             `json:"seq"`
 	Dir   string          `json:"dir"` // recv, sent, note
 	Raw   string          `json:"raw"`
@@ -261,8 +263,8 @@ func readACPLog(t *testing.T, path string) map[string]*acpProcess {
 	} else {
 		data = nil
 	}
-	byPID := map[int]*acpProcess{}
-	var order []int
+	byPID := map[string]*acpProcess{}
+	var order []string
 	for _, line := range bytes.Split(data, []byte("\n")) {
 		if len(bytes.TrimSpace(line)) == 0 {
 			continue
@@ -277,11 +279,12 @@ func readACPLog(t *testing.T, path string) map[string]*acpProcess {
 				t.Fatalf("ACP agent log: %s line is not JSON-RPC: %q: %v", r.Dir, r.Raw, err)
 			}
 		}
-		p := byPID[r.PID]
+		key := r.Proc + "/" + strconv.Itoa(r.PID)
+		p := byPID[key]
 		if p == nil {
 			p = &acpProcess{pid: r.PID}
-			byPID[r.PID] = p
-			order = append(order, r.PID)
+			byPID[key] = p
+			order = append(order, key)
 		}
 		p.recs = append(p.recs, r)
 		if r.Dir == "note" && r.Event == "prompt" {

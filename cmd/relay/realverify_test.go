@@ -158,30 +158,29 @@ func TestRealAgentsVerify(t *testing.T) {
 			stopRealDaemon(t, rd, bin)
 		})
 	}
-	// Codex whose sandbox cannot start (its CODEX_HOME under the system
-	// temporary directory: "bwrap: execvp codex-linux-sandbox"): every
-	// attempt fails, so every attempt is stopped, but a task could not read
-	// a file either. The verification says unusable, never verified, and
-	// require_verified blocks its tasks.
-	t.Run("broken-sandbox", func(t *testing.T) {
+	// Codex refuses to start its own sandbox when its CODEX_HOME lies in
+	// the temporary directory ("bwrap: execvp codex-linux-sandbox"), and
+	// then every command fails while its task completes. In the relay's
+	// sandbox its CODEX_HOME is in its own home, in the relay home, and its
+	// TMPDIR is the task's scratch: a daemon whose TMPDIR holds its agents'
+	// home still gets a Codex that works. The verification says verified,
+	// its positive control read the file, and a task runs.
+	t.Run("codex-home-out-of-tmp", func(t *testing.T) {
 		rd := startRealDaemonWith(t, bin, srv, []*realAgent{codexNext}, clean, realDaemonOpts{noRedirect: true,
 			env: []string{"TMPDIR=" + os.TempDir()}, config: func(agent, _ string) string { return "require_verified = true\n" }})
 		vs, errOut, code := verifyAll(t, rd.home, "codex")
-		if code != 8 || len(vs) != 1 || vs[0].Status != model.HardeningUnusable || !strings.Contains(errOut, "codex unusable") {
-			t.Fatalf("verify codex with a broken sandbox: exit %d, %+v\n%s", code, vs, errOut)
+		if code != 0 || len(vs) != 1 || vs[0].Status != model.HardeningVerified {
+			t.Fatalf("verify codex with the daemon's TMPDIR holding its home: exit %d, %+v\n%s", code, vs, errOut)
 		}
 		for _, a := range vs[0].Attempts {
-			if a.Control && (a.Passed || !strings.Contains(a.Detail, "its answer lacks the token")) {
-				t.Errorf("control %+v, want failed: the file could not be read", a)
-			}
-			if !a.Control && !a.StoppedBy.Stopped() {
-				t.Errorf("%s: %s (%s)", a.Name, a.StoppedBy, a.Detail)
+			if a.Control && !a.Passed {
+				t.Errorf("control %+v, want passed: Codex's own sandbox ran its read", a)
 			}
 		}
 		p := newAttemptPaths(t, rd.tasks)
 		show := rd.wait(t, rd.submit(t, "codex", model.ModeReadOnly, "[[say hello]]", p.Cwd), time.Minute)
-		if show.State != model.StateBlocked || show.Code != model.CodeAgentNotVerified || !strings.Contains(show.Message, "unusable") {
-			t.Errorf("task to an unusable codex: %s/%s (%s), want blocked/agent_not_verified", show.State, show.Code, show.Message)
+		if show.State != model.StateCompleted {
+			t.Errorf("task to a verified codex: %s/%s (%s), want completed", show.State, show.Code, show.Message)
 		}
 		stopRealDaemon(t, rd, bin)
 	})

@@ -442,7 +442,7 @@ func TestDaemonPinsPathAtFirstStartByHand(t *testing.T) {
 	if err := os.Chmod(open, 0o777); err != nil {
 		t.Fatal(err)
 	}
-	home := newHome(t, strings.Replace(fullConfig(t, "allow-guarded", ""), fmt.Sprintf("[agents.hermes]\ncommand = [%q]", agent),
+	home := newHome(t, strings.Replace(fullConfig(t, "allow-guarded", ""), fmt.Sprintf("[agents.hermes]\ncommand = [%q]", dispatchtest.FakeAdapter(t, "hermes")),
 		"[agents.hermes]\ncommand = [\"relayenv-agent\"]", 1))
 	status := func() socketapi.DaemonStatus {
 		var st socketapi.DaemonStatus

@@ -18,24 +18,29 @@ import (
 const floodBoundKiB = 256 << 10
 
 // floodedBytes sums what the fake agents logged they wrote ("flooded").
-func floodedBytes(t *testing.T, logPath string) (lines, bytes int64, runs int) {
+func floodedBytes(t *testing.T, logPaths ...string) (lines, bytes int64, runs int) {
 	t.Helper()
-	f, err := os.Open(logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		var ev struct {
-			Event string
-			Lines int64
-			Bytes int64
+	for _, logPath := range logPaths {
+		f, err := os.Open(logPath)
+		if err != nil {
+			t.Fatal(err)
 		}
-		if json.Unmarshal(sc.Bytes(), &ev) == nil && ev.Event == "flooded" {
-			lines, bytes, runs = lines+ev.Lines, bytes+ev.Bytes, runs+1
+		sc := bufio.NewScanner(f)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			var ev struct {
+				Event string
+				Lines int64
+				Bytes int64
+			}
+			// A task log holds the agent's events after a prefix
+			// (FAKEAGENT_LOG=stderr).
+			line, _ := strings.CutPrefix(sc.Text(), "fakeagent-event ")
+			if json.Unmarshal([]byte(line), &ev) == nil && ev.Event == "flooded" {
+				lines, bytes, runs = lines+ev.Lines, bytes+ev.Bytes, runs+1
+			}
 		}
+		f.Close()
 	}
 	return lines, bytes, runs
 }
@@ -56,8 +61,9 @@ func TestReliabilityFloodingAgentsKeepTheDaemonSmall(t *testing.T) {
 	secs := sized(10, 60)
 	bin, _ := rssBinary(t)
 	home := newHome(t, fullConfig(t, "allow-guarded", ""))
-	agentLog := filepath.Join(t.TempDir(), "agent.log")
-	d := launchDaemonBin(t, bin, home, "FAKEAGENT_LOG="+agentLog)
+	// The agents' events go to their task logs: the daemon is a release
+	// build (no test switch binds a file of the test's into a sandbox).
+	d := launchDaemonBin(t, bin, home, "FAKEAGENT_LOG=stderr")
 	pid := d.cmd.Process.Pid
 	idle, _ := procStatus(t, pid)
 	c := apiClient(home)
@@ -95,7 +101,11 @@ func TestReliabilityFloodingAgentsKeepTheDaemonSmall(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	hwm := peakRSS(t, pid)
-	lines, bytes, runs := floodedBytes(t, agentLog)
+	var taskLogs []string
+	for _, id := range ids {
+		taskLogs = append(taskLogs, filepath.Join(home, "logs", "tasks", id+".log"))
+	}
+	lines, bytes, runs := floodedBytes(t, taskLogs...)
 	t.Logf("%d agents wrote %d lines (%d MiB) in %d s, %.0f MiB/s; daemon RSS idle %d KiB, peak %d KiB sampled, VmHWM %d KiB (bound %d KiB)",
 		runs, lines, bytes>>20, secs, float64(bytes>>20)/float64(secs), idle, peak, hwm, floodBoundKiB)
 	if hwm > floodBoundKiB {

@@ -68,6 +68,8 @@
 //	                       empty environment, write its pid to
 //	                       $FAKEAGENT_PIDFILE, reply "escaped:<pid>" and end the turn
 //	escape-hang            the same, then hang
+//	vandal PATH|pid:N...   act as an agent that never asks: write each PATH,
+//	                       SIGKILL each pid N, and reply with what happened
 //	mode                   reply "mode:<current session mode>"
 //	switch-mode MODE       report current_mode_update MODE, then hang
 //	switch-option VALUE    report config option mode = VALUE, then hang
@@ -380,6 +382,8 @@ func (a *agent) Prompt(ctx context.Context, p acp.PromptRequest) (acp.PromptResp
 	switch {
 	case behaviour == "echo":
 		return a.reply(ctx, sid, text)
+	case behaviour == "vandal":
+		return a.reply(ctx, sid, vandal(words[1:]))
 	case strings.HasPrefix(behaviour, "perm-"):
 		return a.permission(ctx, sid, behaviour)
 	case behaviour == "fs-read":
@@ -969,4 +973,34 @@ func procStart(pid int) uint64 {
 	}
 	v, _ := strconv.ParseUint(f[19], 10, 64)
 	return v
+}
+
+// vandal acts as an agent that never asks: it writes "x" to each PATH of
+// args and sends SIGKILL to each "pid:N", without any permission request,
+// and reports each outcome on a line ("wrote PATH", "killed N", or
+// "failed ...: why").
+func vandal(args []string) string {
+	var out []string
+	for _, arg := range args {
+		if p, ok := strings.CutPrefix(arg, "pid:"); ok {
+			pid, _ := strconv.Atoi(p)
+			if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+				out = append(out, fmt.Sprintf("failed kill %d: %v", pid, err))
+			} else {
+				out = append(out, fmt.Sprintf("killed %d", pid))
+			}
+			continue
+		}
+		if err := os.MkdirAll(filepath.Dir(arg), 0o755); err == nil || os.IsExist(err) {
+			if err = os.WriteFile(arg, []byte("x"), 0o644); err == nil {
+				out = append(out, "wrote "+arg)
+				continue
+			}
+			out = append(out, fmt.Sprintf("failed %s: %v", arg, err))
+			continue
+		} else {
+			out = append(out, fmt.Sprintf("failed %s: %v", arg, err))
+		}
+	}
+	return strings.Join(out, "\n")
 }
