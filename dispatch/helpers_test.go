@@ -173,7 +173,7 @@ func newEnv(tb testing.TB, tweak ...func(*dispatch.Options)) *env {
 			e.probesMu.Unlock()
 		},
 	}
-	o.SandboxWritable = []string{e.agentLog, e.pidFile}
+	sandboxWritable(&o, e.agentLog, e.pidFile)
 	for _, f := range tweak {
 		f(&o)
 	}

@@ -41,9 +41,9 @@ const (
 	// (bubblewrap's namespaces) cannot be made here, so nothing ran: no
 	// agent ever runs with less than the sandbox holds.
 	CodeAgentSandboxUnavailable Code = "agent_sandbox_unavailable"
-	CodeTaskTimeout                        Code = "task_timeout"
-	CodeCanceledBySubmitter                Code = "canceled_by_submitter"
-	CodeCanceledByOperator                 Code = "canceled_by_operator"
+	CodeTaskTimeout             Code = "task_timeout"
+	CodeCanceledBySubmitter     Code = "canceled_by_submitter"
+	CodeCanceledByOperator      Code = "canceled_by_operator"
 )
 
 // Request codes: a request was refused and nothing was created.
@@ -77,7 +77,7 @@ const (
 	// sandbox claimed another identity than that task's target; nothing
 	// was done, and the refusal is audited.
 	CodeIdentityMismatch Code = "identity_mismatch"
-	CodeInternal           Code = "internal"
+	CodeInternal         Code = "internal"
 )
 
 // Engine codes: typed refusals of the lifecycle engine itself.

@@ -16,7 +16,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hai-relay/relay/dispatch"
 	"github.com/hai-relay/relay/dispatch/dispatchtest"
 	"github.com/hai-relay/relay/gates/gatestest"
 	"github.com/mark3labs/mcp-go/client"
@@ -408,5 +407,5 @@ func withSandboxWritable(env []string) []string {
 	if len(dirs) == 0 {
 		return env
 	}
-	return append(slices.Clip(env), dispatch.SandboxWritableEnv+"="+strings.Join(dirs, ":"))
+	return append(slices.Clip(env), envSandboxWritable+"="+strings.Join(dirs, ":"))
 }

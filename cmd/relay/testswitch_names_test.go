@@ -9,4 +9,7 @@ const (
 	envAgentShim  = "RELAY_TEST_AGENT_SHIM"
 	envUnhardened = "RELAY_TEST_UNHARDENED"
 	envIdleStep   = "RELAY_TEST_IDLE_STEP"
+	// envSandboxWritable: files and directories bound writable into every
+	// agent's sandbox (the scripted agents' logs).
+	envSandboxWritable = "RELAY_TEST_SANDBOX_WRITABLE"
 )

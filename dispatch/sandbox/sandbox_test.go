@@ -3,6 +3,7 @@ package sandbox_test
 import (
 	"os"
 	"os/exec"
+	osuser "os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -13,7 +14,8 @@ import (
 	"github.com/hai-relay/relay/dispatch/sandbox"
 )
 
-// nobody is the uid and gid the non-root case runs as.
+// nobody is the uid and gid the non-root case runs as, unless
+// RELAY_TEST_USER names another user.
 const nobody = 65534
 
 // The sandbox holds read_only against a program that never asks: it
@@ -42,7 +44,16 @@ func TestSandboxHoldsReadOnly(t *testing.T) {
 		name     string
 		uid, gid int
 	}
-	users := []user{{"as-root", 0, 0}, {"as-user", nobody, nobody}}
+	other := user{"as-user", nobody, nobody}
+	if name := os.Getenv("RELAY_TEST_USER"); name != "" { // made by scripts/test
+		u, err := osuser.Lookup(name)
+		if err != nil {
+			t.Fatalf("RELAY_TEST_USER=%s: %v", name, err)
+		}
+		other.uid, _ = strconv.Atoi(u.Uid)
+		other.gid, _ = strconv.Atoi(u.Gid)
+	}
+	users := []user{{"as-root", 0, 0}, other}
 	if os.Geteuid() != 0 {
 		users = []user{{"as-user", os.Geteuid(), os.Getegid()}}
 	}

@@ -89,7 +89,7 @@ func newVerifyEnv(t *testing.T, opts ...func(*dispatch.Options)) *verifyEnv {
 			e.mu.Unlock()
 		}}
 	// The scripted agent marks its first start from inside its sandbox.
-	o.SandboxWritable = []string{once}
+	sandboxWritable(&o, once)
 	for _, opt := range opts {
 		opt(&o)
 	}

@@ -1,0 +1,9 @@
+//go:build !relaytest
+
+package verify_test
+
+import "github.com/hai-relay/relay/dispatch"
+
+// sandboxWritable is a no-op in a release build, which has no test
+// switch: the tests run with -tags relaytest (scripts/test).
+func sandboxWritable(*dispatch.Options, ...string) {}
