@@ -30,10 +30,23 @@ func agentsCommand(f *flags) runFunc {
 		if err != nil {
 			return err
 		}
-		if f.json {
-			return printJSON(e.stdout, map[string]any{"agents": as})
+		st, err := c.DaemonStatus(ctx)
+		if err != nil {
+			return err
 		}
-		return agentTable(e, f.wide, as)
+		if f.json {
+			return printJSON(e.stdout, map[string]any{"agents": as, "sandbox": st.Sandbox})
+		}
+		if err := agentTable(e, f.wide, as); err != nil {
+			return err
+		}
+		if st.Sandbox.OK {
+			fmt.Fprintf(e.stdout, "sandbox: %s; every agent runs in it, read_only held by the kernel (docs/sandbox.md)\n", safeText(st.Sandbox.Layers))
+		} else {
+			fmt.Fprintf(e.stdout, "sandbox: unavailable: %s; every task fails agent_sandbox_unavailable\nfix: %s\n",
+				safeText(st.Sandbox.Problem), safeText(st.Sandbox.Fix))
+		}
+		return nil
 	}
 }
 

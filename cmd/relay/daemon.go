@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -360,6 +361,12 @@ func (d *daemon) newDispatcher(db *persistence.DB, registry *dispatch.Registry, 
 		},
 	}
 	testDispatchOptions(&o, d.log)
+	// Said at start: without the sandbox no task runs.
+	if st := sandboxStatus(); st.OK {
+		d.log.Info("every agent runs in the sandbox", "layers", st.Layers)
+	} else {
+		d.log.Warn("the sandbox cannot run here: every task will fail agent_sandbox_unavailable", "problem", st.Problem, "fix", st.Fix)
+	}
 	return dispatch.New(o)
 }
 
@@ -451,6 +458,7 @@ func (d *daemon) status(ctx context.Context, eng *machine.Engine, cfg config.Con
 	if d.autostarted {
 		st.IdleTimeout = cfg.Daemon.IdleTimeout.String()
 	}
+	st.Sandbox = sandboxStatus()
 	var err error
 	if st.TasksRunning, err = countTasks(ctx, eng, model.StateAuthorized, model.StateWorking); err != nil {
 		return st, err
@@ -757,4 +765,15 @@ func sandboxExec(shim []string) []string {
 		return nil
 	}
 	return []string{exe, sandbox.ExecCommand}
+}
+
+// sandboxStatus says whether the sandbox every agent runs in can run for
+// this daemon (package sandbox; a success is kept a minute).
+func sandboxStatus() socketapi.SandboxStatus {
+	st := sandbox.Check("bwrap", exec.LookPath)
+	out := socketapi.SandboxStatus{OK: st.OK, Problem: st.Problem, Fix: st.Fix}
+	if st.OK {
+		out.Layers = st.Layers()
+	}
+	return out
 }

@@ -57,6 +57,20 @@ type DaemonStatus struct {
 	// EnvRemoved names the code-loading variables the daemon was started
 	// with and removed from its environment.
 	EnvRemoved []string `json:"env_removed"`
+	// Sandbox says whether the sandbox every agent runs in can run for
+	// this daemon (its PATH, its user, this kernel).
+	Sandbox SandboxStatus `json:"sandbox"`
+}
+
+// SandboxStatus is whether the sandbox every agent runs in can run: when
+// it cannot, every task fails agent_sandbox_unavailable, and Fix says
+// what to do.
+type SandboxStatus struct {
+	OK bool `json:"ok"`
+	// Layers names what holds the sandbox ("bubblewrap + Landlock ABI 6").
+	Layers  string `json:"layers,omitempty"`
+	Problem string `json:"problem,omitempty"`
+	Fix     string `json:"fix,omitempty"`
 }
 
 // StartedBy is who started a daemon.

@@ -416,7 +416,7 @@ func (a *agent) Prompt(ctx context.Context, p acp.PromptRequest) (acp.PromptResp
 		case <-ctx.Done():
 			return acp.PromptResponse{StopReason: acp.StopReasonCancelled}, nil
 		}
-	case behaviour == "delegate":
+	case behaviour == "delegate" || behaviour == "delegate-via":
 		return a.delegate(ctx, sid, words)
 	case behaviour == "hang":
 		a.say(ctx, sid, "hanging")
@@ -889,6 +889,10 @@ func envNames() []string {
 }
 
 func main() {
+	if len(os.Args) > 2 && os.Args[1] == "zombie-leader" {
+		zombieLeader(os.Args[2:])
+		select {} // the other thread exits the process
+	}
 	a := &agent{ready: make(chan struct{})}
 	if len(os.Args) > 1 && !strings.HasPrefix(os.Args[1], "-") {
 		a.startup = os.Args[1] // flags a hardening profile appends are ignored

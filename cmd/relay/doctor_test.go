@@ -1,0 +1,117 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/hai-relay/relay/model"
+)
+
+// relayEnv runs the relay with args and exactly env, and returns its
+// stdout, stderr and exit code.
+func relayEnv(t *testing.T, env []string, args ...string) (string, string, int) {
+	t.Helper()
+	cmd := exec.Command(relayBin, args...)
+	cmd.Env = env
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return out.String(), errb.String(), code
+}
+
+// pathWithout returns a PATH of one directory holding links to the
+// programs the tests run through PATH but bwrap, and the directory.
+func pathWithout(t *testing.T, drop string) string {
+	t.Helper()
+	dir := t.TempDir()
+	for _, p := range []string{"sh", "env", "node", "sleep", "cat", "ls"} {
+		if p == drop {
+			continue
+		}
+		if full, err := exec.LookPath(p); err == nil {
+			if err := os.Symlink(full, filepath.Join(dir, p)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	return dir
+}
+
+// relay doctor, on a home whose daemon runs with everything a task
+// needs: every check passes, and --json says the same.
+func TestDoctorAllClear(t *testing.T) {
+	t.Parallel()
+	home := newHome(t, fullConfig(t, "allow-guarded", ""))
+	launchDaemon(t, home)
+	out, errOut, code := cli(t, home, "doctor")
+	if code != 0 || !strings.Contains(out, "ok   sandbox") || !strings.Contains(out, "ok   authority") ||
+		!strings.Contains(out, "agent claude") || !strings.Contains(out, "ok   daemon") {
+		t.Fatalf("relay doctor: exit %d\n%s\n%s", code, out, errOut)
+	}
+	var rep struct {
+		Checks   []check
+		Blocking int
+	}
+	cliJSON(t, home, &rep, "doctor")
+	if rep.Blocking != 0 || len(rep.Checks) < 8 {
+		t.Errorf("relay doctor --json: %+v", rep)
+	}
+}
+
+// Without bubblewrap, relay doctor says so, with what to install, and
+// exits non-zero; no authority is a failure too. And a daemon started
+// without bubblewrap runs no task of any agent: each fails
+// agent_sandbox_unavailable, whose hint says what to install.
+func TestDoctorAndTasksWithoutBubblewrap(t *testing.T) {
+	t.Parallel()
+	noBwrap := pathWithout(t, "bwrap")
+	env := append(os.Environ(), fastExit...)
+	env = append(env, "PATH="+noBwrap)
+
+	bare := newHome(t, "")
+	out, errOut, code := relayEnv(t, env, "doctor", "--home", bare)
+	if code == 0 || !strings.Contains(out, "FAIL sandbox") || !strings.Contains(out, "apt-get install bubblewrap") ||
+		!strings.Contains(out, "FAIL authority") || !strings.Contains(errOut, string(model.CodeAgentSandboxUnavailable)) {
+		t.Fatalf("relay doctor without bubblewrap nor authority: exit %d\n%s\n%s", code, out, errOut)
+	}
+
+	home := newHome(t, fullConfig(t, "allow-guarded", ""))
+	d := launchDaemonArgv(t, home, []string{relayBin, "daemon", "--home", home}, env)
+	if !strings.Contains(d.stderr.String(), "agent_sandbox_unavailable") {
+		t.Errorf("the daemon did not say at start that the sandbox cannot run:\n%s", d.stderr.String())
+	}
+	c := apiClient(home)
+	cwd := t.TempDir()
+	for _, agent := range []string{"claude", "codex", "gemini", "cursor", "opencode", "hermes"} {
+		r := apiDo(t, c, "POST", "/v1/tasks", "codex", mustJSON(t, map[string]any{"target": agent, "prompt": "echo hi",
+			"mission_id": "M-1", "lease_id": "S-1", "cwd": cwd}))
+		task := taskEnded(t, c, r.str("task_id"))
+		if task.str("state") != "failed" || task.str("code") != string(model.CodeAgentSandboxUnavailable) ||
+			!strings.Contains(task.str("hint"), "apt-get install bubblewrap") {
+			t.Errorf("%s without bubblewrap: %s/%s (%s; hint %q), want failed/agent_sandbox_unavailable naming the install",
+				agent, task.str("state"), task.str("code"), task.str("message"), task.str("hint"))
+		}
+	}
+	out, _, _ = relayEnv(t, env, "agents", "--home", home)
+	if !strings.Contains(out, "sandbox: unavailable") {
+		t.Errorf("relay agents does not say the sandbox is unavailable:\n%s", out)
+	}
+	var listed struct {
+		Sandbox struct{ OK bool } `json:"sandbox"`
+	}
+	out, _, _ = relayEnv(t, env, "agents", "--json", "--home", home)
+	if err := json.Unmarshal([]byte(out), &listed); err != nil || listed.Sandbox.OK {
+		t.Errorf("relay agents --json: sandbox %+v (%v), want not ok\n%s", listed.Sandbox, err, out)
+	}
+}
