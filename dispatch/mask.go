@@ -5,10 +5,8 @@ import (
 	"fmt"
 	"maps"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 )
 
@@ -225,27 +223,6 @@ func coverNames(dir string, names []string) ([]string, error) {
 		}
 	}
 	return out, nil
-}
-
-// maskArgv returns the bubblewrap command line, up to the "--" before the
-// agent's argv, that runs an agent with masks applied for a session in cwd:
-// the host's root bound as it is (--dev-bind / /), then maskBinds with rw
-// set. The last parameter (once an empty directory of the relay's) is
-// unused: session.go still passes it.
-func maskArgv(masks []Mask, cwd, _ string) ([]string, error) {
-	bwrap, err := exec.LookPath(bwrapPath)
-	if err != nil {
-		return nil, fmt.Errorf("bubblewrap (bwrap) is needed to hide the paths the profile masks: %w", err)
-	}
-	out := []string{bwrap, "--die-with-parent", "--dev-bind", "/", "/"}
-	if os.Geteuid() != 0 {
-		out = append(out, "--unshare-user", "--uid", strconv.Itoa(os.Geteuid()), "--gid", strconv.Itoa(os.Getegid()))
-	}
-	binds, _, err := maskBinds(masks, cwd, true, nil)
-	if err != nil {
-		return nil, err
-	}
-	return append(out, binds...), nil
 }
 
 func exists(p string) bool {

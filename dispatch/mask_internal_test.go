@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -343,4 +344,24 @@ func TestPrecheckResolvesCwd(t *testing.T) {
 	if why := r.precheck(filepath.Join(root, "nope")); why == "" {
 		t.Error("a cwd that does not resolve passed the precheck")
 	}
+}
+
+// maskArgv returns the bubblewrap command line, up to the "--" before the
+// agent's argv, that runs an agent with masks applied for a session in cwd:
+// the host's root bound as it is (--dev-bind / /), then maskBinds with rw
+// set: the masks alone, without the sandbox's read-only root.
+func maskArgv(masks []Mask, cwd, _ string) ([]string, error) {
+	bwrap, err := exec.LookPath(bwrapPath)
+	if err != nil {
+		return nil, fmt.Errorf("bubblewrap (bwrap) is needed to hide the paths the profile masks: %w", err)
+	}
+	out := []string{bwrap, "--die-with-parent", "--dev-bind", "/", "/"}
+	if os.Geteuid() != 0 {
+		out = append(out, "--unshare-user", "--uid", strconv.Itoa(os.Geteuid()), "--gid", strconv.Itoa(os.Getegid()))
+	}
+	binds, _, err := maskBinds(masks, cwd, true, nil)
+	if err != nil {
+		return nil, err
+	}
+	return append(out, binds...), nil
 }

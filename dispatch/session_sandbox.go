@@ -98,13 +98,9 @@ func (s *session) sandboxed(argv, env []string) ([]string, []string, error) {
 	for _, w := range s.d.testWritable() {
 		plan.Binds = append(plan.Binds, sandbox.Bind{Src: w, Dst: w})
 	}
-	bwrap, err := exec.LookPath(bwrapPath)
-	if err != nil {
-		return nil, nil, fmt.Errorf("%w: %w", errSandbox, err)
-	}
 	s.log.Printf("sandbox (%s): read-only but for %s; own user, pid and IPC namespaces%s",
 		st.Layers(), strings.Join(plan.Writable(), ", "), landlockNote(plan))
-	return plan.Command(bwrap, argv), env, nil
+	return plan.Command(st.Bwrap, argv), env, nil
 }
 
 // homeCopyLimit bounds each path of Rule.Home copied into an agent's own

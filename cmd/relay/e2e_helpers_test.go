@@ -317,18 +317,7 @@ func mustCode(t *testing.T, c *client.Client, name string, args map[string]any, 
 // Under -race it exits without the race runtime's one-second pause.
 func cli(t *testing.T, home string, args ...string) (string, string, int) {
 	t.Helper()
-	cmd := exec.Command(relayBin, append(args, "--home", home)...)
-	cmd.Env = append(os.Environ(), fastExit...)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatal(err)
-	}
-	return out.String(), errb.String(), code
+	return relayEnv(t, append(os.Environ(), fastExit...), append(args, "--home", home)...)
 }
 
 // cliJSON runs a relay command with --json and decodes its output.
