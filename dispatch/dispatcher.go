@@ -65,6 +65,11 @@ type Options struct {
 	// directly, and a descendant that calls setsid and drops HAI_RELAY_RUN
 	// can outlive its run.
 	Shim []string
+	// Autostarted says the daemon was started by a facade, with an
+	// allow-listed environment: a login the agent finds in its
+	// environment (an API key) may be missing for that reason alone, and
+	// the messages that ask for a login say where to put it.
+	Autostarted bool
 	// SandboxExec is the command that applies Landlock inside an agent's
 	// sandbox and executes the agent (the relay binary's hidden
 	// sandbox.ExecCommand; it must be a path the sandbox can see). Empty:

@@ -389,12 +389,19 @@ func TestAuthRequired(t *testing.T) {
 			e := newEnv(t)
 			out, r := e.run(t, e.task(c.target, c.prompt, model.ModeReadOnly))
 			wantOutcome(t, out, model.StateFailed, model.CodeAgentAuthRequired)
-			if !strings.Contains(out.Message, c.inMessage) {
-				t.Fatalf("message %q lacks %q", out.Message, c.inMessage)
+			if !strings.Contains(out.Message, c.inMessage) || strings.Contains(out.Message, "[daemon] env") {
+				t.Fatalf("message %q lacks %q, or names [daemon] env for a daemon started by hand", out.Message, c.inMessage)
 			}
 			calls, _, _ := r.snapshot()
 			if got := len(calls) == 2 && calls[0] == "started"; got != c.started {
 				t.Fatalf("calls = %v", calls)
+			}
+			// A daemon a facade started runs with an allow-listed
+			// environment: the message says where a key goes.
+			auto := newEnv(t, func(o *dispatch.Options) { o.Autostarted = true })
+			out, _ = auto.run(t, auto.task(c.target, c.prompt, model.ModeReadOnly))
+			if !strings.Contains(out.Message, "[daemon] env") || !strings.Contains(out.Message, "relay daemon status") {
+				t.Fatalf("autostarted daemon: message %q does not name [daemon] env and relay daemon status", out.Message)
 			}
 		})
 	}

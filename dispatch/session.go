@@ -816,7 +816,7 @@ func (s *session) outcome(res runResult) model.Outcome {
 	case res.startErr != nil:
 		set(model.StateFailed, model.CodeDispatchFailed, "the run could not be marked working: "+model.Public(res.startErr).Message)
 	case isAuthRequired(res.err):
-		set(model.StateFailed, model.CodeAgentAuthRequired, authMessage(s.agent, res.stage))
+		set(model.StateFailed, model.CodeAgentAuthRequired, authMessage(s.agent, res.stage, s.d.o.Autostarted))
 	case res.disconnected:
 		set(model.StateFailed, model.CodeAgentCrashed, fmt.Sprintf("the connection to the agent closed during %s (agent process: %s); see the task log", res.stage, exit))
 	case res.stage == stagePrompt:
@@ -948,9 +948,14 @@ func loginHint(agent string) string {
 	}
 }
 
-func authMessage(agent string, st stage) string {
-	return fmt.Sprintf("%s needs its user to log in (auth_required at %s); %s, then retry — the relay never authenticates for an agent",
+func authMessage(agent string, st stage, autostarted bool) string {
+	msg := fmt.Sprintf("%s needs its user to log in (auth_required at %s); %s, then retry — the relay never authenticates for an agent",
 		agent, st, loginHint(agent))
+	if autostarted {
+		msg += "; this daemon was started by a facade, with an allow-listed environment: if " + agent +
+			" logs in with an API key from the environment, put it in [daemon] env in config.toml, or start the daemon by hand (`relay daemon status` shows its environment)"
+	}
+	return msg
 }
 
 // promptBlocks is the prompt text followed by one resource link per

@@ -348,7 +348,7 @@ func (d *daemon) wireCore(ctx context.Context, db *persistence.DB, cfg config.Co
 func (d *daemon) newDispatcher(db *persistence.DB, registry *dispatch.Registry, cfg config.Config, shim []string) *dispatch.Dispatcher {
 	o := dispatch.Options{
 		Registry: registry, Home: d.home, TaskTimeout: cfg.Limits.TaskTimeout, StartTimeout: cfg.Limits.StartTimeout, Logger: d.log,
-		Shim: shim, SandboxExec: sandboxExec(shim),
+		Shim: shim, SandboxExec: sandboxExec(shim), Autostarted: d.autostarted,
 		OnProbe: func(name string, p dispatch.Probe) {
 			if err := db.RecordProbe(context.Background(), persistence.Probe{Name: name, WorkedLive: p.OK, At: p.At, Reason: p.Reason}); err != nil {
 				d.log.Error("save probe", "agent", name, "err", err)
