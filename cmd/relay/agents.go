@@ -80,7 +80,7 @@ func agentTable(e *env, wide bool, as []model.AgentInfo) error {
 	}
 	fmt.Fprintln(e.stdout, "\nADAPTER is the package and version the agent's command resolves to (its package.json).")
 	fmt.Fprintln(e.stdout, "PROFILE is the hardening profile for that adapter generation; \"(CI)\": that exact version is verified in the relay's CI;")
-	fmt.Fprintln(e.stdout, "\"none\": permission requests are still denied, but the agent's own allow rules are not controlled;")
+	fmt.Fprintln(e.stdout, "\"none\": held by the sandbox only: permission requests are still denied and read_only is held by the kernel, but the agent's own allow rules are not controlled;")
 	fmt.Fprintln(e.stdout, "\"refused\": no profile covers the installed adapter, and its tasks end agent_unsafe_mode (docs/agents.md).")
 	fmt.Fprintln(e.stdout, "HARDENING is the last `relay agents verify` on this machine, with the adapter version it saw;")
 	fmt.Fprintln(e.stdout, "\"(stale)\": it passed, but too long ago or on other adapter files than those installed now.")
