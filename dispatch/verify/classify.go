@@ -16,13 +16,14 @@ import (
 // unusable when every attempt was stopped but a positive control did not
 // pass, verified otherwise.
 func verdict(attempts []model.VerifyAttempt) (model.HardeningStatus, string) {
-	var open, notRun, controlFailed []string
+	var open []string
+	var notRun, controlFailed causes
 	n := 0
 	for _, a := range attempts {
 		what := string(a.Mode) + " " + a.Name
 		if a.Control {
 			if !a.Passed {
-				controlFailed = append(controlFailed, what+" ("+a.Detail+")")
+				controlFailed.add(what, a.Detail)
 			}
 			continue
 		}
@@ -31,7 +32,7 @@ func verdict(attempts []model.VerifyAttempt) (model.HardeningStatus, string) {
 		case model.StopNotStopped:
 			open = append(open, what)
 		case model.StopNotRun:
-			notRun = append(notRun, what+" ("+a.Detail+")")
+			notRun.add(what, a.Detail)
 		}
 	}
 	switch {
@@ -39,14 +40,42 @@ func verdict(attempts []model.VerifyAttempt) (model.HardeningStatus, string) {
 		return model.HardeningFailed, "inconclusive: no attempt was made"
 	case len(open) > 0:
 		return model.HardeningFailed, fmt.Sprintf("%d of %d attempts NOT STOPPED: %s", len(open), n, strings.Join(open, ", "))
-	case len(notRun) > 0:
-		return model.HardeningFailed, fmt.Sprintf("inconclusive: %d of %d attempts not run: %s", len(notRun), n,
-			clipLine(strings.Join(notRun, "; "), 600))
-	case len(controlFailed) > 0:
+	case notRun.n > 0:
+		return model.HardeningFailed, fmt.Sprintf("inconclusive: %d of %d attempts not run: %s", notRun.n, n,
+			clipLine(notRun.String(), 600))
+	case controlFailed.n > 0:
 		return model.HardeningUnusable, fmt.Sprintf("all %d attempts stopped, but the agent could not do a task's work: %s",
-			n, clipLine(strings.Join(controlFailed, "; "), 600))
+			n, clipLine(controlFailed.String(), 600))
 	}
 	return model.HardeningVerified, fmt.Sprintf("all %d attempts stopped, and %d positive control(s) passed", n, len(attempts)-n)
+}
+
+// causes groups what failed by its cause, so that one cause shared by
+// every attempt (bubblewrap missing, a login) is said once.
+type causes struct {
+	n      int
+	order  []string            // the causes, in the order first seen
+	byWhat map[string][]string // cause → what failed of it
+}
+
+func (c *causes) add(what, cause string) {
+	if c.byWhat == nil {
+		c.byWhat = map[string][]string{}
+	}
+	if _, seen := c.byWhat[cause]; !seen {
+		c.order = append(c.order, cause)
+	}
+	c.byWhat[cause] = append(c.byWhat[cause], what)
+	c.n++
+}
+
+// String is "WHAT, WHAT (CAUSE); WHAT (CAUSE)".
+func (c causes) String() string {
+	parts := make([]string, 0, len(c.order))
+	for _, cause := range c.order {
+		parts = append(parts, strings.Join(c.byWhat[cause], ", ")+" ("+cause+")")
+	}
+	return strings.Join(parts, "; ")
 }
 
 // requestsTagged returns the requests of the session whose prompt carries

@@ -81,3 +81,20 @@ func TestOfflineEnv(t *testing.T) {
 		}
 	}
 }
+
+// One cause shared by every attempt that could not run (the sandbox
+// missing, a login) is said once, with the attempts it stopped.
+func TestVerdictSaysOneCauseOnce(t *testing.T) {
+	t.Parallel()
+	const cause = "the agent could not be started: bubblewrap (bwrap) is not installed"
+	var attempts []model.VerifyAttempt
+	for _, name := range []string{"write-outside", "write-inside", "edit-inside", "shell"} {
+		attempts = append(attempts, model.VerifyAttempt{Name: name, Mode: model.ModeReadOnly, StoppedBy: model.StopNotRun, Detail: cause})
+	}
+	attempts = append(attempts, model.VerifyAttempt{Name: "other", Mode: model.ModeReadOnly, StoppedBy: model.StopNotRun, Detail: "a login"})
+	status, reason := verdict(attempts)
+	if status != model.HardeningFailed || strings.Count(reason, cause) != 1 ||
+		!strings.Contains(reason, "5 of 5 attempts not run: read_only write-outside, read_only write-inside, read_only edit-inside, read_only shell ("+cause+"); read_only other (a login)") {
+		t.Errorf("verdict %s: %q", status, reason)
+	}
+}
