@@ -31,6 +31,7 @@ func (d *Dispatcher) Probe(ctx context.Context, name string, timeout time.Durati
 		return model.AgentInfo{}, model.Errorf(model.CodeUnknownAgent, "no agent named %q", name)
 	}
 	began := time.Now()
+	fp := d.o.Registry.adapter(spec).Fingerprint // the adapter the probe runs on
 	reason, code, canceled := d.runProbe(ctx, spec, timeout)
 	if canceled {
 		why := "the dispatcher is stopping"
@@ -39,7 +40,7 @@ func (d *Dispatcher) Probe(ctx context.Context, name string, timeout time.Durati
 		}
 		return model.AgentInfo{}, model.Errorf(model.CodeDispatchFailed, "probe of %s canceled: %s", name, why)
 	}
-	p := Probe{OK: code == "", At: time.Now().UTC(), Reason: reason}
+	p := Probe{OK: code == "", At: time.Now().UTC(), Reason: reason, Fingerprint: fp}
 	if p.OK {
 		p.Reason = fmt.Sprintf("end_turn in %s", time.Since(began).Round(time.Millisecond))
 	}

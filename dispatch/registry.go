@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hai-relay/relay/dispatch/sandbox"
 	"github.com/hai-relay/relay/model"
 )
 
@@ -51,6 +52,9 @@ type Probe struct {
 	OK     bool
 	At     time.Time
 	Reason string
+	// Fingerprint is the adapter's the probe ran on (Adapter.Fingerprint;
+	// "" when not known): worked_live belongs to that adapter.
+	Fingerprint string
 }
 
 // LiveWindow is how long a successful probe counts as worked_live.
@@ -200,9 +204,19 @@ func (r *Registry) Agent(_ context.Context, name string) (model.AgentInfo, bool)
 	}
 	info.Profile = describeChoice(s.Profiles, c, inst.version)
 	info.Hardening = hardening(s, v, verified, ad, inst, now)
+	again := "; run `relay agents probe " + name + "`"
 	switch {
 	case !probed:
-		info.WorkedLiveReason = "never probed; run `relay agents probe " + name + "`"
+		info.WorkedLiveReason = "never probed" + again
+	case p.Fingerprint != "" && ad.Fingerprint != "" && p.Fingerprint != ad.Fingerprint:
+		// What was probed is not what is installed now: stale, whatever
+		// the outcome was.
+		at := p.At
+		info.WorkedLiveAt, info.WorkedLiveReason = &at, "stale: the last probe ran on another adapter than the one installed now ("+
+			adapterName(ad)+")"+again
+	case !p.OK && strings.Contains(p.Reason, "the sandbox cannot run") && r.sandboxOK():
+		at := p.At
+		info.WorkedLiveAt, info.WorkedLiveReason = &at, "stale: the last probe failed because the sandbox could not run, and now it can"+again
 	case !p.OK:
 		at := p.At
 		info.WorkedLiveAt, info.WorkedLiveReason = &at, p.Reason
@@ -304,4 +318,18 @@ func installedVersion(ad Adapter, seen string) installed {
 		return installed{seen, "as the adapter reported it at initialize; " + tried}
 	}
 	return installed{"", tried + ", and no session reported a version since the daemon started"}
+}
+
+// adapterName names an adapter in a reason: its package and version, or
+// its path.
+func adapterName(a Adapter) string {
+	if a.Package != "" {
+		return strings.TrimSpace(a.Package + " " + a.Version)
+	}
+	return a.RealPath
+}
+
+// sandboxOK reports whether the sandbox every agent runs in can run now.
+func (r *Registry) sandboxOK() bool {
+	return sandbox.Check(bwrapPath, r.lookPath).OK
 }

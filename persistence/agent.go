@@ -21,6 +21,8 @@ type Probe struct {
 	// At is when the probe ran.
 	At     time.Time
 	Reason string
+	// Fingerprint is the adapter's the probe ran on ("" when not known).
+	Fingerprint string
 }
 
 // RecordProbe stores p as name's latest probe result and audits it
@@ -37,7 +39,7 @@ func (db *DB) RecordProbe(ctx context.Context, p Probe) error {
 	err = db.write(ctx, func(ctx context.Context, w *writeTx) error {
 		at := formatTime(p.At)
 		row := agentRow{Name: p.Name, WorkedLive: p.WorkedLive, WorkedLiveAt: &at, WorkedLiveReason: p.Reason,
-			UpdatedAt: formatTime(now)}
+			UpdatedAt: formatTime(now), Fingerprint: p.Fingerprint}
 		if _, err := w.ExecContext(ctx, qProbeUpsert, probeBind.args(&row)...); err != nil {
 			return err
 		}
@@ -56,7 +58,7 @@ func (db *DB) Probes(ctx context.Context) ([]Probe, error) {
 	}
 	var out []Probe
 	for _, r := range rows {
-		p := Probe{Name: r.Name, WorkedLive: r.WorkedLive, Reason: r.WorkedLiveReason}
+		p := Probe{Name: r.Name, WorkedLive: r.WorkedLive, Reason: r.WorkedLiveReason, Fingerprint: r.Fingerprint}
 		if r.WorkedLiveAt != nil {
 			var err error
 			if p.At, err = parseTime(*r.WorkedLiveAt); err != nil {

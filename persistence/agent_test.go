@@ -116,7 +116,13 @@ func TestMigrateAddsAgentVerifications(t *testing.T) {
 	if count(t, old, "sqlite_master", "name = 'agent_verifications'") != 0 {
 		t.Fatal("agent_verifications exists before its migration")
 	}
-	if err := old.RecordProbe(ctx, Probe{Name: "claude", WorkedLive: true, At: t0, Reason: "end_turn"}); err != nil {
+	// The probe is written as the old code did, without the columns it
+	// did not have.
+	if err := old.write(ctx, func(ctx context.Context, w *writeTx) error {
+		_, err := w.ExecContext(ctx, `INSERT INTO agents (name, worked_live, worked_live_at, worked_live_reason, updated_at)
+			VALUES ('claude', 1, ?, 'end_turn', ?)`, formatTime(t0), formatTime(t0))
+		return err
+	}); err != nil {
 		t.Fatal(err)
 	}
 	if err := old.Close(); err != nil {

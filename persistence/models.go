@@ -148,6 +148,8 @@ type agentRow struct {
 	WorkedLiveAt     *string `bun:"worked_live_at"`
 	WorkedLiveReason string  `bun:"worked_live_reason"`
 	UpdatedAt        string  `bun:"updated_at"`
+	// Fingerprint follows the columns of 0001, as migration 0010 adds it.
+	Fingerprint string `bun:"worked_live_fingerprint"`
 }
 
 // agentVerificationRow is an agent_verifications row: an agent's last

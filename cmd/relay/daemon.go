@@ -350,7 +350,8 @@ func (d *daemon) newDispatcher(db *persistence.DB, registry *dispatch.Registry, 
 		Registry: registry, Home: d.home, TaskTimeout: cfg.Limits.TaskTimeout, StartTimeout: cfg.Limits.StartTimeout, Logger: d.log,
 		Shim: shim, SandboxExec: sandboxExec(shim), Autostarted: d.autostarted,
 		OnProbe: func(name string, p dispatch.Probe) {
-			if err := db.RecordProbe(context.Background(), persistence.Probe{Name: name, WorkedLive: p.OK, At: p.At, Reason: p.Reason}); err != nil {
+			if err := db.RecordProbe(context.Background(), persistence.Probe{Name: name, WorkedLive: p.OK, At: p.At, Reason: p.Reason,
+				Fingerprint: p.Fingerprint}); err != nil {
 				d.log.Error("save probe", "agent", name, "err", err)
 			}
 		},
@@ -640,7 +641,7 @@ func loadProbes(ctx context.Context, db *persistence.DB, r *dispatch.Registry) e
 		return err
 	}
 	for _, p := range probes {
-		r.SetProbe(p.Name, dispatch.Probe{OK: p.WorkedLive, At: p.At, Reason: p.Reason})
+		r.SetProbe(p.Name, dispatch.Probe{OK: p.WorkedLive, At: p.At, Reason: p.Reason, Fingerprint: p.Fingerprint})
 	}
 	return nil
 }
