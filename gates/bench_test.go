@@ -33,7 +33,7 @@ func BenchmarkGates(b *testing.B) {
 			for b.Loop() {
 				v := gates.MissionLease(c.task)
 				if v.Passed {
-					v = gates.ACPDenial(policy, agent, true)
+					v = gates.ACPDenial(policy, agent, true, model.ModeReadOnly)
 				}
 				if v.Passed {
 					v = gates.GuardedClaude(c.task, ans)

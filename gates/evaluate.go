@@ -74,7 +74,7 @@ func Evaluate(ctx context.Context, t model.Task, env Env) Verdicts {
 			v = Delegation(t, env.MaxDelegationDepth)
 		case model.GateACPDenial:
 			info, known := env.Agent(ctx, t.Target)
-			v = ACPDenial(env.Policy(), info, known)
+			v = ACPDenial(env.Policy(), info, known, t.Mode)
 		case model.GateAuthority:
 			v, ans = Authority(ctx, env.Authority, NewAuthorityRequest(t, now()))
 		case model.GateGuardedClaude:

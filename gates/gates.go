@@ -150,7 +150,10 @@ func Delegation(t model.Task, maxDepth int) model.Verdict {
 //     the registry), else agent_not_verified, with what to run.
 //
 // All its failures lead to blocked.
-func ACPDenial(p model.DispatchPolicy, a model.AgentInfo, known bool) model.Verdict {
+//
+// A passing verdict describes the profile's rule for the task's mode, the
+// one the run will be held by, never another mode's.
+func ACPDenial(p model.DispatchPolicy, a model.AgentInfo, known bool, mode model.Mode) model.Verdict {
 	if !p.DeniesAllPermissions || p.AdvertisesFS || p.AdvertisesTerminal {
 		return fail(model.GateACPDenial, model.CodeACPDenialNotEnforced,
 			"the dispatcher would not deny every permission request or would advertise fs/terminal",
@@ -195,7 +198,13 @@ func ACPDenial(p model.DispatchPolicy, a model.AgentInfo, known bool) model.Verd
 		msg += ", hardening verified (" + a.Hardening.CurrentReason + ")"
 		detail["hardening"] = string(a.Hardening.Status)
 	}
-	if a.Profile.Summary != "" {
+	if mode == "" {
+		mode = model.ModeReadOnly
+	}
+	switch rule, ok := a.Profile.Modes[mode]; {
+	case a.Profile.Name != "" && ok:
+		msg += "; hardening profile " + a.Profile.Name + " for " + string(mode) + " tasks: " + rule
+	case a.Profile.Summary != "":
 		msg += "; " + a.Profile.Summary
 	}
 	return model.Verdict{Gate: model.GateACPDenial, Passed: true, Message: msg, Detail: detail}

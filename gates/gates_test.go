@@ -141,7 +141,7 @@ func TestACPDenial(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			v := gates.ACPDenial(tt.policy, tt.agent, tt.known)
+			v := gates.ACPDenial(tt.policy, tt.agent, tt.known, model.ModeReadOnly)
 			if v.Gate != model.GateACPDenial {
 				t.Errorf("gate = %q", v.Gate)
 			}
@@ -405,5 +405,24 @@ func TestNewAuthorityRequest(t *testing.T) {
 	task.ParentTaskID, task.Chain = "T-0", []model.Hop{{TaskID: "T-0", Caller: "gemini", Target: "codex"}}
 	if r := gates.NewAuthorityRequest(task, testTime); r.ParentTaskID != "T-0" || len(r.Chain) != 1 || r.Chain[0] != task.Chain[0] {
 		t.Errorf("a delegated task's request has parent %q and chain %v", r.ParentTaskID, r.Chain)
+	}
+}
+
+// A passing acpDenial verdict describes the profile's rule for the task's
+// own mode: a state_changing task to an agent whose profile has no rule for
+// it says so, never the read_only rule.
+func TestACPDenialDescribesTheTasksMode(t *testing.T) {
+	t.Parallel()
+	agent := model.AgentInfo{Name: "codex", Enabled: true, Configured: true, Profile: model.AgentProfile{
+		Name: "codex-acp 2.x", Summary: "hardening profile codex-acp 2.x; read_only: sandbox read-only",
+		Modes: map[model.Mode]string{model.ModeReadOnly: "sandbox read-only", model.ModeStateChanging: "refused (agent_unsafe_mode)"}}}
+	policy := model.DispatchPolicy{DeniesAllPermissions: true}
+	sc := gates.ACPDenial(policy, agent, true, model.ModeStateChanging)
+	if !sc.Passed || !strings.Contains(sc.Message, "for state_changing tasks: refused (agent_unsafe_mode)") || strings.Contains(sc.Message, "sandbox read-only") {
+		t.Errorf("state_changing: %+v", sc)
+	}
+	ro := gates.ACPDenial(policy, agent, true, model.ModeReadOnly)
+	if !ro.Passed || !strings.Contains(ro.Message, "for read_only tasks: sandbox read-only") {
+		t.Errorf("read_only: %+v", ro)
 	}
 }

@@ -78,16 +78,15 @@ func TestCLIShowACPDenialForTheTaskMode(t *testing.T) {
 	if !ok || info.Profile.Name == "" {
 		t.Fatalf("claude has no hardening profile: %+v", info.Profile)
 	}
-	v := gates.ACPDenial(model.DispatchPolicy{DeniesAllPermissions: true}, info, true)
-	v.Gate, v.At = model.GateACPDenial, time.Now()
 	rules := map[model.Mode]string{}
 	for _, m := range model.AllModes() {
-		rules[m] = string(m) + ": " + info.Profile.Modes[m]
-		if !strings.Contains(v.Message, rules[m]) {
-			t.Fatalf("the gate's message lacks the %s rule %q: %s", m, rules[m], v.Message)
-		}
+		rules[m] = info.Profile.Modes[m]
 	}
 	for _, mode := range model.AllModes() {
+		// The gate describes the rule of the task's mode (and a verdict
+		// stored before it did is cut to it when shown).
+		v := gates.ACPDenial(model.DispatchPolicy{DeniesAllPermissions: true}, info, true, mode)
+		v.Gate, v.At = model.GateACPDenial, time.Now()
 		d := model.TaskDetail{Task: model.Task{ID: "T-1", State: model.StateWorking, Mode: mode, Target: "claude", CreatedAt: v.At},
 			Verdicts: []model.Verdict{v}}
 		var out strings.Builder
