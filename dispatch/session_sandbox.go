@@ -142,14 +142,15 @@ func (s *session) ownHome(dir string, env []string) (string, []string, error) {
 	}
 	var copied []string
 	if r != nil && real != "" {
+		masked := s.maskedNames()
 		for _, rel := range r.Home {
 			src := filepath.Join(real, rel)
 			for prefix, v := range from {
-				if r, ok := strings.CutPrefix(rel, prefix+"/"); ok && v != "" {
-					src = filepath.Join(v, r)
+				if rest, ok := strings.CutPrefix(rel, prefix+"/"); ok && v != "" {
+					src = filepath.Join(v, rest)
 				}
 			}
-			ok, err := copyInto(src, filepath.Join(home, rel), homeCopyLimit, s.maskedIn(src))
+			ok, err := copyInto(src, filepath.Join(home, rel), homeCopyLimit, masked.in(src))
 			if err != nil {
 				return "", nil, fmt.Errorf("copying %s: %w", src, err)
 			}
@@ -174,20 +175,32 @@ func (s *session) ownHome(dir string, env []string) (string, []string, error) {
 	return home, out, nil
 }
 
-// maskedIn returns the names the rule's masks hide in directory dir.
-func (s *session) maskedIn(dir string) []string {
+// maskedNames are the names the rule's masks hide, by canonical
+// directory.
+type maskedNames map[string][]string
+
+// maskedNames expands the rule's masks for the session's cwd, once.
+func (s *session) maskedNames() maskedNames {
 	if s.rule == nil || len(s.rule.Masks) == 0 {
-		return nil
-	}
-	canon, err := filepath.EvalSymlinks(dir)
-	if err != nil {
 		return nil
 	}
 	_, names, err := maskDirs(s.rule.Masks, s.cwd)
 	if err != nil {
 		return nil
 	}
-	return names[canon]
+	return names
+}
+
+// in returns the names hidden in directory dir.
+func (m maskedNames) in(dir string) []string {
+	if len(m) == 0 {
+		return nil
+	}
+	canon, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		return nil
+	}
+	return m[canon]
 }
 
 // copyInto copies the file or directory src to dst (regular files and

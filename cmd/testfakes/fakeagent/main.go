@@ -124,13 +124,11 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -749,54 +747,16 @@ func (a *agent) permission(ctx context.Context, sid acp.SessionId, behaviour str
 func (a *agent) modelTurn(ctx context.Context, sid acp.SessionId, url, prompt string) (acp.PromptResponse, error) {
 	tools := strings.Split(envOr("FAKEAGENT_TOOLS", "write,read,edit,shell"), ",")
 	policy := envOr("FAKEAGENT_POLICY", "obey")
-	var offered []map[string]any
-	for _, t := range tools {
-		offered = append(offered, map[string]any{"type": "function", "function": map[string]any{"name": t,
-			"parameters": map[string]any{"type": "object"}}})
+	text, err := chatTurns(ctx, url+"/v1/chat/completions", os.Getenv("FAKEAGENT_MODEL_KEY"), tools, prompt,
+		func(id, name string, args map[string]any) string {
+			result := a.runTool(ctx, sid, id, name, args, tools, policy)
+			a.log.event("tool", map[string]any{"name": name, "result": result})
+			return result
+		})
+	if err != nil {
+		return acp.PromptResponse{}, err
 	}
-	msgs := []map[string]any{{"role": "user", "content": prompt}}
-	for turn := 0; turn < 8; turn++ {
-		body, _ := json.Marshal(map[string]any{"model": "m", "messages": msgs, "tools": offered})
-		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url+"/v1/chat/completions", bytes.NewReader(body))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Authorization", "Bearer "+os.Getenv("FAKEAGENT_MODEL_KEY"))
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			return acp.PromptResponse{}, err
-		}
-		var out struct {
-			Choices []struct {
-				Message struct {
-					Content   string `json:"content"`
-					ToolCalls []struct {
-						ID       string `json:"id"`
-						Function struct {
-							Name      string `json:"name"`
-							Arguments string `json:"arguments"`
-						} `json:"function"`
-					} `json:"tool_calls"`
-				} `json:"message"`
-			} `json:"choices"`
-		}
-		err = json.NewDecoder(resp.Body).Decode(&out)
-		resp.Body.Close()
-		if err != nil || len(out.Choices) == 0 {
-			return acp.PromptResponse{}, fmt.Errorf("model answer: %v", err)
-		}
-		m := out.Choices[0].Message
-		if len(m.ToolCalls) == 0 {
-			return a.reply(ctx, sid, m.Content)
-		}
-		c := m.ToolCalls[0]
-		var args map[string]any
-		_ = json.Unmarshal([]byte(c.Function.Arguments), &args)
-		result := a.runTool(ctx, sid, c.ID, c.Function.Name, args, tools, policy)
-		a.log.event("tool", map[string]any{"name": c.Function.Name, "result": result})
-		msgs = append(msgs, map[string]any{"role": "assistant", "content": nil, "tool_calls": []any{map[string]any{
-			"id": c.ID, "type": "function", "function": map[string]any{"name": c.Function.Name, "arguments": c.Function.Arguments}}}},
-			map[string]any{"role": "tool", "tool_call_id": c.ID, "content": result})
-	}
-	return a.reply(ctx, sid, "too many turns")
+	return a.reply(ctx, sid, text)
 }
 
 func envOr(name, def string) string {

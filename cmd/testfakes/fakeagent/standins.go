@@ -52,7 +52,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"os/exec"
 	"path"
@@ -604,51 +603,13 @@ func (h *hermesAgent) run(ctx context.Context, name string, str func(string) str
 // modelDriven runs the turn against the chat-completions endpoint of
 // Hermes' config (the relay's scripted model in a verification).
 func (h *hermesAgent) modelDriven(ctx context.Context, sid acp.SessionId, prompt string) (acp.PromptResponse, error) {
-	var offered []map[string]any
-	for _, t := range []string{"write_file", "patch", "read_file", "terminal", "execute_code", "memory"} {
-		offered = append(offered, map[string]any{"type": "function", "function": map[string]any{"name": t,
-			"parameters": map[string]any{"type": "object"}}})
+	tools := []string{"write_file", "patch", "read_file", "terminal", "execute_code", "memory"}
+	text, err := chatTurns(ctx, strings.TrimSuffix(h.baseURL, "/")+"/chat/completions", os.Getenv("OPENAI_API_KEY"), tools, prompt,
+		func(id, name string, args map[string]any) string {
+			return h.tool(ctx, sid, acp.ToolCallId(id), name, args)
+		})
+	if err != nil {
+		return acp.PromptResponse{}, err
 	}
-	msgs := []map[string]any{{"role": "user", "content": prompt}}
-	for turn := 0; turn < 8; turn++ {
-		body, _ := json.Marshal(map[string]any{"model": "m", "messages": msgs, "tools": offered})
-		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimSuffix(h.baseURL, "/")+"/chat/completions", bytes.NewReader(body))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Authorization", "Bearer "+os.Getenv("OPENAI_API_KEY"))
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			return acp.PromptResponse{}, err
-		}
-		var out struct {
-			Choices []struct {
-				Message struct {
-					Content   string `json:"content"`
-					ToolCalls []struct {
-						ID       string `json:"id"`
-						Function struct {
-							Name      string `json:"name"`
-							Arguments string `json:"arguments"`
-						} `json:"function"`
-					} `json:"tool_calls"`
-				} `json:"message"`
-			} `json:"choices"`
-		}
-		err = json.NewDecoder(resp.Body).Decode(&out)
-		resp.Body.Close()
-		if err != nil || len(out.Choices) == 0 {
-			return acp.PromptResponse{}, fmt.Errorf("model answer: %v", err)
-		}
-		m := out.Choices[0].Message
-		if len(m.ToolCalls) == 0 {
-			return h.reply(ctx, sid, m.Content)
-		}
-		c := m.ToolCalls[0]
-		var args map[string]any
-		_ = json.Unmarshal([]byte(c.Function.Arguments), &args)
-		result := h.tool(ctx, sid, acp.ToolCallId(c.ID), c.Function.Name, args)
-		msgs = append(msgs, map[string]any{"role": "assistant", "content": nil, "tool_calls": []any{map[string]any{
-			"id": c.ID, "type": "function", "function": map[string]any{"name": c.Function.Name, "arguments": c.Function.Arguments}}}},
-			map[string]any{"role": "tool", "tool_call_id": c.ID, "content": result})
-	}
-	return h.reply(ctx, sid, "too many turns")
+	return h.reply(ctx, sid, text)
 }
