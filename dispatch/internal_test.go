@@ -4,7 +4,11 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -223,5 +227,42 @@ func TestSignalDescriptionNamesWhoSentIt(t *testing.T) {
 		if got := signalDescription(c.sig, c.killed); !strings.HasPrefix(got, c.want) {
 			t.Errorf("signalDescription(%v, %v) = %q, want %q…", c.sig, c.killed, got, c.want)
 		}
+	}
+}
+
+// Sessions that start at once write the same profile file; each write
+// succeeds and the file ends whole (CI once failed a Gemini verification
+// with "rename …toml.tmp …toml: no such file or directory").
+func TestWritePrivateConcurrent(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "gemini-read-only.toml")
+	contents := []string{"a = 1\n", "b = 2\n"}
+	var wg sync.WaitGroup
+	errs := make(chan error, 8*50)
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 50 {
+				if err := writePrivate(path, contents[(g+i)%2]); err != nil {
+					errs <- err
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(path)
+	if !slices.Contains(contents, string(b)) {
+		t.Fatalf("file holds %q", b)
+	}
+	if fi, _ := os.Stat(path); fi.Mode().Perm() != 0o600 {
+		t.Fatalf("mode %v", fi.Mode())
+	}
+	if left, _ := filepath.Glob(filepath.Join(filepath.Dir(path), ".*")); len(left) != 0 {
+		t.Fatalf("temporary files left: %v", left)
 	}
 }

@@ -180,6 +180,13 @@ type agent struct {
 	mu   sync.Mutex
 	mode acp.SessionModeId
 	cwd  string
+
+	// canceled closes once session/cancel is logged. The SDK cancels the
+	// prompt's context before it calls Cancel, so a turn that ends on
+	// cancel waits for this, or the process could exit before the log
+	// line is written.
+	canceled   chan struct{}
+	cancelOnce sync.Once
 }
 
 func (a *agent) Authenticate(context.Context, acp.AuthenticateRequest) (acp.AuthenticateResponse, error) {
@@ -214,7 +221,17 @@ func (a *agent) Initialize(ctx context.Context, p acp.InitializeRequest) (acp.In
 
 func (a *agent) Cancel(_ context.Context, p acp.CancelNotification) error {
 	a.log.event("cancel", map[string]any{"session": p.SessionId})
+	a.cancelOnce.Do(func() { close(a.canceled) })
 	return nil
+}
+
+// awaitCancelLogged waits briefly for session/cancel to be logged after the
+// turn's context ended (it ends without one when the connection closes).
+func (a *agent) awaitCancelLogged() {
+	select {
+	case <-a.canceled:
+	case <-time.After(2 * time.Second):
+	}
 }
 
 func (a *agent) CloseSession(context.Context, acp.CloseSessionRequest) (acp.CloseSessionResponse, error) {
@@ -419,6 +436,7 @@ func (a *agent) Prompt(ctx context.Context, p acp.PromptRequest) (acp.PromptResp
 	case behaviour == "hang":
 		a.say(ctx, sid, "hanging")
 		<-ctx.Done()
+		a.awaitCancelLogged()
 		a.log.event("prompt_canceled", nil)
 		return acp.PromptResponse{StopReason: acp.StopReasonCancelled}, nil
 	case behaviour == "hang-ignore-cancel":
@@ -853,7 +871,7 @@ func main() {
 		zombieLeader(os.Args[2:])
 		select {} // the other thread exits the process
 	}
-	a := &agent{ready: make(chan struct{})}
+	a := &agent{ready: make(chan struct{}), canceled: make(chan struct{})}
 	if len(os.Args) > 1 && !strings.HasPrefix(os.Args[1], "-") {
 		a.startup = os.Args[1] // flags a hardening profile appends are ignored
 	}
