@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -353,6 +354,7 @@ type realDaemon struct {
 	tmp       string // TMPDIR of the daemon and its agents
 	api       *http.Client
 	d         *daemonProc
+	as        runAs // the user the daemon and its agents run as
 }
 
 func startRealDaemon(t *testing.T, bin string, srv *modelserver.Server, agents []*realAgent, sc scenario) *realDaemon {
@@ -371,6 +373,10 @@ type realDaemonOpts struct {
 	// redirect to the test's scripted model: relay agents verify brings
 	// its own.
 	noRedirect bool
+	// as, when set, is the user the daemon runs as (with its agents): its
+	// directories are given to that user, and the test reaches the daemon
+	// as that user.
+	as *runAs
 }
 
 func startRealDaemonWith(t *testing.T, bin string, srv *modelserver.Server, agents []*realAgent, sc scenario, o realDaemonOpts) *realDaemon {
@@ -436,8 +442,40 @@ func startRealDaemonWith(t *testing.T, bin string, srv *modelserver.Server, agen
 	if err := os.WriteFile(filepath.Join(home, "config.toml"), []byte(cfg.String()), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	d := launchDaemonArgv(t, home, []string{relayBin, "daemon", "--home", home}, env)
-	return &realDaemon{sc: sc, tasks: tasks, home: home, agentHome: agentHome, tmp: agentTmp, api: apiClient(home), d: d}
+	as := runAs{"as-test-user", os.Geteuid(), os.Getegid()}
+	if o.as != nil {
+		as = *o.as
+		for _, d := range []string{agentHome, tasks, agentTmp, filepath.Dir(home)} {
+			chownAll(t, d, as)
+		}
+		openToUser(t, agentHome, tasks, filepath.Dir(home), relayBin, gatestest.BuildFakeAuthority(t))
+	}
+	cmd := exec.Command(relayBin, "daemon", "--home", home)
+	cmd.Env = env
+	d := runDaemonCmd(t, home, userCmd(cmd, as))
+	if st, err := os.Stat(fmt.Sprintf("/proc/%d", d.cmd.Process.Pid)); err != nil || int(st.Sys().(*syscall.Stat_t).Uid) != as.uid {
+		t.Fatalf("the daemon does not run as %s (uid %d): %v", as.name, as.uid, err)
+	}
+	return &realDaemon{sc: sc, tasks: tasks, home: home, agentHome: agentHome, tmp: agentTmp, api: apiClientAs(home, as), d: d, as: as}
+}
+
+// cli runs a relay command against the daemon's home, as its user.
+func (rd *realDaemon) cli(t *testing.T, args ...string) (string, string, int) {
+	t.Helper()
+	return cliAs(t, rd.home, rd.as, args...)
+}
+
+// own gives paths (trees) to the daemon's user, so that only the sandbox,
+// not a permission, stops its agents writing them.
+func (rd *realDaemon) own(t *testing.T, paths ...string) {
+	t.Helper()
+	if rd.as.uid == os.Geteuid() {
+		return
+	}
+	for _, p := range paths {
+		chownAll(t, p, rd.as)
+	}
+	openToUser(t, paths...)
 }
 
 // submit submits a task from codex's identity (any known caller would do)
@@ -485,7 +523,13 @@ func (rd *realDaemon) waitAs(t *testing.T, agent, id string, within time.Duratio
 		time.Sleep(200 * time.Millisecond)
 	}
 	var show model.TaskDetail
-	cliJSON(t, rd.home, &show, "tasks", "show", id)
+	out, errOut, code := rd.cli(t, "tasks", "show", id, "--json")
+	if code != 0 {
+		t.Fatalf("relay tasks show %s: exit %d\n%s", id, code, errOut)
+	}
+	if err := json.Unmarshal([]byte(out), &show); err != nil {
+		t.Fatalf("relay tasks show %s --json: %v\n%s", id, err, out)
+	}
 	return show
 }
 
@@ -588,7 +632,7 @@ func stopRealDaemon(t *testing.T, rd *realDaemon, bin string) {
 	w := watchProcesses(filepath.Dir(bin))
 	defer w.stop()
 	w.requireGone(t, "after the daemon of "+rd.home+" stopped", 10*time.Second)
-	if _, errOut, code := cli(t, rd.home, "audit", "verify"); code != 0 {
+	if _, errOut, code := rd.cli(t, "audit", "verify"); code != 0 {
 		t.Errorf("audit verify: exit %d\n%s", code, errOut)
 	}
 }
@@ -603,21 +647,32 @@ func stopRealDaemon(t *testing.T, rd *realDaemon, bin string) {
 func TestRealAgentsHoldDenyAll(t *testing.T) {
 	bin, srv := requireRealAgents(t), startScripted(t)
 	all := allRealAgents
+	// The hostile scenarios run the daemon and its agents as a normal user
+	// (when the tests run as root: bubblewrap's user-namespace path, the
+	// one users take), the others as the test's user: every adapter of the
+	// matrix runs both ways, here and in TestRealAgentsVerify and
+	// TestRealAgentsNextGeneration (as the test's user).
+	users := sandboxUsers(t)
+	normal := users[len(users)-1]
 	for _, c := range []struct {
 		sc     scenario
 		agents []*realAgent
+		as     *runAs
 	}{
-		{clean, all},
-		{hostile, all},
-		{acceptEdits, []*realAgent{claudeAgent}},
-		{hostile, nextAgents},
+		{clean, all, nil},
+		{hostile, all, &normal},
+		{acceptEdits, []*realAgent{claudeAgent}, nil},
+		{hostile, nextAgents, &normal},
 	} {
 		name := string(c.sc)
 		if c.agents[0] == claudeNext {
 			name += "/next-generation"
 		}
+		if c.as != nil {
+			name += "/" + c.as.name
+		}
 		t.Run(name, func(t *testing.T) {
-			rd := startRealDaemon(t, bin, srv, c.agents, c.sc)
+			rd := startRealDaemonWith(t, bin, srv, c.agents, c.sc, realDaemonOpts{as: c.as})
 			type run struct {
 				agent *realAgent
 				mode  model.Mode
@@ -638,6 +693,7 @@ func TestRealAgentsHoldDenyAll(t *testing.T) {
 					if c.sc != clean {
 						a.plant(t, r.paths.Cwd)
 					}
+					rd.own(t, r.paths.Cwd, filepath.Dir(r.paths.Outside))
 					var script []string
 					for _, at := range verify.AllAttempts() {
 						st := a.steps(at, r.paths)

@@ -1,13 +1,17 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io/fs"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -17,6 +21,7 @@ import (
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
+	"golang.org/x/sys/unix"
 
 	"github.com/hai-relay/relay/dispatch/dispatchtest"
 	"github.com/hai-relay/relay/gates/gatestest"
@@ -221,4 +226,54 @@ func userFacade(t *testing.T, home, agent string, u runAs, env []string) *client
 		t.Fatalf("initialize facade as %s: %v", u.name, err)
 	}
 	return c
+}
+
+// apiClientAs is apiClient for a daemon that runs as u. The daemon accepts
+// only peers of its own uid, which the kernel records at connect: so the
+// connection is made on a locked thread whose effective uid alone is set
+// to u's for the connect (credentials are per thread on Linux; the
+// runtime's Setresuid would change every thread), then set back.
+func apiClientAs(home string, u runAs) *http.Client {
+	c := apiClient(home)
+	if u.uid == os.Geteuid() {
+		return c
+	}
+	sock := sockPath(home)
+	c.Transport.(*http.Transport).DialContext = func(ctx context.Context, _, _ string) (net.Conn, error) {
+		runtime.LockOSThread()
+		if _, _, e := unix.RawSyscall(unix.SYS_SETRESUID, ^uintptr(0), uintptr(u.uid), ^uintptr(0)); e != 0 {
+			runtime.UnlockOSThread()
+			return nil, fmt.Errorf("seteuid %d: %w", u.uid, e)
+		}
+		var d net.Dialer
+		conn, err := d.DialContext(ctx, "unix", sock)
+		if _, _, e := unix.RawSyscall(unix.SYS_SETRESUID, ^uintptr(0), 0, ^uintptr(0)); e != 0 {
+			// The thread keeps u's uid: leave it locked, so that it
+			// ends with this goroutine and serves nothing else.
+			if conn != nil {
+				conn.Close()
+			}
+			return nil, fmt.Errorf("seteuid back to 0: %w", e)
+		}
+		runtime.UnlockOSThread()
+		return conn, err
+	}
+	return c
+}
+
+// cliAs runs a relay command against home as u.
+func cliAs(t *testing.T, home string, u runAs, args ...string) (string, string, int) {
+	t.Helper()
+	cmd := userCmd(exec.Command(relayBin, append(args, "--home", home)...), u)
+	cmd.Env = append(os.Environ(), fastExit...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return out.String(), errb.String(), code
 }
