@@ -55,16 +55,6 @@ type Options struct {
 	Logger *slog.Logger
 	// Env is appended to the daemon's environment for every agent.
 	Env []string
-	// Shim is the command line of the agent shim (package agentshim),
-	// which every agent is started through: Shim[0] is its executable,
-	// the rest its arguments, then come the agent's resolved path and
-	// argv. The shim is a child subreaper: when the agent's run ends, or
-	// the daemon dies, it kills every descendant of the agent, those that
-	// left its process group and environment included. The relay sets it
-	// to its own binary's hidden subcommand. Empty: agents are started
-	// directly, and a descendant that calls setsid and drops HAI_RELAY_RUN
-	// can outlive its run.
-	Shim []string
 	// Autostarted says the daemon was started by a facade, with an
 	// allow-listed environment: a login the agent finds in its
 	// environment (an API key) may be missing for that reason alone, and
@@ -73,7 +63,7 @@ type Options struct {
 	// SandboxExec is the command that applies Landlock inside an agent's
 	// sandbox and executes the agent (the relay binary's hidden
 	// sandbox.ExecCommand; it must be a path the sandbox can see). Empty:
-	// the shim's executable when it is a real path, else no Landlock step.
+	// no Landlock step.
 	SandboxExec []string
 	// OnProbe, when set, is called with every recorded probe outcome so
 	// the daemon can persist it.
@@ -217,7 +207,7 @@ func (d *Dispatcher) Dispatch(_ context.Context, t model.Task, r model.RunReport
 			Message: fmt.Sprintf("could not start agent %s (%s): %v", t.Target, spec.Command[0], err),
 			Hint:    hint, Err: err}
 	}
-	d.log.Info("agent started", "task_id", t.ID, "agent", t.Target, "pid", s.p.agentPID, "group", s.p.pid, "mode", t.Mode)
+	d.log.Info("agent started", "task_id", t.ID, "agent", t.Target, "pid", s.p.pid, "mode", t.Mode)
 	go d.runTask(s, t.ID, r)
 	return nil
 }

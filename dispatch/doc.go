@@ -5,8 +5,8 @@
 //
 // A run, from Dispatch to Finished:
 //
-//	spawn (through the agent shim when Options.Shim is set; own process
-//	group, Pdeathsig, stderr → bounded task log)
+//	spawn (inside the sandbox, package dispatch/sandbox: bubblewrap leads
+//	its own process group, Pdeathsig, stderr → bounded task log)
 //	initialize (protocol 1; no fs, no terminal) → session/new (task cwd, no MCP)
 //	→ session/set_mode (read_only tasks, when the agent offers plan/ask/read-only)
 //	→ RunReporter.Started → session/prompt → stop reason → teardown → Finished
@@ -17,13 +17,13 @@
 // Finished is reported. Only the agent's message text, its stop reason and
 // its tool calls' titles, kinds and statuses are kept; thoughts never are.
 //
-// No agent process outlives the daemon: Pdeathsig kills the leader when
-// the daemon dies, and a run record under Home/run, kept while the group
-// may be alive, lets the next daemon's Reap kill the rest of the group
-// (descendants of the agent, which Pdeathsig does not reach). With
-// Options.Shim the leader is the agent shim (package agentshim), a child
-// subreaper that kills every descendant of the agent when the run ends or
-// the daemon dies, those that left the group and its environment too.
+// No agent process outlives its run or the daemon: the leader is
+// bubblewrap, which Pdeathsig kills when the daemon dies, and the agent
+// and every descendant (those that left the group and its environment
+// too) are in the sandbox's pid namespace, which the kernel empties when
+// bubblewrap's pid 1 ends. A run record under Home/run, kept while the
+// group may be alive, lets the next daemon's Reap kill a group left
+// behind.
 //
 // Files: policy.go (capabilities and the deny-all decision, from which
 // Policy is derived), client.go (the acp.Client), gate.go (stdout framing

@@ -18,6 +18,7 @@ import (
 
 	"github.com/hai-relay/relay/dispatch"
 	"github.com/hai-relay/relay/dispatch/dispatchtest"
+	"github.com/hai-relay/relay/dispatch/sandbox"
 	"github.com/hai-relay/relay/model"
 )
 
@@ -165,7 +166,7 @@ func newEnv(tb testing.TB, tweak ...func(*dispatch.Options)) *env {
 	}
 	e.reg = dispatch.NewRegistry(specs, nil, nil)
 	o := dispatch.Options{
-		Registry: e.reg, Home: e.home, CancelGrace: time.Second, Shim: []string{dispatchtest.BuildShim(tb)},
+		Registry: e.reg, Home: e.home, CancelGrace: time.Second, SandboxExec: []string{dispatchtest.BuildShim(tb), sandbox.ExecCommand},
 		Env: []string{"FAKEAGENT_LOG=" + e.agentLog, "FAKEAGENT_PIDFILE=" + e.pidFile},
 		OnProbe: func(name string, p dispatch.Probe) {
 			e.probesMu.Lock()

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io/fs"
 	"log/slog"
 	"os"
@@ -167,8 +168,8 @@ func TestReapKillsAbandonedRun(t *testing.T) {
 	agent := hostPID(starts[0])
 
 	// The record while the run is alive: 0600 in a 0700 dir, naming the
-	// pid and start time of the group's leader, the agent shim, of which
-	// the agent (in a session of its own, in its sandbox) descends.
+	// pid and start time of the group's leader, bubblewrap, of which the
+	// agent (in a session of its own, in its sandbox) descends.
 	path := filepath.Join(e.home, "run", "agents", task.ID+".json")
 	st, err := os.Stat(path)
 	if err != nil {
@@ -196,13 +197,13 @@ func TestReapKillsAbandonedRun(t *testing.T) {
 	}
 
 	killed, err := newReaper(t, e.home).Reap(context.Background())
-	// The group is the shim and bubblewrap; the agent and its child, in
-	// the sandbox's pid namespace, die with it (the kernel kills a pid
-	// namespace whose first process, bubblewrap's, ends).
-	if err != nil || killed != 2 {
-		t.Fatalf("Reap = %d, %v; want the shim and bubblewrap killed", killed, err)
+	// The group is bubblewrap; the agent and its child, in the sandbox's
+	// pid namespace, die with it (the kernel kills a pid namespace whose
+	// first process, bubblewrap's, ends).
+	if err != nil || killed != 1 {
+		t.Fatalf("Reap = %d, %v; want bubblewrap killed", killed, err)
 	}
-	waitDead(t, leader, "agent shim")
+	waitDead(t, leader, "bubblewrap")
 	waitDead(t, agent, "agent")
 	waitDead(t, grand, "grandchild")
 	mustNotExist(t, path)
@@ -453,7 +454,8 @@ func TestReapSkipsOwnRuns(t *testing.T) {
 
 // A descendant of the agent that leaves its session and process group
 // (setsid) and drops HAI_RELAY_RUN from its environment dies with its run
-// however the run ends: the agent shim is its subreaper and kills it.
+// however the run ends: it is in the sandbox's pid namespace, which ends
+// with bubblewrap.
 func TestEscapedDescendantDiesWithItsRun(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct {
@@ -465,6 +467,17 @@ func TestEscapedDescendantDiesWithItsRun(t *testing.T) {
 		{"completed", "escape", nil, model.StateCompleted, ""},
 		{"cancel", "escape-hang", func(e *env, task model.Task) { e.d.Cancel(task.ID) }, model.StateCanceled, model.CodeCanceledBySubmitter},
 		{"stop", "escape-hang", func(e *env, _ model.Task) { _ = e.d.Close() }, model.StateFailed, model.CodeDispatchInterrupted},
+		// The run's leader SIGKILLed from outside (the OOM killer, a
+		// `pkill -9`): the pid namespace ends with it, so nothing is left
+		// for a next daemon to miss.
+		{"leader killed", "escape-hang", func(e *env, task model.Task) {
+			var rec struct{ PID int }
+			b, err := os.ReadFile(filepath.Join(e.home, "run", "agents", task.ID+".json"))
+			if err != nil || json.Unmarshal(b, &rec) != nil || rec.PID <= 1 {
+				panic(fmt.Sprintf("run record %s: %v", b, err))
+			}
+			_ = syscall.Kill(rec.PID, syscall.SIGKILL)
+		}, model.StateFailed, model.CodeAgentCrashed},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()

@@ -77,7 +77,7 @@ type runRecord struct {
 	Agent   string `json:"agent"`
 	Argv0   string `json:"argv0"`
 	// PID is the leader's pid, which is also the group's id (Setpgid):
-	// the agent shim's when Options.Shim is set, the agent's otherwise.
+	// bubblewrap's, around the agent.
 	PID int `json:"pid"`
 	// StartTime is the leader's start time, /proc/<pid>/stat field 22.
 	StartTime uint64 `json:"start_time"`

@@ -272,7 +272,7 @@ func (s *session) start() error {
 		s.log.Printf("could not sandbox the agent: %v", err)
 		return fmt.Errorf("sandboxing the agent: %w", err)
 	}
-	p, err := startProc(s.d.spawner, procSpec{argv: argv, dir: s.cwd, env: env, unset: unset, stderr: s.tail, shim: s.d.o.Shim})
+	p, err := startProc(s.d.spawner, procSpec{argv: argv, dir: s.cwd, env: env, unset: unset, stderr: s.tail})
 	if err != nil {
 		s.removeSandbox()
 		s.log.Printf("could not start %q: %v", argv, err)
@@ -291,11 +291,7 @@ func (s *session) start() error {
 	s.p = p
 	s.rec = rec
 	s.mu.Unlock()
-	if p.shim {
-		s.log.Printf("started %q pid %d in %s, under agent shim pid %d", argv, p.agentPID, s.cwd, p.pid)
-	} else {
-		s.log.Printf("started %q pid %d in %s", argv, p.pid, s.cwd)
-	}
+	s.log.Printf("started %q pid %d in %s", argv, p.pid, s.cwd)
 	s.client = newClient(s.log.Printf)
 	if s.rule != nil {
 		s.client.modeText = s.rule.ModeText

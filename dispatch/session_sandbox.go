@@ -19,18 +19,8 @@ import (
 var errSandbox = sandbox.ErrUnavailable
 
 // sandboxExec is the command that applies Landlock inside the sandbox and
-// executes the agent: Options.SandboxExec, else the shim's executable when
-// it is a real path (the tests' shim program has the same subcommand),
-// else none (bubblewrap alone).
-func (d *Dispatcher) sandboxExec() []string {
-	switch {
-	case len(d.o.SandboxExec) > 0:
-		return d.o.SandboxExec
-	case len(d.o.Shim) > 0 && filepath.IsAbs(d.o.Shim[0]) && !strings.HasPrefix(d.o.Shim[0], "/proc/"):
-		return []string{d.o.Shim[0], sandbox.ExecCommand}
-	}
-	return nil
-}
+// executes the agent (Options.SandboxExec); none: bubblewrap alone.
+func (d *Dispatcher) sandboxExec() []string { return d.o.SandboxExec }
 
 // SandboxStatus says whether the sandbox every agent runs in can run here.
 func (d *Dispatcher) SandboxStatus() sandbox.Status {

@@ -117,9 +117,6 @@ func (s *session) sandboxNS() uint64 {
 		return s.pidNS
 	}
 	bwrap := s.p.pid
-	if s.p.shim {
-		bwrap = s.p.agentPID
-	}
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", bwrap, bwrap))
 	if err != nil {
 		return 0

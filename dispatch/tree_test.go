@@ -13,8 +13,8 @@ import (
 )
 
 // TaskOfProcess finds the running task whose agent's tree holds a process:
-// the agent, its child, a descendant whose parent exited (the shim, a
-// subreaper, took it in); never the daemon itself nor a process outside
+// the agent, its child, a descendant whose parent exited (the sandbox's
+// pid 1, bubblewrap's, took it in); never the daemon itself nor a process outside
 // every tree; and nothing once the task's run has ended, its processes
 // gone.
 func TestTaskOfProcess(t *testing.T) {
@@ -40,10 +40,10 @@ func TestTaskOfProcess(t *testing.T) {
 			if got := e.d.TaskOfProcess(agent); got != task.ID {
 				t.Errorf("the agent %d is in %q, want %s", agent, got, task.ID)
 			}
-			// The orphan's parent is the shim, not the agent or its shell:
-			// the walk reaches the task through the subreaper.
+			// The orphan's parent is the sandbox's pid 1, not the agent or
+			// its shell: the task is found through the pid namespace.
 			if p := parentOf(t, pid); c.prompt == "orphan" && (p == agent || p == 1) {
-				t.Fatalf("the orphan's parent is %d (the agent is %d): it was not taken in by the shim", p, agent)
+				t.Fatalf("the orphan's parent is %d (the agent is %d): it was not taken in by the sandbox's pid 1", p, agent)
 			}
 			if got := e.d.TaskOfProcess(os.Getpid()); got != "" {
 				t.Errorf("the dispatcher's own process is in %q", got)

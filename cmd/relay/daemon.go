@@ -342,13 +342,13 @@ func (d *daemon) wireCore(ctx context.Context, db *persistence.DB, cfg config.Co
 }
 
 // newDispatcher builds the dispatcher, which saves probe and verification
-// outcomes in the store. Agents run under this very binary's shim, even
-// if the file is replaced while the daemon runs: /proc/self/exe is
-// resolved in the forked child.
+// outcomes in the store. Inside its sandbox, each agent is executed by
+// this binary's sandbox step (found by its path at start: the sandbox
+// cannot see /proc/self/exe).
 func (d *daemon) newDispatcher(db *persistence.DB, registry *dispatch.Registry, cfg config.Config, shim []string) *dispatch.Dispatcher {
 	o := dispatch.Options{
 		Registry: registry, Home: d.home, TaskTimeout: cfg.Limits.TaskTimeout, StartTimeout: cfg.Limits.StartTimeout, Logger: d.log,
-		Shim: shim, SandboxExec: sandboxExec(shim), Autostarted: d.autostarted,
+		SandboxExec: sandboxExec(shim), Autostarted: d.autostarted,
 		OnProbe: func(name string, p dispatch.Probe) {
 			if err := db.RecordProbe(context.Background(), persistence.Probe{Name: name, WorkedLive: p.OK, At: p.At, Reason: p.Reason,
 				Fingerprint: p.Fingerprint}); err != nil {
@@ -755,15 +755,16 @@ func homeUnwritable(home, what string, err error) error {
 }
 
 // sandboxExec is the command that applies Landlock inside an agent's
-// sandbox: this binary by its path (the sandbox cannot resolve
-// /proc/self/exe to it), or a test shim's own.
+// sandbox and executes the agent: this binary by its path (the sandbox
+// cannot resolve /proc/self/exe to it), or a test shim's, which has the
+// same subcommand.
 func sandboxExec(shim []string) []string {
-	if len(shim) == 0 || shim[0] != "/proc/self/exe" {
-		return nil // the dispatcher derives it from a test shim
-	}
-	exe, err := os.Executable()
-	if err != nil {
-		return nil
+	exe := shim[0]
+	if exe == "/proc/self/exe" {
+		var err error
+		if exe, err = os.Executable(); err != nil {
+			return nil
+		}
 	}
 	return []string{exe, sandbox.ExecCommand}
 }

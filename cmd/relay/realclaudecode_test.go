@@ -85,7 +85,7 @@ func (c *claudeCode) command(args ...string) *exec.Cmd {
 
 // waitTurn waits until the scripted model has had a request whose user
 // text contains every one of want, and returns that text.
-func (c *claudeCode) waitTurn(t *testing.T, d time.Duration, screen func() string, want ...string) string {
+func (c *claudeCode) waitTurn(t *testing.T, d time.Duration, screen func() string, want ...string) modelserver.Request {
 	t.Helper()
 	for deadline := time.Now().Add(d); ; time.Sleep(200 * time.Millisecond) {
 		for _, r := range c.model.Requests() {
@@ -95,7 +95,7 @@ func (c *claudeCode) waitTurn(t *testing.T, d time.Duration, screen func() strin
 				ok = ok && strings.Contains(text, w)
 			}
 			if ok {
-				return text
+				return r
 			}
 		}
 		if time.Now().After(deadline) {
@@ -247,7 +247,22 @@ func TestRealClaudeCodeMCPTasks(t *testing.T) {
 
 		// Claude Code's own turn, with Codex's answer: the model's words
 		// and the token of the file it read.
-		note := cc.waitTurn(t, 4*time.Minute, term.screen, "<task-notification>", id, "<status>completed</status>", "codex reviewed it")
+		turn := cc.waitTurn(t, 4*time.Minute, term.screen, "<task-notification>", id, "<status>completed</status>", "codex reviewed it")
+		note := strings.Join(turn.Turn.UserText, "\n")
+		// The round trip: from the task's end to Claude Code's next model
+		// request (BENCHMARKS.md, "The delegator's round trip"). Measured,
+		// not asserted: a timed unit test on a 2-core machine is noise.
+		var show struct {
+			Events []struct {
+				To string    `json:"to"`
+				At time.Time `json:"at"`
+			} `json:"events"`
+		}
+		cliJSON(t, rd.home, &show, "tasks", "show", id)
+		if n := len(show.Events); n > 0 && show.Events[n-1].To == "completed" {
+			t.Logf("round trip: the task ended %s, Claude Code's turn with its end began %s later",
+				show.Events[n-1].At.Format(time.RFC3339Nano), turn.At.Sub(show.Events[n-1].At).Round(time.Millisecond))
+		}
 		if !strings.Contains(note, p.Token) || !strings.Contains(note, `"state":"completed"`) || !strings.Contains(note, `"target":"codex"`) {
 			t.Errorf("the notification turn does not carry Codex's completed answer and the file's token %s:\n%s", p.Token, note)
 		}

@@ -1,6 +1,9 @@
-// Package agentshim is the agent shim: a small process between the
-// dispatcher and one agent that makes sure no descendant of the agent
-// outlives the agent's run.
+// Package agentshim is the shim: a small process between the relay and a
+// child it runs outside a sandbox (the authority adapter) that makes sure
+// no descendant of the child outlives it. (Agents no longer use it: each
+// runs in the sandbox's pid namespace, which the kernel empties when the
+// run ends; package dispatch/sandbox. The names below say "agent" for the
+// child.)
 //
 // An agent's descendant can leave the agent's process group (setsid) and
 // drop the relay's environment tag; a group kill and the next daemon's

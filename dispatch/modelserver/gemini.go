@@ -21,6 +21,7 @@ import (
 	"net/http"
 	"sort"
 	"strings"
+	"time"
 )
 
 func init() {
@@ -132,7 +133,7 @@ func (s *Server) geminiGenerate(w http.ResponseWriter, r *http.Request, model st
 		}
 		reply = Reply{Text: string(b)}
 		s.mu.Lock()
-		s.reqs = append(s.reqs, Request{Turn: t, Reply: reply})
+		s.reqs = append(s.reqs, Request{Turn: t, Reply: reply, At: time.Now()})
 		s.mu.Unlock()
 	} else {
 		reply = s.answer(t)

@@ -128,6 +128,7 @@ type Reply struct {
 type Request struct {
 	Turn  Turn
 	Reply Reply
+	At    time.Time // when the request was read and decided
 }
 
 // maxResultEcho bounds each tool result quoted in the final text.
@@ -316,7 +317,7 @@ func (s *Server) answer(t Turn) Reply {
 	kept.ToolResults = clipAll(t.ToolResults)
 	s.mu.Lock()
 	if len(s.reqs) < s.o.MaxRecorded {
-		s.reqs = append(s.reqs, Request{Turn: kept, Reply: r})
+		s.reqs = append(s.reqs, Request{Turn: kept, Reply: r, At: time.Now()})
 	} else {
 		s.dropped++
 	}

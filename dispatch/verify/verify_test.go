@@ -14,6 +14,7 @@ import (
 
 	"github.com/hai-relay/relay/dispatch"
 	"github.com/hai-relay/relay/dispatch/dispatchtest"
+	"github.com/hai-relay/relay/dispatch/sandbox"
 	"github.com/hai-relay/relay/dispatch/verify"
 	"github.com/hai-relay/relay/model"
 )
@@ -81,8 +82,8 @@ func newVerifyEnv(t *testing.T, opts ...func(*dispatch.Options)) *verifyEnv {
 	e.reg = dispatch.NewRegistry(specs, nil, nil)
 	once := t.TempDir()
 	o := dispatch.Options{Registry: e.reg, Home: e.home, CancelGrace: time.Second,
-		Shim: []string{dispatchtest.BuildShim(t)},
-		Env:  []string{"FAKEAGENT_ONCE=" + filepath.Join(once, "once")},
+		SandboxExec: []string{dispatchtest.BuildShim(t), sandbox.ExecCommand},
+		Env:         []string{"FAKEAGENT_ONCE=" + filepath.Join(once, "once")},
 		OnVerify: func(v model.Verification) {
 			e.mu.Lock()
 			e.got = append(e.got, v)
