@@ -909,7 +909,8 @@ func (s *suite) rowSubmit(ctx context.Context) {
 		s.skip(err, subRow, dispRow)
 		return
 	}
-	if _, err := s.startDaemon(ctx, home); err != nil {
+	daemon, err := s.startDaemon(ctx, home)
+	if err != nil {
 		s.skip(err, subRow, dispRow)
 		return
 	}
@@ -1000,6 +1001,10 @@ func (s *suite) rowSubmit(ctx context.Context) {
 	dispRow.Ratio = ratio(dispRow.Relay, dispRow.Floor)
 	dispRow.P50Ms, dispRow.P99Ms, dispRow.Samples = ms(pctl(dispatch, 0.5)), ms(pctl(dispatch, 0.99)), len(dispatch)
 	dispRow.Note = fmt.Sprintf("floor p99 %.2f ms; timeline times are the daemon's clock", ms(pctl(acpFloor, 0.99)))
+	// What the runs leave in the daemon: its memory after them.
+	if cur, peak, err := daemon.rss(); err == nil {
+		dispRow.Note += fmt.Sprintf("; daemon VmRSS %.1f MiB (peak %.1f MiB) after %d dispatches", cur, peak, len(dispatch)+1)
+	}
 	dispRow.setAim(dispAim)
 	s.add(dispRow)
 }
