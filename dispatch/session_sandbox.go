@@ -67,9 +67,18 @@ func (s *session) sandboxed(argv, env []string) ([]string, []string, error) {
 		return nil, nil, fmt.Errorf("making the agent's own home: %w", err)
 	}
 	env = append(slices.Clip(env), homeEnv...)
-	plan.HostTmp = needsHostTmp(s.cwd, s.d.o.Home, argv, plan.Exec, env)
+	inTmp := needsHostTmp(s.cwd, s.d.o.Home, argv, plan.Exec, env)
+	plan.HostTmp = inTmp != ""
 	if r := s.sandboxRule(); r != nil {
 		plan.NoLandlock = r.OwnSandbox
+		if r.OwnSandbox && plan.HostTmp {
+			// Its own sandbox writes /tmp by name, which is then the
+			// host's, read-only: every command it runs would fail while
+			// the task "completes".
+			return nil, nil, &cannotHold{
+				reason: fmt.Sprintf("%s runs its commands in a sandbox of its own, which cannot start when the task needs the host's /tmp, read-only (%s is in /tmp): every command would fail", s.agent, inTmp),
+				fix:    "keep the task's cwd, the relay home (--home) and the agent's program out of /tmp (e.g. under your home directory)"}
+		}
 	}
 	if s.rule != nil {
 		if len(s.rule.Masks) > 0 {
@@ -283,15 +292,22 @@ func (s *session) removeSandbox() {
 	}
 }
 
+// cannotHold is a start refused because the sandbox cannot hold this
+// task for this agent, though it runs here: the reason and its fix.
+type cannotHold struct{ reason, fix string }
+
+func (e *cannotHold) Error() string        { return e.reason }
+func (e *cannotHold) Is(target error) bool { return target == errSandbox }
+
 // isSandboxErr reports whether err refused a start for the sandbox.
 func isSandboxErr(err error) bool { return errors.Is(err, errSandbox) }
 
-// needsHostTmp reports whether the agent needs something in the host's
-// /tmp: its cwd, the relay home (a facade inside the task dials its
+// needsHostTmp returns the first path the agent needs in the host's /tmp,
+// or "": its cwd, the relay home (a facade inside the task dials its
 // socket), its program or the sandbox exec command (symbolic links
 // followed), or any absolute path its environment names (HOME,
 // CODEX_HOME, PATH entries…). Then the host's /tmp stays, read-only.
-func needsHostTmp(cwd, home string, argv, execArgv, env []string) bool {
+func needsHostTmp(cwd, home string, argv, execArgv, env []string) string {
 	paths := []string{cwd, home}
 	for _, a := range [][]string{argv, execArgv} {
 		if len(a) > 0 && filepath.IsAbs(a[0]) {
@@ -305,7 +321,10 @@ func needsHostTmp(cwd, home string, argv, execArgv, env []string) bool {
 		_, v, _ := strings.Cut(kv, "=")
 		paths = append(paths, filepath.SplitList(v)...)
 	}
-	return slices.ContainsFunc(paths, func(p string) bool { return filepath.IsAbs(p) && sandbox.InTmp(p) })
+	if i := slices.IndexFunc(paths, func(p string) bool { return filepath.IsAbs(p) && sandbox.InTmp(p) }); i >= 0 {
+		return paths[i]
+	}
+	return ""
 }
 
 // sandboxRefusal is the error of a dispatch refused because the sandbox
@@ -314,7 +333,11 @@ func needsHostTmp(cwd, home string, argv, execArgv, env []string) bool {
 func sandboxRefusal(agent string, err error) *model.Error {
 	st := sandbox.Check(bwrapPath, exec.LookPath)
 	hint := st.Fix
-	if st.OK || hint == "" {
+	var ch *cannotHold
+	switch {
+	case errors.As(err, &ch):
+		hint = ch.fix
+	case st.OK || hint == "":
 		hint = "read the task log"
 	}
 	return &model.Error{Code: model.CodeAgentSandboxUnavailable,
