@@ -190,6 +190,7 @@ func (r *Registry) Agent(_ context.Context, name string) (model.AgentInfo, bool)
 		ad = IdentifyCommand(resolved, s.Command[1:])
 	}
 	info.Adapter = ad.Model()
+	info.Adapter.RuntimeProblem = nodeProblem(ad, r.lookPath)
 	inst := installedVersion(ad, seen)
 	c := choice{}
 	if len(s.Profiles) > 0 {

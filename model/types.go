@@ -302,6 +302,10 @@ type AgentAdapter struct {
 	// Superseded, for a package its maintainers froze or archived, names
 	// the package that replaces it.
 	Superseded string `json:"superseded,omitempty"`
+	// RuntimeProblem says why the runtime the adapter would run with does
+	// not meet its package.json's engines (a Node too old), "" when it
+	// does or cannot be told.
+	RuntimeProblem string `json:"runtime_problem,omitempty"`
 }
 
 // AgentProfile describes the hardening profile that applies to an agent's

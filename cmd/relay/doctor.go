@@ -217,6 +217,11 @@ func (d *doctor) agent(a model.AgentInfo) {
 			"install a version a profile covers (`relay agents` lists them)")
 	case a.Hardening.RequireVerified && !a.Hardening.Current:
 		d.fail(name, model.CodeAgentNotVerified, "require_verified, and "+a.Hardening.CurrentReason, "run `relay agents verify "+a.Name+"`")
+	case a.Adapter.RuntimeProblem != "":
+		// npm installs such an adapter with a warning only; it may start
+		// and fail later, in the middle of a session.
+		d.warn(name, a.Adapter.RuntimeProblem,
+			fmt.Sprintf("run it with a Node that fits: put one first on the daemon's PATH and restart it with `relay daemon --pin-path`, or name it in config.toml: [agents.%s] command = [\"/path/to/node\", %q]; or install the adapter generation for your Node (docs/agents.md)", a.Name, a.Adapter.Path))
 	case a.Hardening.Status == model.HardeningVerified && !a.Hardening.Current:
 		d.warn(name, fmt.Sprintf("%s, profile %s; its verification is stale: %s", adapterCell(a.Adapter), profileCell(a.Profile), a.Hardening.CurrentReason),
 			"run `relay agents verify "+a.Name+"` again")

@@ -3,12 +3,14 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/hai-relay/relay/gates/gatestest"
 	"github.com/hai-relay/relay/model"
 )
 
@@ -113,5 +115,46 @@ func TestDoctorAndTasksWithoutBubblewrap(t *testing.T) {
 	out, _, _ = relayEnv(t, env, "agents", "--json", "--home", home)
 	if err := json.Unmarshal([]byte(out), &listed); err != nil || listed.Sandbox.OK {
 		t.Errorf("relay agents --json: sandbox %+v (%v), want not ok\n%s", listed.Sandbox, err, out)
+	}
+}
+
+// An adapter whose package.json wants a newer Node than the one it would
+// run with (its #! line's `node`, found on the daemon's PATH) is named by
+// relay doctor with both versions and what to do: npm installs it with a
+// warning only, and it may fail in the middle of a session.
+func TestDoctorNodeTooOld(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	nodeDir := filepath.Join(dir, "node20")
+	writeExec(t, filepath.Join(nodeDir, "node"), "#!/bin/sh\necho v20.20.2\n")
+	pkg := filepath.Join(dir, "lib", "node_modules", "@agentclientprotocol", "claude-agent-acp")
+	writeFile(t, filepath.Join(pkg, "package.json"), `{"name":"@agentclientprotocol/claude-agent-acp","version":"0.101.0","engines":{"node":">=22"}}`)
+	script := filepath.Join(pkg, "dist", "index.js")
+	writeExec(t, script, "#!/usr/bin/env node\n")
+	cfg := fmt.Sprintf("[authority]\ncommand = [%q, \"allow-guarded\"]\n\n[agents.claude]\ncommand = [%q]\n", gatestest.BuildFakeAuthority(t), script)
+	home := newHome(t, cfg)
+	launchDaemonEnv(t, home, []string{"PATH=" + nodeDir + ":" + os.Getenv("PATH")})
+	out, errOut, _ := cli(t, home, "doctor")
+	if !strings.Contains(out, "WARN agent claude") || !strings.Contains(out, "needs Node >=22 (its package.json engines), but it runs with "+filepath.Join(nodeDir, "node")+", which is 20.20.2") ||
+		!strings.Contains(out, "relay daemon --pin-path") {
+		t.Fatalf("relay doctor:\n%s\n%s", out, errOut)
+	}
+	var listed struct{ Agents []model.AgentInfo }
+	cliJSON(t, home, &listed, "agents")
+	for _, a := range listed.Agents {
+		if a.Name == "claude" && !strings.Contains(a.Adapter.RuntimeProblem, "needs Node >=22") {
+			t.Errorf("relay agents --json: claude's adapter %+v has no runtime_problem", a.Adapter)
+		}
+	}
+}
+
+// writeExec writes an executable file, making its directory.
+func writeExec(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(content), 0o755); err != nil {
+		t.Fatal(err)
 	}
 }
