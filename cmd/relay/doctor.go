@@ -222,6 +222,11 @@ func (d *doctor) agent(a model.AgentInfo) {
 		// and fail later, in the middle of a session.
 		d.warn(name, a.Adapter.RuntimeProblem,
 			fmt.Sprintf("run it with a Node that fits: put one first on the daemon's PATH and restart it with `relay daemon --pin-path`, or name it in config.toml: [agents.%s] command = [\"/path/to/node\", %q]; or install the adapter generation for your Node (docs/agents.md)", a.Name, a.Adapter.Path))
+	case !a.WorkedLive && a.WorkedLiveReason != "" && !strings.HasPrefix(a.WorkedLiveReason, "never probed"):
+		// The last probe on this adapter failed: its reason says what
+		// to do (a login, most often).
+		d.warn(name, fmt.Sprintf("%s, profile %s; its last probe failed: %s", adapterCell(a.Adapter), profileCell(a.Profile), a.WorkedLiveReason),
+			"do what the probe says, then `relay agents probe "+a.Name+"`")
 	case a.Hardening.Status == model.HardeningVerified && !a.Hardening.Current:
 		d.warn(name, fmt.Sprintf("%s, profile %s; its verification is stale: %s", adapterCell(a.Adapter), profileCell(a.Profile), a.Hardening.CurrentReason),
 			"run `relay agents verify "+a.Name+"` again")

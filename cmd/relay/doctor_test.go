@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/hai-relay/relay/dispatch/dispatchtest"
 	"github.com/hai-relay/relay/gates/gatestest"
 	"github.com/hai-relay/relay/model"
 )
@@ -156,5 +157,23 @@ func writeExec(t *testing.T, path, content string) {
 	}
 	if err := os.WriteFile(path, []byte(content), 0o755); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// An agent whose last probe failed (here: it needs its user to log in) is
+// a warning in relay doctor, with the probe's reason and what to do.
+func TestDoctorNamesAFailedProbe(t *testing.T) {
+	t.Parallel()
+	fake := dispatchtest.BuildFakeAgent(t)
+	cfg := fmt.Sprintf("[authority]\ncommand = [%q, \"allow-guarded\"]\n\n[agents.custom]\ncommand = [%q, \"auth\"]\n", gatestest.BuildFakeAuthority(t), fake)
+	home := newHome(t, cfg)
+	launchDaemon(t, home)
+	if _, errOut, code := cli(t, home, "agents", "probe", "custom"); code == 0 || !strings.Contains(errOut, "auth") {
+		t.Fatalf("relay agents probe custom: exit %d\n%s", code, errOut)
+	}
+	out, errOut, _ := cli(t, home, "doctor")
+	if !strings.Contains(out, "WARN agent custom") || !strings.Contains(out, "its last probe failed: auth required") ||
+		!strings.Contains(out, "then `relay agents probe custom`") {
+		t.Fatalf("relay doctor:\n%s\n%s", out, errOut)
 	}
 }
