@@ -757,6 +757,16 @@ func (s *suite) rowSend(ctx context.Context) {
 	latRow.Aim = latAim.String()
 
 	home := filepath.Join(s.dir, "send")
+	// Nobody acknowledges: no inbox quota, which would refuse a sender
+	// past its share of the recipient's inbox (250 of 1000 by default).
+	if err := os.MkdirAll(home, 0o700); err != nil {
+		s.skip(err, vsMCP, vsSQL, latRow)
+		return
+	}
+	if err := os.WriteFile(filepath.Join(home, "config.toml"), []byte("[limits]\ninbox_messages = 0\ninbox_bytes = 0\n"), 0o600); err != nil {
+		s.skip(err, vsMCP, vsSQL, latRow)
+		return
+	}
 	if _, err := s.startDaemon(ctx, home); err != nil {
 		s.skip(err, vsMCP, vsSQL, latRow)
 		return
