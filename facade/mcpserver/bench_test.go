@@ -2,6 +2,7 @@ package mcpserver
 
 import (
 	"bufio"
+	"bytes"
 	"fmt"
 	"io"
 	"testing"
@@ -34,19 +35,8 @@ func BenchmarkFacadeSend(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if i == 0 && !bytesContains(line, `"MSG-1"`) {
+		if i == 0 && !bytes.Contains(line, []byte(`"MSG-1"`)) {
 			b.Fatalf("answer: %s", line)
 		}
 	}
-}
-
-func bytesContains(b []byte, s string) bool { return len(b) > 0 && string(b) != "" && contains(string(b), s) }
-
-func contains(s, sub string) bool {
-	for i := 0; i+len(sub) <= len(s); i++ {
-		if s[i:i+len(sub)] == sub {
-			return true
-		}
-	}
-	return false
 }

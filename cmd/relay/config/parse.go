@@ -15,50 +15,9 @@ import (
 // ParseConfig parses the TOML document data, the content of the config file
 // called name (used in error messages), and merges it over DefaultConfig.
 //
-// The format (the interface contract (README.md)), every table and key optional:
-//
-//	[authority]
-//	command = ["hai-authority", "--relay"]  # argv, no shell; absent: no adapter
-//	timeout = "5s"                          # Go duration, > 0
-//
-//	[agents.gemini]                         # a core agent: keys override the defaults
-//	enabled = false
-//
-//	[agents.claude]
-//	require_verified = true                 # default false: see docs/agents.md
-//	verified_within = "720h"                # default 720h
-//
-//	[agents.my-agent]                       # a custom agent: command is required
-//	command = ["my-agent-acp"]
-//	enabled = true                          # default true
-//
-//	[limits]
-//	message_bytes = 262144                  # integer > 0
-//	task_timeout = "30m"
-//	start_timeout = "60s"                   # initialize + session/new (+ the mode): then agent_start_timeout
-//	probe_timeout = "60s"
-//	max_dispatch = 4                        # integer > 0
-//	max_dispatch_per_caller = 3             # 1..max_dispatch; default max_dispatch - 1 (at least 1)
-//
-//	max_delegation_depth = 3                # 1..16: how deep a chain of tasks submitted from inside tasks may go
-//
-//	inbox_messages = 1000                   # integer >= 0; 0 = no limit
-//	inbox_bytes = 67108864                  # integer >= 0 (>= message_bytes); 0 = no limit
-//	inbox_sender_share = 25                 # 1..100: percent of both one sender may hold
-//
-//	[storage]
-//	synchronous = "NORMAL"                  # or "FULL"; see StorageConfig
-//	min_free_bytes = 67108864               # 0 = no reserve, else >= 16777216
-//
-//	[retention]
-//	acked_messages = "720h"                 # Go duration, >= 0; "0" = keep forever
-//	terminal_tasks = "2160h"                # Go duration, >= 0; "0" = keep forever
-//	audit = "8760h"                         # Go duration, >= 0; "0" = keep the audit log whole
-//
-//	[daemon]
-//	idle_timeout = "10m"                    # Go duration, >= 0; "0" = never
-//	path = ["/usr/local/bin", "/usr/bin"]   # absolute dirs; absent: the pinned PATH
-//	env = ["ANTHROPIC_API_KEY", "TZ=UTC"]   # NAME (taken from the starter) or NAME=value
+// The format is docs/config.md, every table and key optional: that file
+// is leaves (below) rendered, by TestConfigReferenceGolden, so the keys
+// it lists are exactly those this parser takes.
 //
 // Agent names match [a-z0-9][a-z0-9_-]{0,63}; "relay" is reserved. Keys are
 // case-sensitive. Nothing malformed is ignored or replaced by a default: a
@@ -332,12 +291,12 @@ type leaf struct {
 var leaves = map[string]leaf{
 	"authority.command": {
 		check:   checked(parseArgv),
-		want:    "the authority adapter's argv, run without a shell",
+		want:    "the authority adapter's argv, run without a shell (no adapter: every task is blocked, authority_not_configured; docs/authority.md)",
 		example: `command = ["hai-authority", "--relay"]`,
 	},
 	"authority.env": {
 		check:   checkEnv(false),
-		want:    `an array of "NAME" (passed from the daemon's environment) or "NAME=value" entries`,
+		want:    `an array of "NAME" (passed from the daemon's environment; an autostarted daemon has it only if [daemon] env lists it too) or "NAME=value" entries: the adapter's environment is PATH, HOME, LANG and TZ plus these`,
 		example: `env = ["HAI_AUTHORITY_TOKEN", "HAI_AUTHORITY_URL=http://127.0.0.1:8700"]`,
 	},
 	"authority.timeout": {
@@ -347,7 +306,7 @@ var leaves = map[string]leaf{
 	},
 	"agents.*.command": {
 		check:   checked(parseAgentArgv),
-		want:    "the agent's ACP adapter argv, run without a shell",
+		want:    "the agent's ACP adapter argv, run without a shell: a bare name is found through the daemon's PATH, a relative path with a slash against the home",
 		example: "", // built by leafHint from the agent's name
 	},
 	"agents.*.enabled": {
@@ -357,7 +316,7 @@ var leaves = map[string]leaf{
 	},
 	"agents.*.require_verified": {
 		check:   checkBool,
-		want:    "true or false (default false): block tasks unless the agent's last `relay agents verify` passed, recently, on the installed adapter",
+		want:    "true or false (default false): block tasks (agent_not_verified) unless the agent's last `relay agents verify` passed, within verified_within, on the very adapter files installed now",
 		example: `require_verified = true`,
 	},
 	"agents.*.verified_within": {
@@ -367,7 +326,7 @@ var leaves = map[string]leaf{
 	},
 	"agents.*.mcp_servers": {
 		check:   checked(parseMCPServers),
-		want:    "an array of {name, command, env} tables: stdio MCP servers passed to state_changing tasks",
+		want:    "an array of {name, command, env} tables: stdio MCP servers passed to state_changing tasks only, their tools pre-approved (never taken from the agent's own settings)",
 		example: `mcp_servers = [{name = "hai", command = ["hai-mcp", "serve"], env = {HAI_LEASE_MODE = "guarded"}}]`,
 	},
 	"limits.message_bytes": {
@@ -462,7 +421,7 @@ var leaves = map[string]leaf{
 	},
 	"storage.synchronous": {
 		check:   checkSynchronousValue,
-		want:    fmt.Sprintf("%q or %q (default %q)", SynchronousFull, SynchronousNormal, DefaultSynchronous),
+		want:    fmt.Sprintf("%q or %q (default %q): %s fsyncs every commit (power-loss safe); %s may lose the last commits on an OS crash or power loss", SynchronousFull, SynchronousNormal, DefaultSynchronous, SynchronousFull, SynchronousNormal),
 		example: `synchronous = "FULL"`,
 	},
 }
