@@ -101,7 +101,15 @@ func inProcessFacade(b *testing.B, home, agent string) *client.Client {
 }
 
 func BenchmarkInProcessSend8(b *testing.B) {
-	home := inProcessDaemon(b)
+	// Nobody acknowledges: no inbox quota, as relay-bench's send row.
+	home := filepath.Join(b.TempDir(), "h")
+	if err := os.MkdirAll(home, 0o700); err != nil {
+		b.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(home, "config.toml"), []byte("[limits]\ninbox_messages = 0\ninbox_bytes = 0\n"), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	inProcessDaemonAt(b, home)
 	agents := model.CoreAgents()
 	var cs []*client.Client
 	for k := range 8 {

@@ -210,7 +210,7 @@ func NewServer(svc model.Service, o ServerOptions) *Server {
 		},
 		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
 			if pc, ok := c.(*peerConn); ok {
-				return context.WithValue(ctx, peerKey{}, peer{uid: pc.uid, pid: pc.pid, start: pc.start})
+				return context.WithValue(ctx, peerKey{}, peer{uid: pc.uid, pid: pc.pid, start: pc.start, topLevel: new(atomic.Bool)})
 			}
 			return ctx
 		},
@@ -303,6 +303,11 @@ func cleanPath(p string) string {
 type peer struct {
 	uid, pid int
 	start    string
+	// topLevel, shared by the connection's requests, is set once its
+	// process was placed outside every task: a live process stays there
+	// (its pid namespace never changes), so later requests check only
+	// that it is still the one that connected.
+	topLevel *atomic.Bool
 }
 
 type peerKey struct{}
@@ -735,6 +740,8 @@ func (s *Server) place(ctx context.Context, caller string) (string, error) {
 	pid := p.pid
 	if pid <= 0 || p.start == "" || procStart(pid) != p.start {
 		pid = 0
+	} else if p.topLevel != nil && p.topLevel.Load() {
+		return "", nil
 	}
 	id, target, err := s.o.TaskOf(pid)
 	if err == nil && pid != 0 && procStart(pid) != p.start {
@@ -756,6 +763,9 @@ func (s *Server) place(ctx context.Context, caller string) (string, error) {
 		return refuse(why, model.Errorf(model.CodeIdentityMismatch,
 			"this facade runs inside task %s, whose agent is %s: it acts only as %s, not as %s", id, target, target, caller).
 			WithHint("an agent inside a task speaks as itself: start `relay mcp --as "+target+"`"))
+	}
+	if id == "" && pid != 0 && p.topLevel != nil {
+		p.topLevel.Store(true)
 	}
 	return id, nil
 }
