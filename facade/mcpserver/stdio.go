@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -149,33 +150,67 @@ func (st *mcpStdio) read(ctx, reqCtx context.Context, in io.Reader) error {
 	}
 }
 
+// frame is what the facade's own layers read of a JSON-RPC message, parsed
+// once per line: the id (nil for a notification), the method and the raw
+// params, which the task layer reads only for the methods it answers.
+// mcp-go parses the line again itself (HandleMessage takes bytes).
+type frame struct {
+	raw    json.RawMessage
+	id     any
+	method string
+	params json.RawMessage
+}
+
+// parseFrame parses one line; an error means it is not JSON.
+func parseFrame(line []byte) (frame, error) {
+	var m struct {
+		ID     json.RawMessage `json:"id"`
+		Method string          `json:"method"`
+		Params json.RawMessage `json:"params"`
+	}
+	// A message that is JSON but not an object (an array, a string) is
+	// still served: mcp-go answers it as an invalid request.
+	if err := json.Unmarshal(line, &m); err != nil {
+		var ute *json.UnmarshalTypeError
+		if !errors.As(err, &ute) {
+			return frame{}, err
+		}
+	}
+	f := frame{raw: json.RawMessage(line), method: m.Method, params: m.Params}
+	if len(m.ID) > 0 && string(m.ID) != "null" {
+		var id any
+		if json.Unmarshal(m.ID, &id) == nil {
+			f.id = id
+		}
+	}
+	return f, nil
+}
+
 // serve serves one message: a request on its own goroutine (the next line
 // is read meanwhile, up to maxInFlight requests at once), a
 // notification in line, so that it takes effect before the next message.
 func (st *mcpStdio) serve(ctx context.Context, line []byte) {
-	var raw json.RawMessage
-	if err := json.Unmarshal(line, &raw); err != nil {
+	f, err := parseFrame(line)
+	if err != nil {
 		st.write(mcp.JSONRPCError{JSONRPC: mcp.JSONRPC_VERSION, ID: mcp.NewRequestId(nil),
 			Error: mcp.NewJSONRPCErrorDetails(mcp.PARSE_ERROR, "Parse error", nil)})
 		return
 	}
-	var base struct {
-		ID any `json:"id"`
-	}
-	if json.Unmarshal(raw, &base) != nil || base.ID == nil {
-		st.handle(ctx, nil, raw)
+	if f.id == nil {
+		st.handle(ctx, f)
 		return
 	}
 	st.slots <- struct{}{}
 	st.reqs.Go(func() {
 		defer func() { <-st.slots }()
-		st.handle(ctx, base.ID, raw)
+		st.handle(ctx, f)
 	})
 }
 
 // handle runs HandleMessage and writes its answer, if any. A panic is
 // answered as an internal JSON-RPC error (for a request) and logged.
-func (st *mcpStdio) handle(ctx context.Context, id any, raw json.RawMessage) {
+func (st *mcpStdio) handle(ctx context.Context, f frame) {
+	id := f.id
 	var resp mcp.JSONRPCMessage
 	func() {
 		defer func() {
@@ -187,9 +222,9 @@ func (st *mcpStdio) handle(ctx context.Context, id any, raw json.RawMessage) {
 				}
 			}
 		}()
-		next := func() mcp.JSONRPCMessage { return st.s.HandleMessage(ctx, raw) }
+		next := func() mcp.JSONRPCMessage { return st.s.HandleMessage(ctx, f.raw) }
 		if st.tasks != nil {
-			if r, ok := st.tasks.serve(ctx, id, raw, next); ok {
+			if r, ok := st.tasks.serve(ctx, f, next); ok {
 				resp = r
 				return
 			}

@@ -68,60 +68,67 @@ func newTaskLayer(f *mcpFacade) *taskLayer {
 	return &taskLayer{f: f, delivered: map[string]bool{}}
 }
 
-// taskRequest is what the layer reads of a request.
-type taskRequest struct {
-	Method string `json:"method"`
-	Params struct {
-		Name   string `json:"name"`
-		TaskID string `json:"taskId"`
-		Meta   struct {
-			Caps *struct {
-				Extensions map[string]json.RawMessage `json:"extensions"`
-			} `json:"io.modelcontextprotocol/clientCapabilities"`
-		} `json:"_meta"`
-	} `json:"params"`
+// taskParams is what the layer reads of a request's params.
+type taskParams struct {
+	Name   string `json:"name"`
+	TaskID string `json:"taskId"`
+	Meta   struct {
+		Caps *struct {
+			Extensions map[string]json.RawMessage `json:"extensions"`
+		} `json:"io.modelcontextprotocol/clientCapabilities"`
+	} `json:"_meta"`
 }
 
 // declares reports whether the request declares the tasks extension.
-func (r taskRequest) declares() bool {
-	if r.Params.Meta.Caps == nil {
+func (p taskParams) declares() bool {
+	if p.Meta.Caps == nil {
 		return false
 	}
-	_, ok := r.Params.Meta.Caps.Extensions[tasksExtension]
+	_, ok := p.Meta.Caps.Extensions[tasksExtension]
 	return ok
 }
 
 // serve answers the request if the extension concerns it, and reports
 // whether it did; otherwise mcp-go answers it. next is mcp-go's own
 // handling.
-func (l *taskLayer) serve(ctx context.Context, id any, raw json.RawMessage, next func() mcp.JSONRPCMessage) (mcp.JSONRPCMessage, bool) {
-	var r taskRequest
-	if id == nil || json.Unmarshal(raw, &r) != nil {
+func (l *taskLayer) serve(ctx context.Context, f frame, next func() mcp.JSONRPCMessage) (mcp.JSONRPCMessage, bool) {
+	id := f.id
+	if id == nil {
 		return nil, false
 	}
-	switch r.Method {
+	switch f.method {
 	case "server/discover":
 		return l.discover(next()), true
+	case string(mcp.MethodToolsCall), "tasks/get", "tasks/update", "tasks/cancel":
+	default:
+		return nil, false
+	}
+	// Only the methods the extension concerns read their params here.
+	var p taskParams
+	if len(f.params) > 0 && json.Unmarshal(f.params, &p) != nil {
+		return nil, false
+	}
+	switch f.method {
 	case string(mcp.MethodToolsCall):
-		if r.Params.Name != "submit_task" || !r.declares() {
+		if p.Name != "submit_task" || !p.declares() {
 			return nil, false
 		}
 		return l.handle(ctx, id, next()), true
 	case "tasks/get", "tasks/update", "tasks/cancel":
-		if !r.declares() {
+		if !p.declares() {
 			return rpcError(id, codeMissingClientCapabilities, "Missing required client capability",
 				map[string]any{"requiredCapabilities": map[string]any{"extensions": map[string]any{tasksExtension: map[string]any{}}}}), true
 		}
 		if err := l.f.ensureAudited(ctx); err != nil {
 			return rpcError(id, mcp.INTERNAL_ERROR, model.Public(err).Message, nil), true
 		}
-		switch r.Method {
+		switch f.method {
 		case "tasks/get":
-			return l.get(ctx, id, r.Params.TaskID), true
+			return l.get(ctx, id, p.TaskID), true
 		case "tasks/update":
-			return l.update(ctx, id, r.Params.TaskID), true
+			return l.update(ctx, id, p.TaskID), true
 		default:
-			return l.cancel(ctx, id, r.Params.TaskID), true
+			return l.cancel(ctx, id, p.TaskID), true
 		}
 	}
 	return nil, false
