@@ -25,6 +25,36 @@ type Env struct {
 	MaxDelegationDepth int
 }
 
+// evaluation is one run of the gates: the task, its environment, and what
+// a gate leaves for a later one (the authority's answer, which
+// guardedClaude reads).
+type evaluation struct {
+	t   model.Task
+	env Env
+	now func() time.Time
+	ans model.AuthorityAnswer
+}
+
+// evaluators evaluate each gate of model.AllGates: a gate without one
+// fails closed (internal) at run time, and TestEveryGateHasAnEvaluator
+// fails before that.
+var evaluators = map[model.Gate]func(context.Context, *evaluation) model.Verdict{
+	model.GateMissionLease: func(_ context.Context, e *evaluation) model.Verdict { return MissionLease(e.t) },
+	model.GateDelegation: func(_ context.Context, e *evaluation) model.Verdict {
+		return Delegation(e.t, e.env.MaxDelegationDepth)
+	},
+	model.GateACPDenial: func(ctx context.Context, e *evaluation) model.Verdict {
+		info, known := e.env.Agent(ctx, e.t.Target)
+		return ACPDenial(e.env.Policy(), info, known, e.t.Mode)
+	},
+	model.GateAuthority: func(ctx context.Context, e *evaluation) model.Verdict {
+		var v model.Verdict
+		v, e.ans = Authority(ctx, e.env.Authority, NewAuthorityRequest(e.t, e.now()))
+		return v
+	},
+	model.GateGuardedClaude: func(_ context.Context, e *evaluation) model.Verdict { return GuardedClaude(e.t, e.ans) },
+}
+
 // Verdicts are the verdicts of one evaluation, in gate order
 // (model.AllGates), up to and including the first failing one: no gate
 // runs after one failed.
@@ -51,7 +81,7 @@ func (vs Verdicts) Failed() (model.Verdict, bool) {
 }
 
 // Evaluate runs the gates of the authorize transition as a pipeline, in
-// order — MissionLease, Delegation, ACPDenial, Authority, GuardedClaude — and stops at
+// the order of model.AllGates (the gate table is spec.Gates), and stops at
 // the first that fails. The authority adapter is consulted at most once,
 // and only after the cheaper gates passed. Every verdict gets its gate's
 // name and is stamped with env.Now.
@@ -64,22 +94,12 @@ func Evaluate(ctx context.Context, t model.Task, env Env) Verdicts {
 		now = time.Now
 	}
 	vs := make(Verdicts, 0, len(model.AllGates()))
-	var ans model.AuthorityAnswer
+	run := &evaluation{t: t, env: env, now: now}
 	for _, g := range model.AllGates() {
 		var v model.Verdict
-		switch g {
-		case model.GateMissionLease:
-			v = MissionLease(t)
-		case model.GateDelegation:
-			v = Delegation(t, env.MaxDelegationDepth)
-		case model.GateACPDenial:
-			info, known := env.Agent(ctx, t.Target)
-			v = ACPDenial(env.Policy(), info, known, t.Mode)
-		case model.GateAuthority:
-			v, ans = Authority(ctx, env.Authority, NewAuthorityRequest(t, now()))
-		case model.GateGuardedClaude:
-			v = GuardedClaude(t, ans)
-		default:
+		if eval, ok := evaluators[g]; ok {
+			v = eval(ctx, run)
+		} else {
 			v = fail(g, model.CodeInternal, "gate "+string(g)+" has no evaluation", nil)
 		}
 		v.Gate = g

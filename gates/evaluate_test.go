@@ -8,6 +8,7 @@ import (
 
 	"github.com/hai-relay/relay/gates"
 	"github.com/hai-relay/relay/model"
+	"github.com/hai-relay/relay/spec"
 )
 
 type countingAuthority struct {
@@ -75,6 +76,16 @@ func TestEvaluatePipeline(t *testing.T) {
 			if want := i < len(vs) && vs[i].Passed; vs.Passed(g) != want {
 				t.Errorf("%s: Passed(%s) = %v", c.name, g, !want)
 			}
+		}
+	}
+}
+
+// Every gate of the table has an evaluator (a gate added to model.AllGates
+// without one would fail every task closed, internal).
+func TestEveryGateHasAnEvaluator(t *testing.T) {
+	for _, g := range spec.Gates() {
+		if !gates.HasEvaluator(g.Gate) {
+			t.Errorf("gate %s has no evaluator in package gates", g.Gate)
 		}
 	}
 }

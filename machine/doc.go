@@ -4,11 +4,11 @@
 // dispatch as the entry action of authorized, which runs only after
 // authorized is durably stored.
 //
-// The five gates are evaluated by gates.Evaluate before anything is fired;
-// the engine then fires exactly one trigger chosen from the verdicts
-// (authorize, or the reject or block the first failing gate leads to). The
-// named guards of the authorize transition (missionLease, delegation,
-// acpDenial, authority, guardedClaude) are pure: they read the verdicts passed as the
+// The gates (the table is spec.Gates) are evaluated by gates.Evaluate
+// before anything is fired; the engine then fires exactly one trigger
+// chosen from the verdicts (authorize, or the reject or block the first
+// failing gate leads to). The authorize transition's guards, one per gate
+// and named after it, are pure: they read the verdicts passed as the
 // trigger's argument. A trigger the lifecycle does not permit is an
 // *model.Error with CodeInvalidTransition.
 //

@@ -6,6 +6,7 @@ import (
 
 	"github.com/hai-relay/relay/gates"
 	"github.com/hai-relay/relay/model"
+	"github.com/hai-relay/relay/spec"
 )
 
 // The guards are pure reads of the verdicts they are given: the same
@@ -35,6 +36,15 @@ func TestGuardsOnlyReadTheVerdicts(t *testing.T) {
 			if guard(ctx) || guard(ctx, gates.Verdicts(nil)) {
 				t.Errorf("%s: passed without verdicts", g)
 			}
+		}
+	}
+}
+
+// Every gate of the table guards the authorize transition.
+func TestEveryGateHasAGuard(t *testing.T) {
+	for _, g := range spec.Gates() {
+		if guards[g.Gate] == nil {
+			t.Errorf("gate %s has no guard in package machine", g.Gate)
 		}
 	}
 }

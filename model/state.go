@@ -54,7 +54,7 @@ type Trigger string
 
 // The lifecycle triggers.
 const (
-	// TriggerAuthorize: submitted → authorized, guarded by the five gates.
+	// TriggerAuthorize: submitted → authorized, guarded by the gates.
 	TriggerAuthorize Trigger = "authorize"
 	// TriggerReject: submitted → rejected, when a gate makes a policy refusal.
 	TriggerReject Trigger = "reject"
@@ -125,7 +125,8 @@ func AllMessageStates() []MessageState {
 	return []MessageState{MessageStored, MessageRead, MessageAcked}
 }
 
-// Gate names one of the five guards of the authorize transition. The names
+// Gate names one of the guards of the authorize transition (the gate
+// table, with what each checks and its codes, is spec.Gates). The names
 // equal the guard functions' names, so graphs and errors agree.
 type Gate string
 

@@ -10,6 +10,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/hai-relay/relay/model"
+	"github.com/hai-relay/relay/spec"
 )
 
 // mcpTool is one tool of the facade: its advertised definition and the
@@ -219,12 +220,8 @@ func submitTaskTool(me, cwd string) mcpTool {
 		name:  "submit_task",
 		title: "Submit a task",
 		desc: fmt.Sprintf("Delegate a task to another agent (target) through the relay, as %q. The task is persisted "+
-			"and audited at once, then must pass five gates in order: (1) mission_id and lease_id present and well "+
-			"formed, (2) delegation: when you run as a relay task yourself, the target must not already be in its "+
-			"delegation chain (delegation_cycle) and the chain must stay within the relay's depth bound "+
-			"(delegation_too_deep) — do such work yourself instead, (3) the target is enabled and its adapter "+
-			"configured, (4) the external authority allows it, (5) mode state_changing only for target claude under "+
-			"a guarded lease. mission_id and lease_id are "+
+			"and audited at once, then must pass these gates in order: "+spec.GateSentence()+
+			". A task refused by the delegation gate is work to do yourself. mission_id and lease_id are "+
 			"optional in the schema only so the attempt is recorded: without them the task is persisted and then "+
 			"REJECTED (missing_mission_id / missing_lease_id), so pass the HAI-MCP mission (M-…) and lease (S-…) you "+
 			"were given. If every gate passes, the target agent is started in cwd, in a session that denies every "+
