@@ -388,7 +388,7 @@ func parseResponse(out []byte) (resp spec.AuthorityResponse, why string, err err
 }
 
 func authErr(code model.Code, err error, format string, args ...any) *model.Error {
-	e := model.Errorf(code, format, args...).WithHint(spec.Hint(code))
+	e := spec.Errorf(code, format, args...)
 	e.Err = err
 	return e
 }

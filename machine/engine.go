@@ -333,7 +333,7 @@ func (e *Engine) validate(caller string, r *model.SubmitRequest) error {
 		return model.InvalidArgs("target is required")
 	}
 	if !e.registry.Known(r.Target) {
-		return model.Errorf(model.CodeUnknownAgent, "no agent named %q", model.Echo(r.Target)).WithHint(spec.Hint(model.CodeUnknownAgent))
+		return spec.Errorf(model.CodeUnknownAgent, "no agent named %q", model.Echo(r.Target))
 	}
 	if r.Mode == "" {
 		r.Mode = model.ModeReadOnly
@@ -345,8 +345,7 @@ func (e *Engine) validate(caller string, r *model.SubmitRequest) error {
 		return model.InvalidArgs("prompt is required")
 	}
 	if len(r.Prompt) > e.maxPrompt {
-		return model.Errorf(model.CodePayloadTooLarge, "prompt is %d bytes; the limit is %d", len(r.Prompt), e.maxPrompt).
-			WithHint(spec.Hint(model.CodePayloadTooLarge))
+		return spec.Errorf(model.CodePayloadTooLarge, "prompt is %d bytes; the limit is %d", len(r.Prompt), e.maxPrompt)
 	}
 	if err := r.CheckBounds(); err != nil {
 		return err
@@ -369,7 +368,7 @@ func (e *Engine) validate(caller string, r *model.SubmitRequest) error {
 // parent and run in the project).
 func CanonicalCwd(cwd string) (string, error) {
 	bad := func(why string) error {
-		return model.Errorf(model.CodeInvalidCwd, "cwd %q %s", model.Echo(cwd), why).WithHint(spec.Hint(model.CodeInvalidCwd))
+		return spec.Errorf(model.CodeInvalidCwd, "cwd %q %s", model.Echo(cwd), why)
 	}
 	if cwd == "" {
 		return "", bad("is empty")
@@ -507,8 +506,7 @@ func (e *Engine) Cancel(ctx context.Context, id string, code model.Code, actor s
 	var from model.State
 	t, err := e.transition(ctx, id, "", func(_ context.Context, t model.Task) (step, error) {
 		if t.State.Terminal() {
-			return step{}, model.Errorf(model.CodeTaskNotCancelable, "task %s is already %s", model.Echo(id), t.State).
-				WithHint(spec.Hint(model.CodeTaskNotCancelable))
+			return step{}, spec.Errorf(model.CodeTaskNotCancelable, "task %s is already %s", model.Echo(id), t.State)
 		}
 		from = t.State
 		return step{trigger: model.TriggerCancel, code: code, message: "canceled by " + actor, actor: actor}, nil

@@ -87,3 +87,10 @@ func PublicError(err error) *model.Error {
 	}
 	return pub
 }
+
+// Errorf is model.Errorf with the code's catalogue hint: the one way a
+// refusal gets its default hint (a caller with a more precise hint sets
+// its own with WithHint).
+func Errorf(c model.Code, format string, args ...any) *model.Error {
+	return model.Errorf(c, format, args...).WithHint(Hint(c))
+}

@@ -157,8 +157,7 @@ func agentsProbeCommand(f *flags) runFunc {
 			return err
 		}
 		if !slices.ContainsFunc(as, func(a model.AgentInfo) bool { return a.Name == f.pos[0] }) {
-			return model.Errorf(model.CodeUnknownAgent, "no agent named %q", model.Echo(f.pos[0])).
-				WithHint(spec.Hint(model.CodeUnknownAgent))
+			return spec.Errorf(model.CodeUnknownAgent, "no agent named %q", model.Echo(f.pos[0]))
 		}
 		fmt.Fprintf(e.stderr, "probing %s (initialize → session/new → one prompt)…\n", safeText(f.pos[0]))
 		a, perr := c.ProbeAgent(ctx, f.pos[0], *timeout)

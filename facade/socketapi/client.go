@@ -381,8 +381,8 @@ func clientPathArg(name, v string) (string, error) {
 // never made, instead of sending a URL the socket's header bound would cut.
 func clientTaskID(id string) (string, error) {
 	if len(id) > model.MaxLookupIDBytes {
-		return "", model.Errorf(model.CodeNotFound, "no task %q: it is %d bytes, and no task id is longer than %d",
-			model.Echo(id), len(id), model.MaxLookupIDBytes).WithHint(spec.Hint(model.CodeNotFound))
+		return "", spec.Errorf(model.CodeNotFound, "no task %q: it is %d bytes, and no task id is longer than %d",
+			model.Echo(id), len(id), model.MaxLookupIDBytes)
 	}
 	return clientPathArg("task_id", id)
 }

@@ -69,8 +69,7 @@ func readBounded(r io.Reader, max int64) ([]byte, error) {
 	}
 	data, err := io.ReadAll(io.LimitReader(r, max+1))
 	if int64(len(data)) > max {
-		return nil, model.Errorf(model.CodePayloadTooLarge, "the request body exceeds %d bytes", max).
-			WithHint(spec.Hint(model.CodePayloadTooLarge))
+		return nil, spec.Errorf(model.CodePayloadTooLarge, "the request body exceeds %d bytes", max)
 	}
 	if err != nil {
 		e := model.InvalidArgs("the request body could not be read")

@@ -74,7 +74,7 @@ func New(o Options) *Service {
 }
 
 func notFound(what, id string) *model.Error {
-	return model.Errorf(model.CodeNotFound, "no %s %q", what, model.Echo(id)).WithHint(spec.Hint(model.CodeNotFound))
+	return spec.Errorf(model.CodeNotFound, "no %s %q", what, model.Echo(id))
 }
 
 // checkRecipient validates a message's recipient for sender caller.
@@ -87,17 +87,14 @@ func (s *Service) checkRecipient(caller, to string) error {
 		return model.InvalidArgs("to %q has whitespace around the name; give exactly one agent name, such as %q",
 			model.Echo(to), model.Echo(strings.TrimSpace(to)))
 	case to == "*" || strings.EqualFold(to, "all") || strings.ContainsAny(to, ",; "):
-		return model.Errorf(model.CodeBroadcastNotSupported, "to %q names more than one agent", model.Echo(to)).
-			WithHint(spec.Hint(model.CodeBroadcastNotSupported))
+		return spec.Errorf(model.CodeBroadcastNotSupported, "to %q names more than one agent", model.Echo(to))
 	case to == caller:
-		return model.Errorf(model.CodeInvalidRecipient, "you are %s; a message to yourself is refused", caller).
-			WithHint(spec.Hint(model.CodeInvalidRecipient))
+		return spec.Errorf(model.CodeInvalidRecipient, "you are %s; a message to yourself is refused", caller)
 	case to == model.RelayAgent:
-		return model.Errorf(model.CodeInvalidRecipient, "%q is the relay itself, not an agent", to).
-			WithHint(spec.Hint(model.CodeInvalidRecipient))
+		return spec.Errorf(model.CodeInvalidRecipient, "%q is the relay itself, not an agent", to)
 	}
 	if !s.o.Registry.Known(to) {
-		return model.Errorf(model.CodeUnknownAgent, "no agent named %q", model.Echo(to)).WithHint(spec.Hint(model.CodeUnknownAgent))
+		return spec.Errorf(model.CodeUnknownAgent, "no agent named %q", model.Echo(to))
 	}
 	return nil
 }
@@ -111,8 +108,7 @@ func (s *Service) SendMessage(ctx context.Context, caller string, r model.SendRe
 		return model.Message{}, model.InvalidArgs("body is required")
 	}
 	if len(r.Body) > s.o.MessageBytes {
-		return model.Message{}, model.Errorf(model.CodePayloadTooLarge, "body is %d bytes; the limit is %d (limits.message_bytes)", len(r.Body), s.o.MessageBytes).
-			WithHint(spec.Hint(model.CodePayloadTooLarge))
+		return model.Message{}, spec.Errorf(model.CodePayloadTooLarge, "body is %d bytes; the limit is %d (limits.message_bytes)", len(r.Body), s.o.MessageBytes)
 	}
 	if err := r.CheckBounds(); err != nil {
 		return model.Message{}, err
@@ -462,7 +458,7 @@ func (s *Service) InboxShares(ctx context.Context, to string) ([]model.InboxShar
 func (s *Service) knownAgents(names ...string) error {
 	for _, name := range names {
 		if name != "" && !s.o.Registry.Known(name) {
-			return model.Errorf(model.CodeUnknownAgent, "no agent named %q", model.Echo(name)).WithHint(spec.Hint(model.CodeUnknownAgent))
+			return spec.Errorf(model.CodeUnknownAgent, "no agent named %q", model.Echo(name))
 		}
 	}
 	return nil
@@ -476,7 +472,7 @@ func (s *Service) Agents(ctx context.Context) ([]model.AgentInfo, error) {
 // ProbeAgent runs a live probe of an agent.
 func (s *Service) ProbeAgent(ctx context.Context, name string, timeout time.Duration) (model.AgentInfo, error) {
 	if !s.o.Registry.Known(name) {
-		return model.AgentInfo{}, model.Errorf(model.CodeUnknownAgent, "no agent named %q", model.Echo(name)).WithHint(spec.Hint(model.CodeUnknownAgent))
+		return model.AgentInfo{}, spec.Errorf(model.CodeUnknownAgent, "no agent named %q", model.Echo(name))
 	}
 	if s.o.Probe == nil {
 		return model.AgentInfo{}, model.Errorf(model.CodeInternal, "this relay has no dispatcher to probe with")
@@ -493,7 +489,7 @@ func (s *Service) ProbeAgent(ctx context.Context, name string, timeout time.Dura
 // VerifyAgent runs a hardening verification of an agent.
 func (s *Service) VerifyAgent(ctx context.Context, name string, timeout time.Duration) (model.Verification, error) {
 	if !s.o.Registry.Known(name) {
-		return model.Verification{}, model.Errorf(model.CodeUnknownAgent, "no agent named %q", model.Echo(name)).WithHint(spec.Hint(model.CodeUnknownAgent))
+		return model.Verification{}, spec.Errorf(model.CodeUnknownAgent, "no agent named %q", model.Echo(name))
 	}
 	if s.o.Verify == nil {
 		return model.Verification{}, model.Errorf(model.CodeInternal, "this relay has no dispatcher to verify with")
