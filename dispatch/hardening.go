@@ -23,7 +23,7 @@ import (
 // mode or config option the relay selects, and which values it accepts,
 // per task mode. Each profile was verified against the real adapter, on the
 // versions it names, by the real-agent tests of cmd/relay
-// (realagents_test.go); docs/agents.md explains each choice.
+// (realagents_test.go); docs/agents/ explains each choice.
 //
 // A session whose mode (or pinned config option) is not accepted is never
 // prompted: it is killed and the task ends failed/agent_unsafe_mode. A

@@ -16,9 +16,10 @@ import (
 	"github.com/hai-relay/relay/model"
 )
 
-// The verified profiles. docs/agents.md ("Hardening profiles") gives the
-// evidence for every entry; cmd/relay/realagents_test.go re-checks it
-// against the pinned adapters in interop/.
+// The verified profiles. docs/agents/hardening.md and each agent's page
+// under docs/agents/ give the evidence for every entry;
+// cmd/relay/realagents_test.go re-checks it against the pinned adapters in
+// interop/.
 
 // claudeReadOnlyTools are the only built-in tools a read_only Claude
 // session has: none of them writes, edits, executes, fetches or acts on

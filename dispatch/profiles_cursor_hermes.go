@@ -21,7 +21,7 @@ import (
 // the relay is built on (Cursor's CLI is a binary from its own site,
 // Hermes a Python package), so, unlike the other profiles, these were not
 // run against the real agents: they follow the agents' public docs and
-// source (docs/agents.md, "Cursor" and "Hermes"), and CI proves their
+// source (docs/agents/cursor.md and hermes.md), and CI proves their
 // mechanics with scripted stand-ins that behave as those docs say
 // (cmd/testfakes/fakeagent, standins.go). `relay agents verify hermes`
 // checks the real Hermes on the user's machine; Cursor's model cannot be

@@ -54,7 +54,8 @@ func (db *DB) queryMessages(ctx context.Context, q querier, query string, args .
 //
 // As queryTasksUpTo does, it scans with rows.Scan into one messageRow's
 // fields (messageScan), not with bun's ScanRows: inbox pages and
-// listings are hot reads (BENCHMARKS.md, scale_check_inbox and item 11),
+// listings are hot reads (BENCHMARKS.md: the scale_check_inbox row, and
+// "Rows scanned with rows.Scan" under "What was changed"),
 // and on a 50-message page ScanRows cost 344-397 CPU-µs against 280-309,
 // medians 375 and 301 (BenchmarkPageScan, 3 runs).
 func (db *DB) queryMessagesSeq(ctx context.Context, q querier, take func(model.Message) bool, query string, args ...any) ([]model.Message, int64, error) {

@@ -17,8 +17,9 @@ import (
 //     for byte as sent (TestCreateGetTask);
 //   - a text without values is the same on every call, so it is prepared
 //     once: SQLite's parse and plan cost more than most of these
-//     statements' execution (BENCHMARKS.md, item 4), and building a query
-//     with bun costs tens of microseconds on its own.
+//     statements' execution (BENCHMARKS.md, "What was changed": "Every
+//     query prepared"), and building a query with bun costs tens of
+//     microseconds on its own.
 //
 // A computed value is an SQL expression: seq and the per-task n are
 // max + 1, which is race-free because the single writer runs one

@@ -91,7 +91,8 @@ func (db *DB) queryTasks(ctx context.Context, q querier, query string, args ...a
 //
 // The rows are scanned with database/sql's rows.Scan into one taskRow's
 // fields (taskScan), not with bun's ScanRows, because a listing is a hot
-// read (BENCHMARKS.md, scale_list_tasks and item 11): on a 50-task page
+// read (BENCHMARKS.md: the scale_list_tasks row, and "Rows scanned with
+// rows.Scan" under "What was changed"): on a 50-task page
 // ScanRows cost 676-704 CPU-µs against 563-797, medians 702 and 617
 // (BenchmarkPageScan, 3 runs on a loaded 2-core machine), ~9% of a
 // ListTasksVisible page (~950 CPU-µs), and 18% more bytes allocated.

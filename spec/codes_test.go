@@ -43,7 +43,7 @@ var (
 	// contractTaskStates is the state each task code leads to: rejected
 	// for a gate's policy decision, blocked when a gate fails closed,
 	// failed when dispatch or the run fails, canceled when someone cancels
-	// (spec/lifecycle.dot has the transitions; docs/agents.md describes
+	// (spec/lifecycle.dot has the transitions; docs/agents/running.md describes
 	// agent_auth_required).
 	contractTaskStates = map[model.Code]model.State{
 		"missing_mission_id":                     model.StateRejected,

@@ -240,7 +240,7 @@ func agentsVerifyCommand(f *flags) runFunc {
 		}
 		if len(bad) > 0 {
 			return model.Errorf(model.CodeAgentNotVerified, "hardening not verified: %s", strings.Join(bad, ", ")).
-				WithHint("read each attempt's line above (or --json) and the session logs in the relay home's logs/verify/; docs/agents.md says what each stop means")
+				WithHint("read each attempt's line above (or --json) and the session logs in the relay home's logs/verify/; docs/agents/verify.md says what each stop means")
 		}
 		return nil
 	}

@@ -89,7 +89,7 @@ func (d *doctor) home(home string) (config.Config, bool) {
 		return cfg, false
 	}
 	if _, err := os.Stat(filepath.Join(home, "config.toml")); err != nil {
-		d.ok("config", "no config.toml: the defaults (docs/agents.md shows the keys)")
+		d.ok("config", "no config.toml: the defaults (docs/config.md lists the keys)")
 	} else {
 		d.ok("config", "%s parses", filepath.Join(home, "config.toml"))
 	}

@@ -783,7 +783,7 @@ func TestRealAgentsHoldDenyAll(t *testing.T) {
 			// Codex snapshots the user's login shell outside its sandbox;
 			// its profiles keep it from finding ~/.bashrc or ~/.profile.
 			// Claude Code snapshots it too, when a state_changing session
-			// first calls Bash (0.101; docs/agents.md): the user's own files,
+			// first calls Bash (0.101; docs/agents/claude.md): the user's own files,
 			// in a session the authority marked guarded.
 			if b, err := os.ReadFile(filepath.Join(rd.agentHome, "bashrc-ran")); err == nil {
 				for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {

@@ -12,8 +12,7 @@
 // relay's denial, the agent's refusal, a tool never offered, a refused
 // session mode) is reported, and so is an attempt that was not stopped.
 // Every attempt targets files in two fresh temporary directories, removed
-// afterwards. docs/agents.md ("Verifying the hardening on your machine")
-// says what it does and does not prove.
+// afterwards. docs/agents/verify.md says what it does and does not prove.
 package verify
 
 import (

@@ -26,7 +26,8 @@ import (
 //
 // It is kept instead of an http.Client on a Transport with a unix
 // DialContext because it measured clearly cheaper where the relay is
-// short of its aim: BENCHMARKS.md, "What was changed", item 9 (the
+// short of its aim: BENCHMARKS.md, "What was changed", "The facade's
+// socket client makes its own HTTP/1.1 round trips" (the
 // send_message_8_facades row's facade CPU per call, and
 // BenchmarkAPIGetTask against BenchmarkAPIGetTaskHTTPTransport). The
 // Transport also hides whether a failed request reached the daemon, which

@@ -121,11 +121,11 @@ func (d *tomlDoc) String() string {
 	return b.String()
 }
 
-// Every config snippet of the README and docs/*.md works when a reader
-// follows the page literally: each is added, in page order, to the
-// config.toml the page's earlier snippets made (appended as written, or
-// merged into the tables it names where it says so), and the file after
-// each step is read by the real config parser. A snippet that repeats a
+// Every config snippet of the README, docs/*.md and docs/agents/*.md
+// works when a reader follows the page literally: each is added, in page
+// order, to the config.toml the page's earlier snippets made (appended as
+// written, or merged into the tables it names where it says so), and the
+// file after each step is read by the real config parser. A snippet that repeats a
 // table the page already had, without saying where its keys go, breaks
 // the file (TOML: "Key 'agents.claude' has already been defined").
 func TestDocsConfigSnippetsParse(t *testing.T) {
@@ -134,6 +134,11 @@ func TestDocsConfigSnippetsParse(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	agentPages, err := filepath.Glob(filepath.Join("..", "..", "..", "docs", "agents", "*.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pages = append(pages, agentPages...)
 	pages = append([]string{filepath.Join("..", "..", "..", "README.md")}, pages...)
 	total := 0
 	for _, page := range pages {
