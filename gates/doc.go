@@ -1,10 +1,10 @@
-// Package gates holds the five guards of the authorize transition
-// (submitted → authorized) and the client of the external authority adapter.
+// Package gates holds the guards of the authorize transition (submitted →
+// authorized; the gate table is spec.Gates) and the client of the
+// external authority adapter.
 //
 // Each guard is a named function returning a model.Verdict, so verdicts,
-// errors and the lifecycle graph all show the same names (missionLease,
-// delegation, acpDenial, authority, guardedClaude). Evaluate runs them in that order as
-// an ordinary pipeline, before the machine fires anything, and stops at the
+// errors and the lifecycle graph all show the same names. Evaluate runs
+// them in the table's order as an ordinary pipeline, before the machine fires anything, and stops at the
 // first failing one, which decides the outcome; the machine's guards of the
 // same names only read the Verdicts it returned:
 //

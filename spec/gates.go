@@ -27,7 +27,7 @@ func Gates() []GateInfo {
 	return []GateInfo{
 		{Gate: model.GateMissionLease, Checks: "mission_id and lease_id are present and well formed",
 			Codes: []model.Code{model.CodeMissingMissionID, model.CodeMissingLeaseID, model.CodeInvalidMissionID, model.CodeInvalidLeaseID}},
-		{Gate: model.GateDelegation, Checks: "a task submitted from inside another task goes back to no agent already in its delegation chain (delegation_cycle) and is no deeper than [limits] max_delegation_depth (delegation_too_deep)",
+		{Gate: model.GateDelegation, Checks: "a task submitted from inside another task goes back to no agent already in its delegation chain, and is no deeper than [limits] max_delegation_depth",
 			Codes: []model.Code{model.CodeDelegationCycle, model.CodeDelegationTooDeep}},
 		{Gate: model.GateACPDenial, Checks: "the relay denies every permission request the agent makes, and the target is enabled, its adapter installed and, with require_verified, verified",
 			Codes: []model.Code{model.CodeACPDenialNotEnforced, model.CodeAgentDisabled, model.CodeAgentNotConfigured, model.CodeAgentNotVerified}},
@@ -38,15 +38,20 @@ func Gates() []GateInfo {
 	}
 }
 
-// GateSentence lists the gates in order as one sentence fragment:
-// "(1) missionLease: mission_id and …, (2) delegation: …".
+// GateSentence lists the gates in order as one sentence fragment, each
+// with its codes: "(1) missionLease: mission_id and … (missing_mission_id,
+// …), (2) delegation: …".
 func GateSentence() string {
 	var b strings.Builder
 	for i, g := range Gates() {
 		if i > 0 {
 			b.WriteString(", ")
 		}
-		fmt.Fprintf(&b, "(%d) %s: %s", i+1, g.Gate, g.Checks)
+		codes := make([]string, len(g.Codes))
+		for j, c := range g.Codes {
+			codes[j] = string(c)
+		}
+		fmt.Fprintf(&b, "(%d) %s: %s (%s)", i+1, g.Gate, g.Checks, strings.Join(codes, ", "))
 	}
 	return b.String()
 }
