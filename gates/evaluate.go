@@ -7,9 +7,9 @@ import (
 	"github.com/hai-relay/relay/model"
 )
 
-// Env is what the gates of an evaluation consult besides the task. Each
+// Sources are what the gates of an evaluation consult besides the task. Each
 // is called only when its gate runs (after every earlier gate passed).
-type Env struct {
+type Sources struct {
 	// Policy returns the dispatcher's permission policy (acpDenial).
 	Policy func() model.DispatchPolicy
 	// Agent looks the target up in the registry (acpDenial).
@@ -30,7 +30,7 @@ type Env struct {
 // guardedClaude reads).
 type evaluation struct {
 	t   model.Task
-	env Env
+	src Sources
 	now func() time.Time
 	ans model.AuthorityAnswer
 }
@@ -41,15 +41,15 @@ type evaluation struct {
 var evaluators = map[model.Gate]func(context.Context, *evaluation) model.Verdict{
 	model.GateMissionLease: func(_ context.Context, e *evaluation) model.Verdict { return MissionLease(e.t) },
 	model.GateDelegation: func(_ context.Context, e *evaluation) model.Verdict {
-		return Delegation(e.t, e.env.MaxDelegationDepth)
+		return Delegation(e.t, e.src.MaxDelegationDepth)
 	},
 	model.GateACPDenial: func(ctx context.Context, e *evaluation) model.Verdict {
-		info, known := e.env.Agent(ctx, e.t.Target)
-		return ACPDenial(e.env.Policy(), info, known, e.t.Mode)
+		info, known := e.src.Agent(ctx, e.t.Target)
+		return ACPDenial(e.src.Policy(), info, known, e.t.Mode)
 	},
 	model.GateAuthority: func(ctx context.Context, e *evaluation) model.Verdict {
 		var v model.Verdict
-		v, e.ans = Authority(ctx, e.env.Authority, NewAuthorityRequest(e.t, e.now()))
+		v, e.ans = Authority(ctx, e.src.Authority, NewAuthorityRequest(e.t, e.now()))
 		return v
 	},
 	model.GateGuardedClaude: func(_ context.Context, e *evaluation) model.Verdict { return GuardedClaude(e.t, e.ans) },
@@ -84,17 +84,17 @@ func (vs Verdicts) Failed() (model.Verdict, bool) {
 // the order of model.AllGates (the gate table is spec.Gates), and stops at
 // the first that fails. The authority adapter is consulted at most once,
 // and only after the cheaper gates passed. Every verdict gets its gate's
-// name and is stamped with env.Now.
+// name and is stamped with src.Now.
 //
 // Evaluate is the only place a gate does I/O; the machine's guards then
 // only read the verdicts it returned.
-func Evaluate(ctx context.Context, t model.Task, env Env) Verdicts {
-	now := env.Now
+func Evaluate(ctx context.Context, t model.Task, src Sources) Verdicts {
+	now := src.Now
 	if now == nil {
 		now = time.Now
 	}
 	vs := make(Verdicts, 0, len(model.AllGates()))
-	run := &evaluation{t: t, env: env, now: now}
+	run := &evaluation{t: t, src: src, now: now}
 	for _, g := range model.AllGates() {
 		var v model.Verdict
 		if eval, ok := evaluators[g]; ok {

@@ -52,7 +52,7 @@ func TestEvaluatePipeline(t *testing.T) {
 		{"guardedClaude fails", task, ready, model.AuthorityAnswer{Allow: true}, 5, model.CodeStateChangingRequiresGuardedClaude, 1},
 	} {
 		auth := &countingAuthority{ans: c.ans}
-		vs := gates.Evaluate(context.Background(), c.task, gates.Env{
+		vs := gates.Evaluate(context.Background(), c.task, gates.Sources{
 			Policy:    func() model.DispatchPolicy { return model.DispatchPolicy{DeniesAllPermissions: true} },
 			Agent:     func(context.Context, string) (model.AgentInfo, bool) { return c.agent, true },
 			Authority: auth, Now: func() time.Time { return at },

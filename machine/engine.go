@@ -427,7 +427,7 @@ func (e *Engine) evaluate(ctx context.Context, t model.Task) (step, error) {
 	if t.State != model.StateSubmitted {
 		return step{}, staleErr(t.ID, model.StateSubmitted, t.State)
 	}
-	vs := gates.Evaluate(ctx, t, gates.Env{Policy: e.dispatcher.Policy, Agent: e.registry.Agent,
+	vs := gates.Evaluate(ctx, t, gates.Sources{Policy: e.dispatcher.Policy, Agent: e.registry.Agent,
 		Authority: e.authority, Now: e.now, MaxDelegationDepth: e.maxDepth})
 	v, failed := vs.Failed()
 	if !failed {

@@ -248,7 +248,7 @@ func TestBenchSuiteSmoke(t *testing.T) {
 	}
 	t.Parallel()
 	var stdout, stderr bytes.Buffer
-	err := runSuite(context.Background(), &env{stdout: &stdout, stderr: &stderr}, []string{"--relay", relayBin,
+	err := runSuite(context.Background(), &cliIO{stdout: &stdout, stderr: &stderr}, []string{"--relay", relayBin,
 		"--rows", "store,send,scale", "--messages", "1000", "--tasks", "100", "--sends", "10", "--iterations", "2", "--json"})
 	if err != nil {
 		t.Fatalf("relay-bench: %v\n%s", err, stderr.String())

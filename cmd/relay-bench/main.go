@@ -32,8 +32,8 @@ const (
 	homeSocket = "relay.sock"
 )
 
-// env is where the suite writes: results on stdout, progress on stderr.
-type env struct {
+// cliIO is where the suite writes: results on stdout, progress on stderr.
+type cliIO struct {
 	stdout, stderr io.Writer
 }
 
@@ -42,7 +42,7 @@ var errUsage = errors.New("usage")
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := runSuite(ctx, &env{stdout: os.Stdout, stderr: os.Stderr}, os.Args[1:])
+	err := runSuite(ctx, &cliIO{stdout: os.Stdout, stderr: os.Stderr}, os.Args[1:])
 	stop()
 	switch {
 	case err == nil:
@@ -55,7 +55,7 @@ func main() {
 }
 
 // usageError explains a bad flag value on stderr.
-func usageError(e *env, format string, args ...any) error {
+func usageError(e *cliIO, format string, args ...any) error {
 	fmt.Fprintf(e.stderr, "relay-bench: "+format+"\n", args...)
 	return errUsage
 }

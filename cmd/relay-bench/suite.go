@@ -115,7 +115,7 @@ type suiteResult struct {
 }
 
 // runSuite parses the flags and runs the suite.
-func runSuite(ctx context.Context, e *env, args []string) error {
+func runSuite(ctx context.Context, e *cliIO, args []string) error {
 	f := flag.NewFlagSet("relay-bench", flag.ContinueOnError)
 	f.SetOutput(e.stderr)
 	f.Usage = func() {
@@ -291,7 +291,7 @@ func utsString[T int8 | uint8](cs []T) string {
 // suite is one run of the suite: its work directory, built helpers,
 // started processes and rows.
 type suite struct {
-	e    *env
+	e    *cliIO
 	o    suiteOptions
 	exe  string // the relay binary
 	dir  string

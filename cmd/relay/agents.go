@@ -20,7 +20,7 @@ func init() {
 }
 
 func agentsCommand(f *flags) runFunc {
-	return func(ctx context.Context, e *env) error {
+	return func(ctx context.Context, e *cliIO) error {
 		c, err := operator(e, f)
 		if err != nil {
 			return err
@@ -50,7 +50,7 @@ func agentsCommand(f *flags) runFunc {
 	}
 }
 
-func agentTable(e *env, wide bool, as []model.AgentInfo) error {
+func agentTable(e *cliIO, wide bool, as []model.AgentInfo) error {
 	t := newTable(e.stdout, "AGENT", "COMMAND", "CONFIGURED", "ENABLED", "WORKED_LIVE", "ADAPTER", "PROFILE", "HARDENING", "WHY")
 	t.wide = wide
 	var superseded []string
@@ -135,7 +135,7 @@ func profileCell(p model.AgentProfile) string {
 
 func agentsProbeCommand(f *flags) runFunc {
 	timeout := f.Duration("timeout", 0, fmt.Sprintf("bound the probe (default limits.probe_timeout, %gs)", config.DefaultProbeTimeout.Seconds()))
-	return func(ctx context.Context, e *env) error {
+	return func(ctx context.Context, e *cliIO) error {
 		if *timeout == 0 {
 			// The home's limits.probe_timeout, which the daemon applies too:
 			// this client then waits as long as the probe may take.
@@ -189,7 +189,7 @@ func agentsProbeCommand(f *flags) runFunc {
 func agentsVerifyCommand(f *flags) runFunc {
 	timeout := f.Duration("timeout", 0, fmt.Sprintf("bound each agent's verification (default %gs)", verify.DefaultTimeout.Seconds()))
 	all := f.Bool("all", false, "verify every agent that has a hardening profile")
-	return func(ctx context.Context, e *env) error {
+	return func(ctx context.Context, e *cliIO) error {
 		switch {
 		case *all && len(f.pos) > 0:
 			return f.usageError("agents verify takes agent names or --all, not both")
@@ -248,7 +248,7 @@ func agentsVerifyCommand(f *flags) runFunc {
 
 // verifyReport prints one verification: a line per attempt, then the
 // verdict.
-func verifyReport(e *env, wide bool, v model.Verification) error {
+func verifyReport(e *cliIO, wide bool, v model.Verification) error {
 	fmt.Fprintf(e.stdout, "%s", v.Agent)
 	adapter := strings.TrimSpace(oneLine(v.AdapterPackage, 80) + " " + oneLine(v.AdapterVersion, 40))
 	switch {

@@ -12,7 +12,7 @@ func init() {
 }
 
 func auditVerifyCommand(f *flags) runFunc {
-	return func(ctx context.Context, e *env) error {
+	return func(ctx context.Context, e *cliIO) error {
 		home, err := resolveHome(f.home, e.getenv)
 		if err != nil {
 			return err

@@ -15,9 +15,10 @@ import (
 	"github.com/spf13/pflag"
 )
 
-// env is what a command may touch of the outside world, so end-to-end tests
+// cliIO is what a command may touch of the outside world (its streams and
+// its environment variables, through getenv), so end-to-end tests
 // can run commands in-process on a temp home.
-type env struct {
+type cliIO struct {
 	stdin  io.Reader
 	stdout io.Writer
 	stderr io.Writer
@@ -49,7 +50,7 @@ type command struct {
 
 // runFunc runs a command whose flags and arguments were parsed into the
 // flags its setup declared.
-type runFunc func(ctx context.Context, e *env) error
+type runFunc func(ctx context.Context, e *cliIO) error
 
 var commands []command
 
@@ -89,7 +90,7 @@ func exitCode(err error) int {
 }
 
 // run runs the relay command line args and returns the process exit code.
-func run(ctx context.Context, args []string, e *env) int {
+func run(ctx context.Context, args []string, e *cliIO) int {
 	// Under --json stdout holds one JSON document: the result, or else
 	// the error. A command that printed its result and then failed (a
 	// probe's agent entry, then the probe's error) reports the error on
@@ -138,7 +139,7 @@ var cliHints = map[model.Code]string{
 // id): it goes through safeText like every stored string. Under --json
 // it is the JSON object {"code","message","hint"} on stdout instead
 // (spec/errors.md), with the same exit code.
-func printError(e *env, err error, asJSON bool) {
+func printError(e *cliIO, err error, asJSON bool) {
 	pe := spec.PublicError(err)
 	if h, ok := cliHints[pe.Code]; ok && pe.Hint == spec.Hint(pe.Code) {
 		pe.Hint = h
@@ -236,7 +237,7 @@ func wantsJSON(args []string) bool {
 }
 
 // morePages tells a human how to get the next page of a full listing.
-func morePages(e *env, got, limit int, lastID, command string) {
+func morePages(e *cliIO, got, limit int, lastID, command string) {
 	if got == limit && got > 0 {
 		fmt.Fprintf(e.stderr, "more: relay %s --before %s\n", command, safeText(lastID))
 	}

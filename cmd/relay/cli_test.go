@@ -26,7 +26,7 @@ func relayCLI(t *testing.T, home string, args ...string) (string, string, int) {
 	}
 	var out, errb bytes.Buffer
 	vars := map[string]string{"RELAY_HOME": home, "HOME": home}
-	e := &env{stdin: strings.NewReader(""), stdout: &out, stderr: &errb, getenv: func(k string) string { return vars[k] }}
+	e := &cliIO{stdin: strings.NewReader(""), stdout: &out, stderr: &errb, getenv: func(k string) string { return vars[k] }}
 	code := run(context.Background(), args, e)
 	return out.String(), errb.String(), code
 }
@@ -288,7 +288,7 @@ func TestCLIMissingArguments(t *testing.T) {
 			walk(sub)
 		}
 	}
-	walk(newRoot(context.Background(), &env{stdin: strings.NewReader(""), stdout: io.Discard, stderr: io.Discard, getenv: func(string) string { return "" }}))
+	walk(newRoot(context.Background(), &cliIO{stdin: strings.NewReader(""), stdout: io.Discard, stderr: io.Discard, getenv: func(string) string { return "" }}))
 }
 
 // Help entries share one style: every command's summary and every flag's
@@ -296,7 +296,7 @@ func TestCLIMissingArguments(t *testing.T) {
 // included.
 func TestCLIHelpEntriesLowerCase(t *testing.T) {
 	t.Parallel()
-	root := newRoot(context.Background(), &env{stdin: strings.NewReader(""), stdout: io.Discard, stderr: io.Discard, getenv: func(string) string { return "" }})
+	root := newRoot(context.Background(), &cliIO{stdin: strings.NewReader(""), stdout: io.Discard, stderr: io.Discard, getenv: func(string) string { return "" }})
 	capital := func(s string) bool { r, _ := utf8.DecodeRuneInString(s); return unicode.IsUpper(r) }
 	n := 0
 	var walk func(c *cobra.Command)

@@ -44,7 +44,7 @@ var flagKinds = map[string]string{
 // directories. Task IDs and agent names come from the daemon when one
 // answers on the home (within a second); agent names fall back to the
 // built-in ones.
-func completeCommand(ctx context.Context, e *env, c *cobra.Command, rc command) {
+func completeCommand(ctx context.Context, e *cliIO, c *cobra.Command, rc command) {
 	complete := func(kind string) cobra.CompletionFunc {
 		return func(cmd *cobra.Command, _ []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
 			home, _ := cmd.Flags().GetString("home")
@@ -59,7 +59,7 @@ func completeCommand(ctx context.Context, e *env, c *cobra.Command, rc command) 
 	})
 }
 
-func completions(ctx context.Context, e *env, flagHome, kind, prefix string) ([]cobra.Completion, cobra.ShellCompDirective) {
+func completions(ctx context.Context, e *cliIO, flagHome, kind, prefix string) ([]cobra.Completion, cobra.ShellCompDirective) {
 	var words []string
 	switch kind {
 	case kindState:
@@ -87,7 +87,7 @@ func completions(ctx context.Context, e *env, flagHome, kind, prefix string) ([]
 
 // fromDaemon asks a running daemon (never starting one) for agent names
 // or the newest task IDs; nothing when none answers in a second.
-func fromDaemon(ctx context.Context, e *env, flagHome, kind string) []string {
+func fromDaemon(ctx context.Context, e *cliIO, flagHome, kind string) []string {
 	home, err := resolveHome(flagHome, e.getenv)
 	if err != nil {
 		return nil

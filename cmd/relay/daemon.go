@@ -45,12 +45,12 @@ func daemonCommand(f *flags) runFunc {
 	for _, n := range []string{"by-agent", "by-pid", "by-cwd"} {
 		_ = f.MarkHidden(n)
 	}
-	return func(ctx context.Context, e *env) error {
+	return func(ctx context.Context, e *cliIO) error {
 		return runDaemon(ctx, e, f, auto, repin, byAgent, byPID, byCwd)
 	}
 }
 
-func runDaemon(ctx context.Context, e *env, f *flags, auto *bool, repin *bool, byAgent *string, byPID *int, byCwd *string) error {
+func runDaemon(ctx context.Context, e *cliIO, f *flags, auto *bool, repin *bool, byAgent *string, byPID *int, byCwd *string) error {
 	if *repin && *auto {
 		return f.usageError("--pin-path pins the PATH of a start by hand; a daemon a facade starts (--autostarted) never pins one")
 	}

@@ -34,10 +34,10 @@ func notRunning(home string, err error) error {
 }
 
 func daemonStatusCommand(f *flags) runFunc {
-	return func(ctx context.Context, e *env) error { return runDaemonStatus(ctx, e, f) }
+	return func(ctx context.Context, e *cliIO) error { return runDaemonStatus(ctx, e, f) }
 }
 
-func runDaemonStatus(ctx context.Context, e *env, f *flags) error {
+func runDaemonStatus(ctx context.Context, e *cliIO, f *flags) error {
 	c, home, err := operatorAt(e, f)
 	if err != nil {
 		return err
@@ -114,10 +114,10 @@ type stopResult struct {
 // was running").
 func daemonStopCommand(f *flags) runFunc {
 	timeout := f.Duration("timeout", 30*time.Second, "how long to wait for the daemon to be gone")
-	return func(ctx context.Context, e *env) error { return runDaemonStop(ctx, e, f, timeout) }
+	return func(ctx context.Context, e *cliIO) error { return runDaemonStop(ctx, e, f, timeout) }
 }
 
-func runDaemonStop(ctx context.Context, e *env, f *flags, timeout *time.Duration) error {
+func runDaemonStop(ctx context.Context, e *cliIO, f *flags, timeout *time.Duration) error {
 	if *timeout <= 0 {
 		return f.usageError("--timeout %s is not a positive duration", *timeout)
 	}

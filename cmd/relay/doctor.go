@@ -51,7 +51,7 @@ func (d *doctor) fail(name string, code model.Code, detail, fix string) {
 // each with what to do when it is not right. It exits non-zero when a
 // problem would refuse or block tasks.
 func doctorCommand(f *flags) runFunc {
-	return func(ctx context.Context, e *env) error {
+	return func(ctx context.Context, e *cliIO) error {
 		home, err := resolveHome(f.home, e.getenv)
 		if err != nil {
 			return err
@@ -98,7 +98,7 @@ func (d *doctor) home(home string) (config.Config, bool) {
 
 // daemon checks the daemon: running, who started it, its PATH and the
 // names of its environment (never their values).
-func (d *doctor) daemon(ctx context.Context, e *env, f *flags, home string) (*socketapi.DaemonStatus, *socketapi.Client) {
+func (d *doctor) daemon(ctx context.Context, e *cliIO, f *flags, home string) (*socketapi.DaemonStatus, *socketapi.Client) {
 	c, _, err := operatorAt(e, f)
 	if err != nil {
 		d.fail("daemon", model.ErrorCode(err), model.Public(err).Message, model.Public(err).Hint)
@@ -237,7 +237,7 @@ func (d *doctor) agent(a model.AgentInfo) {
 
 // report prints the checks and returns an error when one fails: the first
 // failure's code, with every failure named.
-func (d *doctor) report(e *env, f *flags, home string) error {
+func (d *doctor) report(e *cliIO, f *flags, home string) error {
 	var failed []check
 	for _, c := range d.checks {
 		if c.Status == "fail" {

@@ -17,10 +17,10 @@ func init() {
 func fsmDotCommand(f *flags) runFunc {
 	task := f.String("task", "", "highlight the path task `ID` took")
 	svg := f.Bool("svg", false, "render the graph as SVG with Graphviz (dot on PATH) instead of printing DOT")
-	return func(ctx context.Context, e *env) error { return runFSMDot(ctx, e, f, task, svg) }
+	return func(ctx context.Context, e *cliIO) error { return runFSMDot(ctx, e, f, task, svg) }
 }
 
-func runFSMDot(ctx context.Context, e *env, f *flags, task *string, svg *bool) error {
+func runFSMDot(ctx context.Context, e *cliIO, f *flags, task *string, svg *bool) error {
 	out := func(dot string) error {
 		if *svg {
 			return renderSVG(ctx, e, dot)
@@ -48,7 +48,7 @@ func runFSMDot(ctx context.Context, e *env, f *flags, task *string, svg *bool) e
 }
 
 // renderSVG writes dot rendered by Graphviz's dot -Tsvg to stdout.
-func renderSVG(ctx context.Context, e *env, dot string) error {
+func renderSVG(ctx context.Context, e *cliIO, dot string) error {
 	bin, err := exec.LookPath("dot")
 	if err != nil {
 		return model.Errorf(model.CodeInvalidArgs, "--svg needs Graphviz's dot, which is not on PATH").

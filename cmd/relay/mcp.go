@@ -23,10 +23,10 @@ func init() {
 func mcpCommand(f *flags) runFunc {
 	as := f.String("as", "", "the `AGENT` this facade speaks for (fixed for its lifetime)")
 	noAuto := f.Bool("no-autostart", false, "do not start a daemon when none answers")
-	return func(ctx context.Context, e *env) error { return runMCP(ctx, e, f, as, noAuto) }
+	return func(ctx context.Context, e *cliIO) error { return runMCP(ctx, e, f, as, noAuto) }
 }
 
-func runMCP(ctx context.Context, e *env, f *flags, as *string, noAuto *bool) error {
+func runMCP(ctx context.Context, e *cliIO, f *flags, as *string, noAuto *bool) error {
 	home, err := resolveHome(f.home, e.getenv)
 	if err != nil {
 		return err

@@ -79,7 +79,7 @@ func mcpConfigCommand(f *flags) runFunc {
 	client := f.String("client", "", "the MCP client: "+strings.Join(clientNames(), ", "))
 	as := f.String("as", "", "the agent identity the facade speaks for (default: the client's own name)")
 	cmdPath := f.String("command", "", "the relay binary `PATH` the client should run (default: this binary, or relay from PATH when this one is a temporary build)")
-	return func(_ context.Context, e *env) error {
+	return func(_ context.Context, e *cliIO) error {
 		cf, ok := clientFormats[*client]
 		if !ok {
 			return model.Errorf(model.CodeInvalidArgs, "unknown --client %q", *client).

@@ -27,7 +27,7 @@ import (
 func mcpConfig(t *testing.T, vars map[string]string, args ...string) (string, string, int) {
 	t.Helper()
 	var out, errb bytes.Buffer
-	e := &env{stdin: strings.NewReader(""), stdout: &out, stderr: &errb, getenv: func(k string) string { return vars[k] }}
+	e := &cliIO{stdin: strings.NewReader(""), stdout: &out, stderr: &errb, getenv: func(k string) string { return vars[k] }}
 	code := run(context.Background(), append([]string{"mcp-config"}, args...), e)
 	return out.String(), errb.String(), code
 }

@@ -17,7 +17,7 @@ func messagesListCommand(f *flags) runFunc {
 	from := f.String("from", "", "only messages from `AGENT`")
 	limit := f.Int("limit", model.DefaultPageSize, fmt.Sprintf("at most `N` messages (1..%d)", model.MaxPageSize))
 	before := f.String("before", "", "page: messages older than `MESSAGE_ID`")
-	return func(ctx context.Context, e *env) error {
+	return func(ctx context.Context, e *cliIO) error {
 		if err := f.checkLimit(*limit); err != nil {
 			return err
 		}

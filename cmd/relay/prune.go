@@ -19,7 +19,7 @@ func pruneCommand(f *flags) runFunc {
 	acked := f.Duration("acked-messages", 0, "for this run, remove messages acknowledged more than `DUR` ago instead of [retention] acked_messages (\"0\": keep them)")
 	ended := f.Duration("terminal-tasks", 0, "for this run, remove tasks that ended more than `DUR` ago instead of [retention] terminal_tasks (\"0\": keep them)")
 	audit := f.Duration("audit", 0, "for this run, cut audit rows older than `DUR` (behind a checkpoint) instead of [retention] audit (\"0\": keep the log whole)")
-	return func(ctx context.Context, e *env) error {
+	return func(ctx context.Context, e *cliIO) error {
 		var req model.PruneRequest
 		req.DryRun = *dry
 		for name, v := range map[string]*time.Duration{"acked-messages": acked, "terminal-tasks": ended, "audit": audit} {
@@ -89,7 +89,7 @@ func addReports(total, rep model.PruneReport, first bool) model.PruneReport {
 }
 
 // printPrune prints a run's report for a person.
-func printPrune(e *env, r model.PruneReport) {
+func printPrune(e *cliIO, r model.PruneReport) {
 	verb := "removed"
 	if r.DryRun {
 		verb = "would remove"

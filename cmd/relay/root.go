@@ -27,7 +27,7 @@ var groupSummaries = map[string]string{
 // listing its subcommands, did-you-mean on a mistyped command, `relay
 // --version`, each command's flags (declared on it by addCommand) and
 // shell completion.
-func newRoot(ctx context.Context, e *env) *cobra.Command {
+func newRoot(ctx context.Context, e *cliIO) *cobra.Command {
 	root := &cobra.Command{
 		Use:   "relay",
 		Short: "a local relay for coding agents (messages, gated task delegation, audit)",
@@ -105,7 +105,7 @@ func lowerSummaries(c *cobra.Command) {
 // addCommand makes c the registered command rc: its synopsis, its flags
 // (--json and --wide where it offers them, then its own), the check of
 // its positional arguments, its completion and its help.
-func addCommand(ctx context.Context, e *env, c *cobra.Command, rc command) {
+func addCommand(ctx context.Context, e *cliIO, c *cobra.Command, rc command) {
 	c.Use = strings.TrimSpace(c.Name() + " " + rc.usage)
 	c.Short, c.Long = rc.summary, rc.long
 	c.DisableFlagsInUseLine = true

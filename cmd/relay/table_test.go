@@ -48,7 +48,7 @@ func TestAgentsTableWrapsTheReason(t *testing.T) {
 		{Name: "codex", Command: []string{"codex-acp"}, Configured: true, Enabled: true, WorkedLive: true, WorkedLiveReason: "ok"},
 	}
 	var out bytes.Buffer
-	if err := agentTable(&env{stdout: &out}, false, as); err != nil {
+	if err := agentTable(&cliIO{stdout: &out}, false, as); err != nil {
 		t.Fatal(err)
 	}
 	lines := strings.Split(out.String(), "\n")
@@ -79,7 +79,7 @@ func TestAgentsTableWrapsTheReason(t *testing.T) {
 	}
 	// --wide keeps it on the row.
 	out.Reset()
-	if err := agentTable(&env{stdout: &out}, true, as); err != nil {
+	if err := agentTable(&cliIO{stdout: &out}, true, as); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(out.String(), reason) {

@@ -22,7 +22,7 @@ func tasksListCommand(f *flags) runFunc {
 	agent := f.String("agent", "", "only tasks `AGENT` submitted or targets")
 	limit := f.Int("limit", model.DefaultPageSize, fmt.Sprintf("at most `N` tasks (1..%d)", model.MaxPageSize))
 	before := f.String("before", "", "page: tasks older than `TASK_ID`")
-	return func(ctx context.Context, e *env) error {
+	return func(ctx context.Context, e *cliIO) error {
 		if err := f.checkLimit(*limit); err != nil {
 			return err
 		}
@@ -66,7 +66,7 @@ func stateNames() string {
 }
 
 func tasksShowCommand(f *flags) runFunc {
-	return func(ctx context.Context, e *env) error {
+	return func(ctx context.Context, e *cliIO) error {
 		c, home, err := operatorAt(e, f)
 		if err != nil {
 			return err
@@ -219,7 +219,7 @@ func verdictText(v model.Verdict) string {
 }
 
 func tasksCancelCommand(f *flags) runFunc {
-	return func(ctx context.Context, e *env) error {
+	return func(ctx context.Context, e *cliIO) error {
 		c, err := operator(e, f)
 		if err != nil {
 			return err

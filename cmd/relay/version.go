@@ -28,7 +28,7 @@ func versionInfo() map[string]string {
 }
 
 func versionCommand(f *flags) runFunc {
-	return func(_ context.Context, e *env) error {
+	return func(_ context.Context, e *cliIO) error {
 		v := versionInfo()
 		if f.json {
 			return printJSON(e.stdout, v)

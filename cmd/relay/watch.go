@@ -21,7 +21,7 @@ func init() {
 // task reaches a terminal state; without one it follows every task until
 // interrupted (Ctrl-C exits 0).
 func tasksWatchCommand(f *flags) runFunc {
-	return func(ctx context.Context, e *env) error {
+	return func(ctx context.Context, e *cliIO) error {
 		id := ""
 		if len(f.pos) == 1 {
 			id = f.pos[0]
