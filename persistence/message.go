@@ -225,93 +225,111 @@ func (db *DB) Inbox(ctx context.Context, to string, unreadOnly bool, limit int) 
 	if unreadOnly {
 		states = states[:1]
 	}
-	query, qargs := messagePage([]string{`to_agent = ?`}, []any{to}, states, "ASC", pageSize(limit))
-	var out []model.Message
-	var unread int
-	var last int64 // the page's highest seq
-	readPage := func(ctx context.Context, q querier) (err error) {
-		out, last, err = db.queryMessagesSeq(ctx, q, db.pageTake(inboxSize), query, qargs...)
-		return err
-	}
-	countUnread := func(ctx context.Context, q querier) error {
-		return q.QueryRowContext(ctx, qUnreadCount, to, string(model.MessageStored)).Scan(&unread)
-	}
-	isStored := func(m model.Message) bool { return m.State == model.MessageStored }
+	p := &inboxPage{db: db, to: to}
+	p.query, p.args = messagePage([]string{`to_agent = ?`}, []any{to}, states, "ASC", pageSize(limit))
 	// The unread count is taken once, where the call ends: here if the
 	// page has nothing to mark, else in the write, after the marks.
 	err := db.readTx(ctx, func(ctx context.Context, q querier) error {
-		if err := readPage(ctx, q); err != nil || slices.ContainsFunc(out, isStored) {
+		if err := p.read(ctx, q); err != nil || p.stored() > 0 {
 			return err
 		}
-		return countUnread(ctx, q)
+		return p.countUnread(ctx, q)
 	})
 	if err != nil {
 		return nil, 0, wrap("inbox", err)
 	}
-	if !slices.ContainsFunc(out, isStored) {
-		return out, unread, nil
+	if p.stored() == 0 {
+		return p.out, p.unread, nil
 	}
+	if err := db.write(ctx, p.markRead); err != nil {
+		return nil, 0, wrap("inbox", err)
+	}
+	return p.out, p.unread, nil
+}
 
-	now := db.now()
-	nowText := formatTime(now)
-	err = db.write(ctx, func(ctx context.Context, w *writeTx) error {
-		// The page is the oldest of to's messages by seq, and a message
-		// sent later gets a higher seq: the stored messages on the page
-		// are exactly to's stored messages up to its last seq. If as many
-		// are still stored up to there as the snapshot saw, they are the
-		// same ones, and the snapshot's page stands; otherwise another
-		// call read some first, and the page is read again here.
-		var still int
-		if err := w.QueryRowContext(ctx, qStoredUpTo, to, string(model.MessageStored), last).Scan(&still); err != nil {
-			return err
-		}
-		if still != countFunc(out, isStored) {
-			if err := readPage(ctx, w); err != nil {
-				return err
-			}
-		}
-		want := countFunc(out, isStored)
-		if want == 0 {
-			return countUnread(ctx, w)
-		}
-		// One range UPDATE on the inbox index marks them all: the stored
-		// messages up to the page's last seq, which the byte bound may
-		// have cut short of limit; none after it.
-		res, err := w.ExecContext(ctx, qMarkReadUpTo, string(model.MessageRead), nowText,
-			to, string(model.MessageStored), last)
-		if err != nil {
-			return err
-		}
-		if n, err := res.RowsAffected(); err != nil || n != int64(want) {
-			return fmt.Errorf("marked %d messages read, expected %d (%v)", n, want, err)
-		}
-		if err := countUnread(ctx, w); err != nil {
-			return err
-		}
-		ids := make([]string, 0, want)
-		for i := range out {
-			m := &out[i]
-			if m.State != model.MessageStored {
-				continue
-			}
-			readAt := now
-			m.State, m.ReadAt = model.MessageRead, &readAt
-			ids = append(ids, m.ID)
-		}
-		marked := len(ids)
-		// One audit row for the call, naming every message it read,
-		// instead of 50 chained rows for a full page.
-		ev := model.AuditEvent{At: now, Kind: "message.read", Actor: to,
-			Data: auditData{"to": to, "message_ids": strings.Join(ids, ","), "count": strconv.Itoa(marked)}}
-		if marked == 1 {
-			ev.MessageID = ids[0]
-		}
-		return w.audit(ctx, ev)
-	})
-	if err != nil {
-		return nil, 0, wrap("inbox", err)
+// inboxPage is one check_inbox call's page: its query, the messages read,
+// the page's highest seq and the recipient's unread count.
+type inboxPage struct {
+	db     *DB
+	to     string
+	query  string
+	args   []any
+	out    []model.Message
+	last   int64 // the page's highest seq
+	unread int
+}
+
+// read reads the page.
+func (p *inboxPage) read(ctx context.Context, q querier) (err error) {
+	p.out, p.last, err = p.db.queryMessagesSeq(ctx, q, p.db.pageTake(inboxSize), p.query, p.args...)
+	return err
+}
+
+// countUnread counts the recipient's stored messages.
+func (p *inboxPage) countUnread(ctx context.Context, q querier) error {
+	return q.QueryRowContext(ctx, qUnreadCount, p.to, string(model.MessageStored)).Scan(&p.unread)
+}
+
+// stored is how many messages of the page are still stored (unread).
+func (p *inboxPage) stored() int {
+	return countFunc(p.out, func(m model.Message) bool { return m.State == model.MessageStored })
+}
+
+// markRead marks the page's stored messages read in the write
+// transaction w, with one audit row for the call.
+func (p *inboxPage) markRead(ctx context.Context, w *writeTx) error {
+	// The page is the oldest of to's messages by seq, and a message sent
+	// later gets a higher seq: the stored messages on the page are exactly
+	// to's stored messages up to its last seq. If as many are still stored
+	// up to there as the snapshot saw, they are the same ones, and the
+	// snapshot's page stands; otherwise another call read some first, and
+	// the page is read again here.
+	var still int
+	if err := w.QueryRowContext(ctx, qStoredUpTo, p.to, string(model.MessageStored), p.last).Scan(&still); err != nil {
+		return err
 	}
-	return out, unread, nil
+	if still != p.stored() {
+		if err := p.read(ctx, w); err != nil {
+			return err
+		}
+	}
+	want := p.stored()
+	if want == 0 {
+		return p.countUnread(ctx, w)
+	}
+	now := p.db.now()
+	// One range UPDATE on the inbox index marks them all: the stored
+	// messages up to the page's last seq, which the byte bound may have
+	// cut short of limit; none after it.
+	res, err := w.ExecContext(ctx, qMarkReadUpTo, string(model.MessageRead), formatTime(now),
+		p.to, string(model.MessageStored), p.last)
+	if err != nil {
+		return err
+	}
+	if n, err := res.RowsAffected(); err != nil || n != int64(want) {
+		return fmt.Errorf("marked %d messages read, expected %d (%v)", n, want, err)
+	}
+	if err := p.countUnread(ctx, w); err != nil {
+		return err
+	}
+	ids := make([]string, 0, want)
+	for i := range p.out {
+		m := &p.out[i]
+		if m.State != model.MessageStored {
+			continue
+		}
+		readAt := now
+		m.State, m.ReadAt = model.MessageRead, &readAt
+		ids = append(ids, m.ID)
+	}
+	// One audit row for the call, naming every message it read, instead
+	// of 50 chained rows for a full page.
+	ev := model.AuditEvent{At: now, Kind: "message.read", Actor: p.to,
+		Data: auditData{"to": p.to, "message_ids": strings.Join(ids, ","), "count": strconv.Itoa(len(ids))}}
+	if len(ids) == 1 {
+		ev.MessageID = ids[0]
+	}
+	return w.audit(ctx, ev)
 }
 
 // maxNamed is how many missing ids a refused Ack names.
