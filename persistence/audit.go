@@ -311,80 +311,27 @@ func verifyChain(ctx context.Context, tx querier, rep *model.AuditReport) error 
 	if headErr != nil && !errors.Is(headErr, sql.ErrNoRows) {
 		return headErr
 	}
-
-	rows, err := tx.QueryContext(ctx, qAuditRows)
-	if err != nil {
-		return err
-	}
-	defer rows.Close()
-
 	bad := func(seq int64, format string, args ...any) error {
 		rep.OK, rep.BadSeq, rep.Reason = false, seq, fmt.Sprintf(format, args...)
 		return nil
 	}
-
 	var cpSeq int64
 	var cpHash string
 	if err := tx.QueryRowContext(ctx, qAuditCheckpoint).Scan(&cpSeq, &cpHash); err != nil {
 		return fmt.Errorf("audit checkpoint: %w", err)
 	}
 	rep.Checkpoint = cpSeq
-	// What the last "audit.checkpoint" row of the chain says was cut.
-	var chainCut map[string]string
-	expect, prev := cpSeq+1, cpHash
-	for rows.Next() {
-		var r auditRow
-		if err := sqlgen().ScanRow(ctx, rows, &r); err != nil {
-			return err
+	w := &chainWalk{cpSeq: cpSeq, expect: cpSeq + 1, prev: cpHash}
+	if err := w.walk(ctx, tx); err != nil || w.badSeq != 0 {
+		if w.badSeq != 0 {
+			return bad(w.badSeq, "%s", w.reason)
 		}
-		if r.Seq != expect {
-			if cpSeq > 0 && r.Seq > expect {
-				return bad(expect, "row %d is missing: the log goes from the checkpoint (rows up to %d were cut) to row %d", expect, cpSeq, r.Seq)
-			}
-			if expect == 1 {
-				return bad(1, "row 1 is missing: the log starts at row %d", r.Seq)
-			}
-			return bad(expect, "row %d is missing: the log goes from row %d to row %d", expect, expect-1, r.Seq)
-		}
-		if col := r.nullColumn(); col != "" {
-			return bad(r.Seq, "row %d: %s is NULL", r.Seq, col)
-		}
-		if r.PrevHash.String != prev {
-			if r.Seq == cpSeq+1 && cpSeq > 0 {
-				return bad(r.Seq, "row %d: prev_hash is not the hash the checkpoint keeps of the rows cut up to %d", r.Seq, cpSeq)
-			}
-			if r.Seq == 1 {
-				return bad(r.Seq, "row 1: prev_hash is not the genesis hash (64 zeros)")
-			}
-			return bad(r.Seq, "row %d: prev_hash does not match the hash of row %d (rows deleted, swapped or changed)", r.Seq, r.Seq-1)
-		}
-		at, err := parseTime(r.At.String)
-		if err != nil || formatTime(at) != r.At.String {
-			return bad(r.Seq, "row %d: at %q is not a canonical RFC 3339 UTC time", r.Seq, r.At.String)
-		}
-		data, err := fromJSONObject(r.Data.String)
-		if err != nil {
-			return bad(r.Seq, "row %d: data is not a JSON object of strings", r.Seq)
-		}
-		ev := model.AuditEvent{Seq: r.Seq, At: at, Kind: r.Kind.String, Actor: r.Actor.String,
-			TaskID: r.TaskID.String, MessageID: r.MessageID.String, Data: data}
-		if ChainHash(prev, ev) != r.Hash.String {
-			return bad(r.Seq, "row %d: hash does not match the row's content (a field was changed)", r.Seq)
-		}
-		if ev.Kind == auditCheckpointKind {
-			chainCut = ev.Data
-		}
-		prev = r.Hash.String
-		expect++
-	}
-	if err := rows.Err(); err != nil {
 		return err
 	}
-	last := expect - 1
-	if cpSeq > 0 && (chainCut == nil || chainCut["through_seq"] != strconv.FormatInt(cpSeq, 10) || chainCut["through_hash"] != cpHash) {
+	last, prev := w.expect-1, w.prev
+	if cpSeq > 0 && (w.cut == nil || w.cut["through_seq"] != strconv.FormatInt(cpSeq, 10) || w.cut["through_hash"] != cpHash) {
 		return bad(cpSeq+1, "the checkpoint (rows up to %d cut) is not the one the chain's last audit.checkpoint row records", cpSeq)
 	}
-
 	switch {
 	case errors.Is(headErr, sql.ErrNoRows):
 		return bad(max(last, 1), "audit_head is missing")
@@ -397,6 +344,94 @@ func verifyChain(ctx context.Context, tx querier, rep *model.AuditReport) error 
 	}
 	rep.OK, rep.Head = true, prev
 	return nil
+}
+
+// chainWalk walks the audit rows in seq order from the checkpoint,
+// checking each against the one before: the first defect found stops it
+// (badSeq, reason).
+type chainWalk struct {
+	cpSeq  int64             // rows up to it were cut
+	expect int64             // the seq the next row must have
+	prev   string            // the hash the next row must chain to
+	cut    map[string]string // what the chain's last audit.checkpoint row says was cut
+	badSeq int64
+	reason string
+}
+
+func (w *chainWalk) fail(seq int64, format string, args ...any) {
+	w.badSeq, w.reason = seq, fmt.Sprintf(format, args...)
+}
+
+// walk reads every row and checks it (row), until a defect.
+func (w *chainWalk) walk(ctx context.Context, tx querier) error {
+	rows, err := tx.QueryContext(ctx, qAuditRows)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var r auditRow
+		if err := sqlgen().ScanRow(ctx, rows, &r); err != nil {
+			return err
+		}
+		if !w.row(r) {
+			return nil
+		}
+	}
+	return rows.Err()
+}
+
+// row checks one row: its seq, its columns, its link to the row before,
+// its time, its data and its hash. It reports whether the walk goes on.
+func (w *chainWalk) row(r auditRow) bool {
+	if r.Seq != w.expect {
+		switch {
+		case w.cpSeq > 0 && r.Seq > w.expect:
+			w.fail(w.expect, "row %d is missing: the log goes from the checkpoint (rows up to %d were cut) to row %d", w.expect, w.cpSeq, r.Seq)
+		case w.expect == 1:
+			w.fail(1, "row 1 is missing: the log starts at row %d", r.Seq)
+		default:
+			w.fail(w.expect, "row %d is missing: the log goes from row %d to row %d", w.expect, w.expect-1, r.Seq)
+		}
+		return false
+	}
+	if col := r.nullColumn(); col != "" {
+		w.fail(r.Seq, "row %d: %s is NULL", r.Seq, col)
+		return false
+	}
+	if r.PrevHash.String != w.prev {
+		switch {
+		case r.Seq == w.cpSeq+1 && w.cpSeq > 0:
+			w.fail(r.Seq, "row %d: prev_hash is not the hash the checkpoint keeps of the rows cut up to %d", r.Seq, w.cpSeq)
+		case r.Seq == 1:
+			w.fail(r.Seq, "row 1: prev_hash is not the genesis hash (64 zeros)")
+		default:
+			w.fail(r.Seq, "row %d: prev_hash does not match the hash of row %d (rows deleted, swapped or changed)", r.Seq, r.Seq-1)
+		}
+		return false
+	}
+	at, err := parseTime(r.At.String)
+	if err != nil || formatTime(at) != r.At.String {
+		w.fail(r.Seq, "row %d: at %q is not a canonical RFC 3339 UTC time", r.Seq, r.At.String)
+		return false
+	}
+	data, err := fromJSONObject(r.Data.String)
+	if err != nil {
+		w.fail(r.Seq, "row %d: data is not a JSON object of strings", r.Seq)
+		return false
+	}
+	ev := model.AuditEvent{Seq: r.Seq, At: at, Kind: r.Kind.String, Actor: r.Actor.String,
+		TaskID: r.TaskID.String, MessageID: r.MessageID.String, Data: data}
+	if ChainHash(w.prev, ev) != r.Hash.String {
+		w.fail(r.Seq, "row %d: hash does not match the row's content (a field was changed)", r.Seq)
+		return false
+	}
+	if ev.Kind == auditCheckpointKind {
+		w.cut = ev.Data
+	}
+	w.prev = r.Hash.String
+	w.expect++
+	return true
 }
 
 // auditData is a small builder for audit data maps that skips empty values.
