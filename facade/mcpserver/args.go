@@ -236,25 +236,11 @@ func (p mcpParam) mcpConvert(raw json.RawMessage) (any, error) {
 		}
 		return b, nil
 	case mcpLimit:
-		n, ok := v.(json.Number)
-		if !ok {
-			return nil, fmt.Errorf("argument %q must be an integer from 1 to %d, got %s", p.name, mcpMaxLimit, jsonType(v))
-		}
-		r, ok := new(big.Rat).SetString(n.String())
-		if !ok || !r.IsInt() || r.Num().Cmp(big.NewInt(1)) < 0 || r.Num().Cmp(big.NewInt(mcpMaxLimit)) > 0 {
-			return nil, fmt.Errorf("argument %q must be an integer from 1 to %d, got %s", p.name, mcpMaxLimit, model.Clip(n.String(), 32))
-		}
-		return int(r.Num().Int64()), nil
+		n, err := p.integer(v, 1, mcpMaxLimit, fmt.Sprintf("an integer from 1 to %d", mcpMaxLimit))
+		return int(n), err
 	case mcpSeconds:
-		n, ok := v.(json.Number)
-		if !ok {
-			return nil, fmt.Errorf("argument %q must be an integer number of seconds from 0 to %d, got %s", p.name, mcpMaxWaitSeconds, jsonType(v))
-		}
-		r, ok := new(big.Rat).SetString(n.String())
-		if !ok || !r.IsInt() || r.Num().Sign() < 0 || r.Num().Cmp(big.NewInt(mcpMaxWaitSeconds)) > 0 {
-			return nil, fmt.Errorf("argument %q must be an integer number of seconds from 0 to %d, got %s", p.name, mcpMaxWaitSeconds, model.Clip(n.String(), 32))
-		}
-		return time.Duration(r.Num().Int64()) * time.Second, nil
+		n, err := p.integer(v, 0, mcpMaxWaitSeconds, fmt.Sprintf("an integer number of seconds from 0 to %d", mcpMaxWaitSeconds))
+		return time.Duration(n) * time.Second, err
 	case mcpEnum:
 		s, ok := v.(string)
 		if !ok || !slices.Contains(p.enum, s) {
@@ -262,47 +248,72 @@ func (p mcpParam) mcpConvert(raw json.RawMessage) (any, error) {
 		}
 		return s, nil
 	case mcpStrings:
-		arr, ok := v.([]any)
-		if !ok {
-			return nil, fmt.Errorf("argument %q must be an array of strings, got %s", p.name, jsonType(v))
-		}
-		if p.required && len(arr) == 0 {
-			return nil, fmt.Errorf("argument %q must not be empty", p.name)
-		}
-		if len(arr) > p.most() {
-			return nil, fmt.Errorf("argument %q has %d items, at most %d are allowed", p.name, len(arr), p.most())
-		}
-		out := make([]string, 0, len(arr))
-		for i, e := range arr {
-			s, ok := e.(string)
-			if !ok {
-				return nil, fmt.Errorf("%s[%d] must be a string, got %s", p.name, i, jsonType(e))
-			}
-			if s == "" {
-				return nil, fmt.Errorf("%s[%d] must not be empty", p.name, i)
-			}
-			out = append(out, s)
-		}
-		return out, nil
+		return p.strings(v)
 	case mcpArtifacts:
-		arr, ok := v.([]any)
-		if !ok {
-			return nil, fmt.Errorf("argument %q must be an array of {uri, media_type, name} objects, got %s", p.name, jsonType(v))
-		}
-		if len(arr) > p.most() {
-			return nil, fmt.Errorf("argument %q has %d items, at most %d are allowed", p.name, len(arr), p.most())
-		}
-		out := make([]model.Artifact, 0, len(arr))
-		for i, e := range arr {
-			a, err := mcpArtifact(e)
-			if err != nil {
-				return nil, fmt.Errorf("%s[%d]%v", p.name, i, err)
-			}
-			out = append(out, a)
-		}
-		return out, nil
+		return p.artifacts(v)
 	}
 	return nil, fmt.Errorf("argument %q has no type", p.name) // unreachable
+}
+
+// integer checks that v is an integer from lo to hi; what names the
+// range in the error. Any JSON number that is an integer, exactly, is
+// taken (1.0, 1e0), nothing else.
+func (p mcpParam) integer(v any, lo, hi int64, what string) (int64, error) {
+	n, ok := v.(json.Number)
+	if !ok {
+		return 0, fmt.Errorf("argument %q must be %s, got %s", p.name, what, jsonType(v))
+	}
+	r, ok := new(big.Rat).SetString(n.String())
+	if !ok || !r.IsInt() || r.Num().Cmp(big.NewInt(lo)) < 0 || r.Num().Cmp(big.NewInt(hi)) > 0 {
+		return 0, fmt.Errorf("argument %q must be %s, got %s", p.name, what, model.Clip(n.String(), 32))
+	}
+	return r.Num().Int64(), nil
+}
+
+// strings checks an array of non-empty strings, within the param's bound.
+func (p mcpParam) strings(v any) ([]string, error) {
+	arr, ok := v.([]any)
+	if !ok {
+		return nil, fmt.Errorf("argument %q must be an array of strings, got %s", p.name, jsonType(v))
+	}
+	if p.required && len(arr) == 0 {
+		return nil, fmt.Errorf("argument %q must not be empty", p.name)
+	}
+	if len(arr) > p.most() {
+		return nil, fmt.Errorf("argument %q has %d items, at most %d are allowed", p.name, len(arr), p.most())
+	}
+	out := make([]string, 0, len(arr))
+	for i, e := range arr {
+		s, ok := e.(string)
+		if !ok {
+			return nil, fmt.Errorf("%s[%d] must be a string, got %s", p.name, i, jsonType(e))
+		}
+		if s == "" {
+			return nil, fmt.Errorf("%s[%d] must not be empty", p.name, i)
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+// artifacts checks an array of artifact objects, within the param's bound.
+func (p mcpParam) artifacts(v any) ([]model.Artifact, error) {
+	arr, ok := v.([]any)
+	if !ok {
+		return nil, fmt.Errorf("argument %q must be an array of {uri, media_type, name} objects, got %s", p.name, jsonType(v))
+	}
+	if len(arr) > p.most() {
+		return nil, fmt.Errorf("argument %q has %d items, at most %d are allowed", p.name, len(arr), p.most())
+	}
+	out := make([]model.Artifact, 0, len(arr))
+	for i, e := range arr {
+		a, err := mcpArtifact(e)
+		if err != nil {
+			return nil, fmt.Errorf("%s[%d]%v", p.name, i, err)
+		}
+		out = append(out, a)
+	}
+	return out, nil
 }
 
 // mcpArtifact checks one artifact object. Its errors start with the key
