@@ -427,83 +427,96 @@ func (c Config) Validate() error {
 	bad := func(key, hint string, err error) error {
 		return &model.Error{Code: model.CodeInvalidConfig, Message: key + ": " + err.Error(), Hint: hint}
 	}
+	checks := c.valueChecks()
+	// In the file's order: [authority] (its first two keys), the agents,
+	// then the other tables.
+	for i, k := range checks {
+		if i == 2 {
+			for _, name := range c.AgentNames() {
+				key := toml.Key{"agents", name}
+				if err := checkAgentName(name); err != nil {
+					return bad(key.String(), agentNameHint, err)
+				}
+				if err := checkAgentArgv(c.Agents[name].Command); err != nil {
+					return bad(append(key, "command").String(), leafHint("agents.*.command", name), err)
+				}
+			}
+		}
+		if k.err != nil {
+			return bad(k.key, leafHint(k.key, ""), k.err)
+		}
+	}
+	return nil
+}
+
+// keyCheck is one key's check in Validate: the key and what is wrong
+// with its value (nil: nothing).
+type keyCheck struct {
+	key string
+	err error
+}
+
+// valueChecks checks every value key of c, in the file's order, by the
+// rules ParseConfig applies.
+func (c Config) valueChecks() []keyCheck {
+	l := c.Limits
+	var authorityCommand error
 	if len(c.Authority.Command) > 0 {
-		if err := checkArgv(c.Authority.Command); err != nil {
-			return bad("authority.command", leafHint("authority.command", ""), err)
-		}
+		authorityCommand = checkArgv(c.Authority.Command)
 	}
-	if err := checkPositiveDuration(c.Authority.Timeout); err != nil {
-		return bad("authority.timeout", leafHint("authority.timeout", ""), err)
+	inboxBytes := atLeast(l.InboxBytes, 0, "0 or more")
+	if inboxBytes == nil && l.InboxBytes > 0 && l.InboxBytes < int64(l.MessageBytes) {
+		inboxBytes = fmt.Errorf("%d is less than limits.message_bytes (%d): a message of the largest size could never be delivered", l.InboxBytes, l.MessageBytes)
 	}
-	for _, name := range c.AgentNames() {
-		key := toml.Key{"agents", name}
-		if err := checkAgentName(name); err != nil {
-			return bad(key.String(), agentNameHint, err)
-		}
-		if err := checkAgentArgv(c.Agents[name].Command); err != nil {
-			return bad(append(key, "command").String(), leafHint("agents.*.command", name), err)
-		}
-	}
-	if c.Limits.MessageBytes <= 0 {
-		return bad("limits.message_bytes", leafHint("limits.message_bytes", ""), fmt.Errorf("want a positive integer, got %d", c.Limits.MessageBytes))
-	}
-	if err := checkPositiveDuration(c.Limits.TaskTimeout); err != nil {
-		return bad("limits.task_timeout", leafHint("limits.task_timeout", ""), err)
-	}
-	if err := checkPositiveDuration(c.Limits.StartTimeout); err != nil {
-		return bad("limits.start_timeout", leafHint("limits.start_timeout", ""), err)
-	}
-	if err := checkPositiveDuration(c.Limits.ProbeTimeout); err != nil {
-		return bad("limits.probe_timeout", leafHint("limits.probe_timeout", ""), err)
-	}
-	if c.Limits.MaxDispatch <= 0 {
-		return bad("limits.max_dispatch", leafHint("limits.max_dispatch", ""), fmt.Errorf("want a positive integer, got %d", c.Limits.MaxDispatch))
-	}
-	if err := checkPerCaller(c.Limits); err != nil {
-		return bad("limits.max_dispatch_per_caller", leafHint("limits.max_dispatch_per_caller", ""), err)
-	}
-	if s := c.Limits.InboxSenderShare; s < 1 || s > 100 {
-		return bad("limits.inbox_sender_share", leafHint("limits.inbox_sender_share", ""), fmt.Errorf("want a percentage from 1 to 100, got %d", s))
-	}
-	if d := c.Limits.MaxDelegationDepth; d < 1 || d > MaxDelegationDepth {
-		return bad("limits.max_delegation_depth", leafHint("limits.max_delegation_depth", ""), fmt.Errorf("want an integer from 1 to %d, got %d", MaxDelegationDepth, d))
-	}
-	if c.Limits.InboxMessages < 0 {
-		return bad("limits.inbox_messages", leafHint("limits.inbox_messages", ""), fmt.Errorf("want 0 or more, got %d", c.Limits.InboxMessages))
-	}
-	if c.Limits.InboxBytes < 0 {
-		return bad("limits.inbox_bytes", leafHint("limits.inbox_bytes", ""), fmt.Errorf("want 0 or more, got %d", c.Limits.InboxBytes))
-	}
-	if c.Limits.InboxBytes > 0 && c.Limits.InboxBytes < int64(c.Limits.MessageBytes) {
-		return bad("limits.inbox_bytes", leafHint("limits.inbox_bytes", ""),
-			fmt.Errorf("%d is less than limits.message_bytes (%d): a message of the largest size could never be delivered", c.Limits.InboxBytes, c.Limits.MessageBytes))
-	}
-	if err := checkSynchronous(c.Storage.Synchronous); err != nil {
-		return bad("storage.synchronous", leafHint("storage.synchronous", ""), err)
-	}
+	reserve := error(nil)
 	if b := c.Storage.MinFreeBytes; b < 0 || b > 0 && b < MinReserveBytes {
-		return bad("storage.min_free_bytes", leafHint("storage.min_free_bytes", ""), fmt.Errorf("want 0 or at least %d, got %d", MinReserveBytes, b))
+		reserve = fmt.Errorf("want 0 or at least %d, got %d", MinReserveBytes, b)
 	}
-	if c.Retention.AckedMessages < 0 {
-		return bad("retention.acked_messages", leafHint("retention.acked_messages", ""), fmt.Errorf("want a duration of 0 or more, got %s", c.Retention.AckedMessages))
+	return []keyCheck{
+		{"authority.command", authorityCommand},
+		{"authority.timeout", checkPositiveDuration(c.Authority.Timeout)},
+		{"limits.message_bytes", atLeast(int64(l.MessageBytes), 1, "a positive integer")},
+		{"limits.task_timeout", checkPositiveDuration(l.TaskTimeout)},
+		{"limits.start_timeout", checkPositiveDuration(l.StartTimeout)},
+		{"limits.probe_timeout", checkPositiveDuration(l.ProbeTimeout)},
+		{"limits.max_dispatch", atLeast(int64(l.MaxDispatch), 1, "a positive integer")},
+		{"limits.max_dispatch_per_caller", checkPerCaller(l)},
+		{"limits.inbox_sender_share", within(int64(l.InboxSenderShare), 1, 100, "a percentage from 1 to 100")},
+		{"limits.max_delegation_depth", within(int64(l.MaxDelegationDepth), 1, MaxDelegationDepth, fmt.Sprintf("an integer from 1 to %d", MaxDelegationDepth))},
+		{"limits.inbox_messages", atLeast(int64(l.InboxMessages), 0, "0 or more")},
+		{"limits.inbox_bytes", inboxBytes},
+		{"storage.synchronous", checkSynchronous(c.Storage.Synchronous)},
+		{"storage.min_free_bytes", reserve},
+		{"retention.acked_messages", nonNegative(c.Retention.AckedMessages)},
+		{"retention.audit", nonNegative(c.Retention.Audit)},
+		{"retention.terminal_tasks", nonNegative(c.Retention.TerminalTasks)},
+		{"daemon.idle_timeout", nonNegative(c.Daemon.IdleTimeout)},
+		{"daemon.path", checkPathList(c.Daemon.Path)},
+		{"daemon.env", checkEnvList(c.Daemon.Env, true)},
+		{"authority.env", checkEnvList(c.Authority.Env, false)},
 	}
-	if c.Retention.Audit < 0 {
-		return bad("retention.audit", leafHint("retention.audit", ""), fmt.Errorf("want a duration of 0 or more, got %s", c.Retention.Audit))
+}
+
+// atLeast says why n is below lo ("want WHAT, got N"), or nil.
+func atLeast(n, lo int64, what string) error {
+	if n < lo {
+		return fmt.Errorf("want %s, got %d", what, n)
 	}
-	if c.Retention.TerminalTasks < 0 {
-		return bad("retention.terminal_tasks", leafHint("retention.terminal_tasks", ""), fmt.Errorf("want a duration of 0 or more, got %s", c.Retention.TerminalTasks))
+	return nil
+}
+
+// within says why n is outside lo..hi, or nil.
+func within(n, lo, hi int64, what string) error {
+	if n < lo || n > hi {
+		return fmt.Errorf("want %s, got %d", what, n)
 	}
-	if c.Daemon.IdleTimeout < 0 {
-		return bad("daemon.idle_timeout", leafHint("daemon.idle_timeout", ""), fmt.Errorf("want a duration of 0 or more, got %s", c.Daemon.IdleTimeout))
-	}
-	if err := checkPathList(c.Daemon.Path); err != nil {
-		return bad("daemon.path", leafHint("daemon.path", ""), err)
-	}
-	if err := checkEnvList(c.Daemon.Env, true); err != nil {
-		return bad("daemon.env", leafHint("daemon.env", ""), err)
-	}
-	if err := checkEnvList(c.Authority.Env, false); err != nil {
-		return bad("authority.env", leafHint("authority.env", ""), err)
+	return nil
+}
+
+// nonNegative says why a duration is negative, or nil.
+func nonNegative(d time.Duration) error {
+	if d < 0 {
+		return fmt.Errorf("want a duration of 0 or more, got %s", d)
 	}
 	return nil
 }
