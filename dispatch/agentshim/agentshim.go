@@ -107,11 +107,23 @@ func Main(args []string) int {
 		_ = null.Close()
 	}
 
+	status := waitAgent(pid, sigs)
+	if st, ok := sweep(pid); ok {
+		status = st
+	}
+	signal.Stop(sigs)
+	return exitLike(status)
+}
+
+// waitAgent reaps children until the agent (pid) exits, and returns its
+// wait status; a stop signal (SIGTERM, SIGINT, SIGHUP) ends the wait at
+// once (the sweep then kills the agent). The other children it reaps are
+// orphans of the agent that ended by themselves.
+func waitAgent(pid int, sigs <-chan os.Signal) syscall.WaitStatus {
 	var status syscall.WaitStatus
-	done := false
-	for !done {
+	for {
 		if sig := <-sigs; sig != syscall.SIGCHLD {
-			break // told to stop: the sweep kills the agent first
+			return status
 		}
 		for {
 			var ws syscall.WaitStatus
@@ -123,15 +135,15 @@ func Main(args []string) int {
 				break
 			}
 			if got == pid {
-				status, done = ws, true
+				return ws
 			}
-			// Any other: an orphan of the agent that ended by itself.
 		}
 	}
-	if st, ok := sweep(pid); ok {
-		status = st
-	}
-	signal.Stop(sigs)
+}
+
+// exitLike ends the way status says the agent did: its exit code, or
+// killed by the same signal (128+N when the runtime survives it).
+func exitLike(status syscall.WaitStatus) int {
 	switch {
 	case status.Exited():
 		return status.ExitStatus()
