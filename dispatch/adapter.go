@@ -8,10 +8,11 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
+
+	"github.com/Masterminds/semver/v3"
 
 	"github.com/hai-relay/relay/model"
 )
@@ -189,87 +190,53 @@ var supersededPackages = map[string]string{
 	"@zed-industries/codex-acp":        "@agentclientprotocol/codex-acp (this package's repository is archived; the new one runs over the Codex App Server)",
 }
 
-// VersionRange is a half-open range of dotted numeric versions: From ≤ v <
-// Below. An empty Below has no upper bound.
+// VersionRange is a half-open range of adapter versions: From ≤ v <
+// Below; an empty Below has no upper bound. It is checked as the semver
+// constraint ">= From, < Below" (Masterminds/semver), which parses what
+// adapters report (a "v" prefix, one to three parts, Cursor's dates with
+// leading zeros such as 2025.08.25) instead of a hand-written parser.
 type VersionRange struct {
 	From, Below string
 }
 
-// Contains reports whether v is in the range. A version that is not
-// dotted numbers (a pre-release suffix is ignored) is in no range.
+// Contains reports whether v is in the range. A version that semver
+// cannot read is in no range. A pre-release or build suffix is ignored,
+// unlike semver's own rule: 0.23.2-rc.1 is in 0.23.x, and 0.24.0-beta is
+// not (semver would order it below 0.24.0, but it is a pre-release of the
+// next generation, which no profile was verified on); Cursor's versions
+// (2025.08.25-896bbe1) carry a commit as their suffix.
 func (r VersionRange) Contains(v string) bool {
-	n, ok := parseVersion(v)
-	if !ok {
+	ver, err := semver.NewVersion(strings.TrimSpace(v))
+	if err != nil {
 		return false
 	}
-	if from, ok := parseVersion(r.From); ok && compareVersions(n, from) < 0 {
-		return false
+	release := semver.New(ver.Major(), ver.Minor(), ver.Patch(), "", "")
+	var bounds []string
+	if r.From != "" {
+		bounds = append(bounds, ">= "+r.From)
 	}
-	if below, ok := parseVersion(r.Below); ok && compareVersions(n, below) >= 0 {
-		return false
+	if r.Below != "" {
+		bounds = append(bounds, "< "+r.Below)
 	}
-	return true
+	if len(bounds) == 0 {
+		return true
+	}
+	c, err := semver.NewConstraint(strings.Join(bounds, ", "))
+	return err == nil && c.Check(release)
 }
 
 // String writes the range as users read it: "0.23.x", "2.x", ">= 0.61.0".
 func (r VersionRange) String() string {
-	from, okF := parseVersion(r.From)
-	below, okB := parseVersion(r.Below)
+	from, errF := semver.NewVersion(r.From)
+	below, errB := semver.NewVersion(r.Below)
 	switch {
-	case !okB:
+	case errB != nil:
 		return ">= " + r.From
-	case okF && len(from) >= 2 && len(below) >= 2 && from[0] == below[0] && below[1] == from[1]+1 && from[0] == 0:
-		return fmt.Sprintf("%d.%d.x", from[0], from[1])
-	case okF && below[0] == from[0]+1 && onlyMajor(from) && onlyMajor(below):
-		return fmt.Sprintf("%d.x", from[0])
+	case errF != nil:
+	case from.Major() == 0 && below.Major() == 0 && below.Minor() == from.Minor()+1:
+		return fmt.Sprintf("0.%d.x", from.Minor())
+	case below.Major() == from.Major()+1 && from.Minor() == 0 && from.Patch() == 0 && below.Minor() == 0 && below.Patch() == 0:
+		return fmt.Sprintf("%d.x", from.Major())
 	}
 	return ">= " + r.From + ", < " + r.Below
-}
-
-// onlyMajor reports whether every part of v after the first is zero.
-func onlyMajor(v []int) bool {
-	for _, n := range v[1:] {
-		if n != 0 {
-			return false
-		}
-	}
-	return true
-}
-
-func parseVersion(v string) ([]int, bool) {
-	v = strings.TrimPrefix(strings.TrimSpace(v), "v")
-	if i := strings.IndexAny(v, "-+"); i >= 0 {
-		v = v[:i]
-	}
-	if v == "" {
-		return nil, false
-	}
-	var out []int
-	for _, p := range strings.Split(v, ".") {
-		n, err := strconv.Atoi(p)
-		if err != nil || n < 0 {
-			return nil, false
-		}
-		out = append(out, n)
-	}
-	return out, true
-}
-
-func compareVersions(a, b []int) int {
-	for i := 0; i < max(len(a), len(b)); i++ {
-		var x, y int
-		if i < len(a) {
-			x = a[i]
-		}
-		if i < len(b) {
-			y = b[i]
-		}
-		if x != y {
-			if x < y {
-				return -1
-			}
-			return 1
-		}
-	}
-	return 0
 }
