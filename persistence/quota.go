@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"path/filepath"
 
+	"github.com/dustin/go-humanize"
 	"golang.org/x/sys/unix"
 
 	"github.com/hai-relay/relay/model"
@@ -261,17 +262,6 @@ func (db *DB) checkRoom(ctx context.Context, w *writeTx, n int) error {
 			"and writes work again once there is room, without a restart"}
 }
 
-// byteSize writes n bytes for a message: exact below 1 KiB, else in KiB,
-// MiB or GiB with one decimal.
-func byteSize(n int64) string {
-	const k = 1024
-	switch {
-	case n < k:
-		return fmt.Sprintf("%d bytes", n)
-	case n < k*k:
-		return fmt.Sprintf("%.1f KiB", float64(n)/k)
-	case n < k*k*k:
-		return fmt.Sprintf("%.1f MiB", float64(n)/(k*k))
-	}
-	return fmt.Sprintf("%.1f GiB", float64(n)/(k*k*k))
-}
+// byteSize writes n bytes for a message, in binary units with about
+// three significant digits ("900 B", "1.5 KiB", "20 MiB").
+func byteSize(n int64) string { return humanize.IBytes(uint64(max(n, 0))) }

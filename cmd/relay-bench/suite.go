@@ -20,6 +20,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/dustin/go-humanize"
+
 	"github.com/hai-relay/relay/dispatch/dispatchtest"
 	"github.com/hai-relay/relay/facade/socketapi"
 	"github.com/hai-relay/relay/model"
@@ -1172,12 +1174,8 @@ type scaleResult struct {
 	seed              time.Duration
 }
 
-func suiteBytes(n int64) string {
-	if n >= 1<<30 {
-		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
-	}
-	return fmt.Sprintf("%.0f MiB", float64(n)/(1<<20))
-}
+// suiteBytes writes a database's size in binary units ("640 MiB", "1.2 GiB").
+func suiteBytes(n int64) string { return humanize.IBytes(uint64(max(n, 0))) }
 
 // scaleMeasure seeds a home of the given size, starts its daemon and times
 // the three reads.

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dustin/go-humanize"
+
 	"github.com/hai-relay/relay/model"
 )
 
@@ -124,19 +126,9 @@ func mustDuration(s string) time.Duration {
 	return d
 }
 
-// humanBytes writes n bytes in B, KiB, MiB or GiB.
-func humanBytes(n int64) string {
-	const k = 1024
-	switch {
-	case n < k:
-		return fmt.Sprintf("%d B", n)
-	case n < k*k:
-		return fmt.Sprintf("%.1f KiB", float64(n)/k)
-	case n < k*k*k:
-		return fmt.Sprintf("%.1f MiB", float64(n)/(k*k))
-	}
-	return fmt.Sprintf("%.1f GiB", float64(n)/(k*k*k))
-}
+// humanBytes writes n bytes in binary units with about three significant
+// digits ("900 B", "1.5 KiB", "20 MiB").
+func humanBytes(n int64) string { return humanize.IBytes(uint64(max(n, 0))) }
 
 // pruneHelp is prune's --help after its synopsis: what the command
 // removes, what it never removes, and how the space comes back.
