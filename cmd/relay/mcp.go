@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"strings"
 	"sync"
 	"syscall"
 
@@ -42,11 +43,11 @@ func runMCP(ctx context.Context, e *cliIO, f *flags, as *string, noAuto *bool) e
 	}
 	if *as == "" {
 		return model.Errorf(model.CodeInvalidArgs, "--as AGENT is required").
-			WithHint("one of: " + joinNames(cfg.AgentNames()))
+			WithHint("one of: " + strings.Join(cfg.AgentNames(), ", "))
 	}
 	if _, ok := cfg.Agent(*as); !ok {
 		return model.Errorf(model.CodeUnknownAgent, "no agent named %q", *as).
-			WithHint("one of: " + joinNames(cfg.AgentNames()) + " (or define [agents." + *as + "] in config.toml)")
+			WithHint("one of: " + strings.Join(cfg.AgentNames(), ", ") + " (or define [agents." + *as + "] in config.toml)")
 	}
 	cwd, err := os.Getwd()
 	if err != nil {
@@ -82,17 +83,6 @@ func runMCP(ctx context.Context, e *cliIO, f *flags, as *string, noAuto *bool) e
 			WithHint(fmt.Sprintf("tool calls are bounded by limits.message_bytes (%d) in config.toml", cfg.Limits.MessageBytes))
 	}
 	return err
-}
-
-func joinNames(ns []string) string {
-	out := ""
-	for i, n := range ns {
-		if i > 0 {
-			out += ", "
-		}
-		out += n
-	}
-	return out
 }
 
 // pollableStdin returns in switched to non-blocking mode when it is a pipe
