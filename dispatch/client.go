@@ -34,10 +34,10 @@ const (
 // to derive the policy).
 type client struct {
 	// onUpdate, when set, is called (non-blocking) after every session
-	// update; the line gate uses it for flow control.
+	// update; the stdout limiter uses it for flow control.
 	onUpdate func()
 	// awaitUpdates, when set, waits until the session updates received
-	// before now have been processed (see lineGate.awaitProcessed).
+	// before now have been processed (see stdoutLimiter.awaitProcessed).
 	awaitUpdates func()
 	// note writes a line to the task log; nil discards.
 	note func(format string, args ...any)
@@ -168,8 +168,8 @@ var clientMethods = map[string]bool{
 // denial: an agent's own extension request (Cursor's cursor/ask_question,
 // cursor/create_plan, cursor/update_todos, cursor/task, "_" methods, MCP
 // over ACP), which blocks the agent until it is answered. The SDK answers
-// it at once with method not found, the relay's no. Called by the line
-// gate for every request, before the SDK sees it.
+// it at once with method not found, the relay's no. Called by the
+// stdout limiter for every request, before the SDK sees it.
 func (c *client) noteRequest(method string) {
 	if clientMethods[method] {
 		return

@@ -6,16 +6,16 @@ import (
 	"unicode/utf8"
 )
 
-// Bounds on a long line from the agent, as the line gate hands it to the
-// SDK (gate.go). A line that fits the gate's read buffer (64 KiB) passes
-// as it is; a longer one is copied through a lineClipper, which cuts its
-// long JSON strings. What the relay keeps of a run is bounded far below
-// what a line may carry (the reply at maxResultBytes, every other field at
-// maxToolField), so a cut string loses nothing the relay keeps, and a
-// giant update is never held whole: neither by the gate nor by the SDK,
-// which reads whole lines and queues decoded notifications. A string's
-// bound counts the bytes it decodes to (an escape counts as what it
-// stands for), as the relay's own bounds do.
+// Bounds on a long line from the agent, as the stdout limiter hands it to
+// the SDK (stdoutlimiter.go). A line that fits the limiter's read buffer
+// (64 KiB) passes as it is; a longer one is copied through a lineClipper,
+// which cuts its long JSON strings. What the relay keeps of a run is
+// bounded far below what a line may carry (the reply at maxResultBytes,
+// every other field at maxToolField), so a cut string loses nothing the
+// relay keeps, and a giant update is never held whole: neither by the
+// limiter nor by the SDK, which reads whole lines and queues decoded
+// notifications. A string's bound counts the bytes it decodes to (an escape
+// counts as what it stands for), as the relay's own bounds do.
 const (
 	// clipTextBytes bounds a "text" string outside any array: the
 	// agent's message text (session/update agent_message_chunk, whose
@@ -45,7 +45,7 @@ const (
 // JSON for that: strings and their escapes, the nesting of objects and
 // arrays, which key a string is the value of, and the top-level "method"
 // and "id". A valid JSON line stays valid; an invalid one stays invalid
-// (the gate's inspection refuses it). The copy stops growing at
+// (the limiter's inspection refuses it). The copy stops growing at
 // maxHeldLine (over), though the scan goes on to the end of the line.
 type lineClipper struct {
 	out  []byte

@@ -180,9 +180,9 @@ func FuzzLineClipper(f *testing.F) {
 	})
 }
 
-// What the gate hands the SDK and holds in flight is bounded in bytes: a
+// What the limiter hands the SDK and holds in flight is bounded in bytes: a
 // stream of 1 MiB updates reaches the SDK cut to 256 KiB each,
-// and with none processed the gate stops reading once about gateHeldBytes
+// and with none processed the limiter stops reading once about limiterHeldBytes
 // are in flight; each processed update lets more through.
 func TestGateBoundsBytesInFlight(t *testing.T) {
 	t.Parallel()
@@ -190,7 +190,7 @@ func TestGateBoundsBytesInFlight(t *testing.T) {
 	line := `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"` + text + `"}}}}` + "\n"
 	const lines = 24
 	var notes []string
-	g := newLineGate(strings.NewReader(strings.Repeat(line, lines)), func(why string, _ []byte) { t.Errorf("garbage: %s", why) })
+	g := newStdoutLimiter(strings.NewReader(strings.Repeat(line, lines)), func(why string, _ []byte) { t.Errorf("garbage: %s", why) })
 	g.note = func(format string, args ...any) { notes = append(notes, fmt.Sprintf(format, args...)) }
 	got := make(chan int, 1)
 	var sdk bytes.Buffer
@@ -205,17 +205,17 @@ func TestGateBoundsBytesInFlight(t *testing.T) {
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		if h, n := held(); n > 0 && h+clipTextBytes+4<<10 > gateHeldBytes {
+		if h, n := held(); n > 0 && h+clipTextBytes+4<<10 > limiterHeldBytes {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatal("the gate never filled its budget")
+			t.Fatal("the limiter never filled its budget")
 		}
 		time.Sleep(time.Millisecond)
 	}
 	time.Sleep(100 * time.Millisecond) // it would read on, if it did
-	if h, n := held(); h > gateHeldBytes || n >= lines {
-		t.Fatalf("%d bytes in %d updates in flight, none processed; want at most %d bytes", h, n, gateHeldBytes)
+	if h, n := held(); h > limiterHeldBytes || n >= lines {
+		t.Fatalf("%d bytes in %d updates in flight, none processed; want at most %d bytes", h, n, limiterHeldBytes)
 	}
 	for range lines {
 		g.processed()
@@ -225,7 +225,7 @@ func TestGateBoundsBytesInFlight(t *testing.T) {
 	select {
 	case n = <-got:
 	case <-time.After(20 * time.Second):
-		t.Fatal("the gate did not resume")
+		t.Fatal("the limiter did not resume")
 	}
 	if each := n / lines; n%lines != 0 || each > clipTextBytes+1<<10 {
 		t.Fatalf("the SDK got %d bytes for %d lines of 1 MiB, want each cut to about %d KiB", n, lines, clipTextBytes>>10)
@@ -240,24 +240,24 @@ func TestGateBoundsBytesInFlight(t *testing.T) {
 		t.Fatalf("a cut update: %v %.100q", err, first)
 	}
 	g.close()
-	if all := strings.Join(notes, "\n"); len(notes) != gateClipNotes+1 || !strings.Contains(all, fmt.Sprintf("cut a \"session/update\" line of %d bytes", len(line)-1)) ||
+	if all := strings.Join(notes, "\n"); len(notes) != limiterClipNotes+1 || !strings.Contains(all, fmt.Sprintf("cut a \"session/update\" line of %d bytes", len(line)-1)) ||
 		!strings.Contains(all, fmt.Sprintf("in all, %d long line(s)", lines)) {
 		t.Errorf("task log notes:\n%s", all)
 	}
 }
 
 // The agent's requests in flight are bounded in count (and bytes): the
-// gate reads no further than gateMaxRequests unanswered ones, and each
+// limiter reads no further than limiterMaxRequests unanswered ones, and each
 // answer the SDK writes (a response echoing the id, in any spelling)
 // releases one.
 func TestGateBoundsRequestsInFlight(t *testing.T) {
 	t.Parallel()
 	var in strings.Builder
-	for i := range 3 * gateMaxRequests {
+	for i := range 3 * limiterMaxRequests {
 		fmt.Fprintf(&in, `{"jsonrpc":"2.0","id":"r-%d","method":"session/request_permission","params":{}}`+"\n", i)
 	}
-	g := newLineGate(strings.NewReader(in.String()), nil)
-	lines := make(chan string, 3*gateMaxRequests)
+	g := newStdoutLimiter(strings.NewReader(in.String()), nil)
+	lines := make(chan string, 3*limiterMaxRequests)
 	go func() {
 		br := bufio.NewReader(g)
 		for {
@@ -285,10 +285,10 @@ func TestGateBoundsRequestsInFlight(t *testing.T) {
 			}
 		}
 	}
-	collect(gateMaxRequests)
+	collect(limiterMaxRequests)
 	select {
 	case l := <-lines:
-		t.Fatalf("a request beyond %d unanswered ones went through: %s", gateMaxRequests, l)
+		t.Fatalf("a request beyond %d unanswered ones went through: %s", limiterMaxRequests, l)
 	case <-time.After(200 * time.Millisecond):
 	}
 	// The SDK answers the first two; its encoder spells ids its own way.
@@ -298,7 +298,7 @@ func TestGateBoundsRequestsInFlight(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	collect(gateMaxRequests + 2)
+	collect(limiterMaxRequests + 2)
 	// The relay's own requests and notifications release nothing.
 	_, _ = w.Write([]byte(`{"jsonrpc":"2.0","id":"r-2","method":"session/prompt","params":{}}` + "\n"))
 	select {
@@ -328,7 +328,7 @@ func TestGateOversizedLines(t *testing.T) {
 			var why string
 			var notes []string
 			next := `{"jsonrpc":"2.0","id":9,"result":{}}` + "\n"
-			g := newLineGate(strings.NewReader(c.line+"\n"+next), func(w string, _ []byte) { why = w })
+			g := newStdoutLimiter(strings.NewReader(c.line+"\n"+next), func(w string, _ []byte) { why = w })
 			g.note = func(f string, a ...any) { notes = append(notes, fmt.Sprintf(f, a...)) }
 			out, err := io.ReadAll(g)
 			if err != nil {
@@ -351,8 +351,8 @@ func TestGateOversizedLines(t *testing.T) {
 }
 
 // BenchmarkLineClipper: the cost of cutting a 10 MB message chunk (the
-// gate's work per line of a flooding agent), in the 64 KiB fragments the
-// gate reads.
+// limiter's work per line of a flooding agent), in the 64 KiB fragments the
+// limiter reads.
 func BenchmarkLineClipper(b *testing.B) {
 	line := []byte(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"` +
 		strings.Repeat("flood \\n ", 10<<20/9) + `"}}}}`)
@@ -361,7 +361,7 @@ func BenchmarkLineClipper(b *testing.B) {
 	for b.Loop() {
 		c.reset()
 		for p := line; len(p) > 0; {
-			k := min(gateReadBuffer, len(p))
+			k := min(limiterReadBuffer, len(p))
 			c.write(p[:k])
 			p = p[k:]
 		}

@@ -26,9 +26,9 @@
 // behind.
 //
 // Files: policy.go (capabilities and the deny-all decision, from which
-// Policy is derived), client.go (the acp.Client), gate.go (stdout framing
-// check, and flow control of session/update notifications and agent
-// requests in count and bytes), clip.go (long lines cut before anyone
+// Policy is derived), client.go (the acp.Client), stdoutlimiter.go (the
+// stdout framing check, and flow control of session/update notifications
+// and agent requests in count and bytes), clip.go (long lines cut before anyone
 // holds them whole), startup.go (a task's start-up deadline), proc.go
 // (process start, group kill, bounded log), session.go (one agent
 // session), dispatcher.go

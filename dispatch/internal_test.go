@@ -105,29 +105,29 @@ func TestGateFlagsGarbageOnce(t *testing.T) {
 		`{"jsonrpc":"2.0","id":2,"method":"fs/read_text_file","params":{}}`,
 	}, "\n") + "\n"
 	var whys []string
-	g := newLineGate(strings.NewReader(in), func(why string, _ []byte) { whys = append(whys, why) })
+	g := newStdoutLimiter(strings.NewReader(in), func(why string, _ []byte) { whys = append(whys, why) })
 	out, err := io.ReadAll(g)
 	if err != nil || string(out) != in {
-		t.Fatalf("gate altered the stream: %v %q", err, out)
+		t.Fatalf("the limiter altered the stream: %v %q", err, out)
 	}
 	if len(whys) != 1 || !strings.Contains(whys[0], "not JSON") {
 		t.Fatalf("garbage reports = %v", whys)
 	}
-	g = newLineGate(strings.NewReader("null\n"), func(why string, _ []byte) { whys = append(whys, why) })
+	g = newStdoutLimiter(strings.NewReader("null\n"), func(why string, _ []byte) { whys = append(whys, why) })
 	_, _ = io.ReadAll(g)
 	if len(whys) != 2 || !strings.Contains(whys[1], "neither") {
 		t.Fatalf("garbage reports = %v", whys)
 	}
 }
 
-// A line longer than the gate's read buffer whose strings are within
+// A line longer than the limiter's read buffer whose strings are within
 // their bounds reaches the SDK whole (clip_test.go has the ones cut).
 func TestGateLongLinesPassWhole(t *testing.T) {
 	t.Parallel()
 	long := `{"jsonrpc":"2.0","method":"session/update","params":{"text":"` + strings.Repeat("a", 200<<10) + `"}}` + "\n"
 	in := long + long
 	bad := false
-	g := newLineGate(strings.NewReader(in), func(string, []byte) { bad = true })
+	g := newStdoutLimiter(strings.NewReader(in), func(string, []byte) { bad = true })
 	g.processed()
 	g.processed()
 	out, err := io.ReadAll(g)
@@ -139,8 +139,8 @@ func TestGateLongLinesPassWhole(t *testing.T) {
 func TestGateAppliesBackpressure(t *testing.T) {
 	t.Parallel()
 	line := `{"jsonrpc":"2.0","method":"session/update","params":{}}` + "\n"
-	in := strings.Repeat(line, gateHighWater+10)
-	g := newLineGate(strings.NewReader(in), nil)
+	in := strings.Repeat(line, limiterHighWater+10)
+	g := newStdoutLimiter(strings.NewReader(in), nil)
 	read := make(chan int, 1)
 	go func() {
 		n := 0
@@ -151,19 +151,19 @@ func TestGateAppliesBackpressure(t *testing.T) {
 			if err != nil {
 				break
 			}
-			if n == gateHighWater*len(line) {
+			if n == limiterHighWater*len(line) {
 				read <- n
 			}
 		}
 		read <- n
 	}()
-	<-read // gateHighWater lines went through
+	<-read // limiterHighWater lines went through
 	select {
 	case n := <-read:
 		t.Fatalf("read %d bytes past the high-water mark without progress", n)
 	case <-time.After(100 * time.Millisecond):
 	}
-	for i := 0; i < gateHighWater+10; i++ {
+	for i := 0; i < limiterHighWater+10; i++ {
 		g.processed()
 	}
 	select {
@@ -172,7 +172,7 @@ func TestGateAppliesBackpressure(t *testing.T) {
 			t.Fatalf("read %d of %d", n, len(in))
 		}
 	case <-time.After(5 * time.Second):
-		t.Fatal("gate did not resume")
+		t.Fatal("the limiter did not resume")
 	}
 }
 

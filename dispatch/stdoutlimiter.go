@@ -13,17 +13,19 @@ import (
 	acp "github.com/coder/acp-go-sdk"
 )
 
-// The line gate sits between the agent's stdout and the SDK's reader. It
-// does three things the SDK does not:
+// The stdout limiter sits between the agent's stdout and the SDK's reader.
+// It is not one of the gates (package gates) that decide a transition: it
+// bounds what the agent's output can make the run hold, doing three
+// things the SDK does not:
 //
 //  1. Protocol garbage is fatal. The SDK logs and skips a line that is not
 //     JSON-RPC; the relay treats it as a broken agent (agent_crashed). The
-//     gate checks every line and calls onGarbage on the first bad one.
+//     limiter checks every line and calls onGarbage on the first bad one.
 //
 //  2. Long lines are cut before anyone holds them whole. The SDK reads a
 //     line of up to 10 MiB into its buffer, decodes it, and queues decoded
 //     notifications; a hostile agent streaming 10 MiB updates made one run
-//     hold gigabytes. A line longer than the gate's read buffer is copied
+//     hold gigabytes. A line longer than the limiter's read buffer is copied
 //     through a lineClipper (clip.go) as it arrives, its long strings cut,
 //     and reaches the SDK only once it has ended: at most maxHeldLine.
 //
@@ -33,46 +35,48 @@ import (
 //     the processing side costs more than framing it on the receiving side,
 //     so a burst of small updates can outrun it. And it runs each inbound
 //     request on a goroutine of its own, holding the request until it is
-//     answered. The gate counts the session/update notifications it hands
+//     answered. The limiter counts the session/update notifications it hands
 //     to the SDK and those the client has processed, and the requests and
 //     the SDK's answers to them, and stops reading the agent's stdout while
-//     more than gateHighWater notifications or gateMaxRequests requests,
-//     or more than gateHeldBytes of both, are in flight. Backpressure then
+//     more than limiterHighWater notifications or limiterMaxRequests requests,
+//     or more than limiterHeldBytes of both, are in flight. Backpressure then
 //     reaches the agent through the pipe, as it should.
 //
 // So what one run holds of the agent's output is bounded in bytes, to a
 // few MiB: the read buffer (64 KiB), one line being clipped (at most
 // maxHeldLine, 1 MiB), the SDK's line buffer (1 MiB, which a maxHeldLine
-// line can grow to 2 MiB), gateHeldBytes (2 MiB) of notifications and
+// line can grow to 2 MiB), limiterHeldBytes (2 MiB) of notifications and
 // requests in flight (or one line, when nothing else is), and the
 // decoding of the one being handled.
 const (
-	gateHighWater = 256
-	// gateMaxRequests bounds the agent's requests (permission, fs,
+	limiterHighWater = 256
+	// limiterMaxRequests bounds the agent's requests (permission, fs,
 	// terminal) the SDK holds unanswered. The relay answers each at once
 	// (a permission request may wait up to a second for the tool call it
 	// names).
-	gateMaxRequests = 16
-	// gateHeldBytes bounds the bytes of the notifications and requests in
+	limiterMaxRequests = 16
+	// limiterHeldBytes bounds the bytes of the notifications and requests in
 	// flight; one line is always let through when nothing is in flight.
-	gateHeldBytes = 2 << 20
-	// gateResync: if the client reports no progress for this long, the
-	// gate assumes it missed completions (an update or a request the SDK
+	limiterHeldBytes = 2 << 20
+	// limiterResync: if the client reports no progress for this long, the
+	// limiter assumes it missed completions (an update or a request the SDK
 	// rejected before the client saw it) and resets its counts.
-	gateResync = time.Second
+	limiterResync = time.Second
 	// maxLineBytes mirrors the SDK's scanner limit; a longer line is
 	// protocol garbage, as it was when the SDK read it whole.
 	maxLineBytes = 10 << 20
-	// gateReadBuffer is the gate's read buffer: a line that fits passes
+	// limiterReadBuffer is the limiter's read buffer: a line that fits passes
 	// as it is, without a copy.
-	gateReadBuffer = 64 << 10
-	// gateClipNotes is how many cut or dropped lines the task log
+	limiterReadBuffer = 64 << 10
+	// limiterClipNotes is how many cut or dropped lines the task log
 	// describes one by one; the rest are counted, and the count is logged
-	// when the gate closes.
-	gateClipNotes = 3
+	// when the limiter closes.
+	limiterClipNotes = 3
 )
 
-type lineGate struct {
+// stdoutLimiter is the reader the SDK reads the agent's stdout through
+// (see above); newStdoutLimiter makes one.
+type stdoutLimiter struct {
 	br *bufio.Reader
 	// onGarbage must not keep line: it may point into br's buffer.
 	onGarbage func(why string, line []byte)
@@ -109,9 +113,9 @@ type lineGate struct {
 	badOnce   sync.Once
 }
 
-func newLineGate(r io.Reader, onGarbage func(why string, line []byte)) *lineGate {
-	return &lineGate{
-		br:        bufio.NewReaderSize(r, gateReadBuffer),
+func newStdoutLimiter(r io.Reader, onGarbage func(why string, line []byte)) *stdoutLimiter {
+	return &stdoutLimiter{
+		br:        bufio.NewReaderSize(r, limiterReadBuffer),
 		onGarbage: onGarbage,
 		signal:    make(chan struct{}, 1),
 		closed:    make(chan struct{}),
@@ -119,35 +123,35 @@ func newLineGate(r io.Reader, onGarbage func(why string, line []byte)) *lineGate
 	}
 }
 
-func (g *lineGate) logf(format string, args ...any) {
-	if g.note != nil {
-		g.note(format, args...)
+func (sl *stdoutLimiter) logf(format string, args ...any) {
+	if sl.note != nil {
+		sl.note(format, args...)
 	}
 }
 
-func (g *lineGate) wake() {
+func (sl *stdoutLimiter) wake() {
 	select {
-	case g.signal <- struct{}{}:
+	case sl.signal <- struct{}{}:
 	default:
 	}
 }
 
 // processed is called by the client after each session/update. It never
 // blocks.
-func (g *lineGate) processed() {
-	g.done.Add(1)
-	g.mu.Lock()
-	if len(g.updates) > 0 {
-		g.held -= g.updates[0]
-		g.updates = g.updates[1:]
+func (sl *stdoutLimiter) processed() {
+	sl.done.Add(1)
+	sl.mu.Lock()
+	if len(sl.updates) > 0 {
+		sl.held -= sl.updates[0]
+		sl.updates = sl.updates[1:]
 	}
-	g.mu.Unlock()
-	g.wake()
+	sl.mu.Unlock()
+	sl.wake()
 }
 
 // answered is called with every message the SDK writes to the agent; an
 // answer to one of the agent's requests releases it. It never blocks.
-func (g *lineGate) answered(msg []byte) {
+func (sl *stdoutLimiter) answered(msg []byte) {
 	var m struct {
 		ID     *json.RawMessage `json:"id"`
 		Method string           `json:"method"`
@@ -156,18 +160,18 @@ func (g *lineGate) answered(msg []byte) {
 		return // the relay's own request or notification
 	}
 	id := idKey(*m.ID)
-	g.mu.Lock()
-	if sizes := g.requests[id]; len(sizes) > 0 {
-		g.held -= sizes[0]
-		g.nreq--
+	sl.mu.Lock()
+	if sizes := sl.requests[id]; len(sizes) > 0 {
+		sl.held -= sizes[0]
+		sl.nreq--
 		if len(sizes) == 1 {
-			delete(g.requests, id)
+			delete(sl.requests, id)
 		} else {
-			g.requests[id] = sizes[1:]
+			sl.requests[id] = sizes[1:]
 		}
 	}
-	g.mu.Unlock()
-	g.wake()
+	sl.mu.Unlock()
+	sl.wake()
 }
 
 // idKey is a JSON-RPC id in one spelling, as read and as the SDK echoes
@@ -183,31 +187,31 @@ func idKey(raw json.RawMessage) string {
 
 // writer wraps the agent's stdin for the SDK: every message it writes
 // (one per Write) goes through answered.
-func (g *lineGate) writer(w io.Writer) io.Writer { return answerWatch{w, g} }
+func (sl *stdoutLimiter) writer(w io.Writer) io.Writer { return answerWatch{w, sl} }
 
 type answerWatch struct {
-	w io.Writer
-	g *lineGate
+	w  io.Writer
+	sl *stdoutLimiter
 }
 
 func (a answerWatch) Write(p []byte) (int, error) {
 	n, err := a.w.Write(p)
-	a.g.answered(p)
+	a.sl.answered(p)
 	return n, err
 }
 
-// awaitProcessed waits, at most max, until every session/update the gate
+// awaitProcessed waits, at most max, until every session/update the limiter
 // has handed to the SDK so far has been processed by the client. The SDK
 // runs an inbound request (session/request_permission) at once on its own
 // goroutine, possibly before the notifications that preceded it on the
 // wire; the permission handler calls this to see the tool call it is
 // about. A short poll: it is rare, and the client never blocks.
-func (g *lineGate) awaitProcessed(max time.Duration) {
-	target := g.queued.Load()
+func (sl *stdoutLimiter) awaitProcessed(max time.Duration) {
+	target := sl.queued.Load()
 	deadline := time.Now().Add(max)
-	for g.done.Load() < target && time.Now().Before(deadline) {
+	for sl.done.Load() < target && time.Now().Before(deadline) {
 		select {
-		case <-g.closed:
+		case <-sl.closed:
 			return
 		case <-time.After(100 * time.Microsecond):
 		}
@@ -216,87 +220,87 @@ func (g *lineGate) awaitProcessed(max time.Duration) {
 
 // close releases a Read waiting for flow control, and logs how many lines
 // were cut or dropped beyond those described one by one.
-func (g *lineGate) close() {
-	g.closeOnce.Do(func() {
-		close(g.closed)
-		g.mu.Lock()
-		cut, dropped, raw, kept := g.cutLines, g.dropped, g.rawCut, g.keptCut
-		g.mu.Unlock()
-		if cut+dropped > gateClipNotes {
-			g.logf("in all, %d long line(s) from the agent were cut (%d MiB read, %d KiB kept) and %d dropped, to bound what the run holds",
+func (sl *stdoutLimiter) close() {
+	sl.closeOnce.Do(func() {
+		close(sl.closed)
+		sl.mu.Lock()
+		cut, dropped, raw, kept := sl.cutLines, sl.dropped, sl.rawCut, sl.keptCut
+		sl.mu.Unlock()
+		if cut+dropped > limiterClipNotes {
+			sl.logf("in all, %d long line(s) from the agent were cut (%d MiB read, %d KiB kept) and %d dropped, to bound what the run holds",
 				cut, raw>>20, kept>>10, dropped)
 		}
 	})
 }
 
 // Read implements io.Reader for the SDK's receive loop (one reader).
-func (g *lineGate) Read(p []byte) (int, error) {
-	for len(g.cur) == 0 {
-		if g.err != nil {
-			return 0, g.err
+func (sl *stdoutLimiter) Read(p []byte) (int, error) {
+	for len(sl.cur) == 0 {
+		if sl.err != nil {
+			return 0, sl.err
 		}
 		// No copy for a line that fits the buffer: ReadSlice's bytes stay
 		// valid until the next read from br, and the loop reads again only
-		// once g.cur is used up. A longer line is copied, clipped, by the
+		// once sl.cur is used up. A longer line is copied, clipped, by the
 		// lineClipper as its fragments come.
-		line, err := g.br.ReadSlice('\n')
+		line, err := sl.br.ReadSlice('\n')
 		switch {
 		case err == bufio.ErrBufferFull:
-			if !g.long {
-				g.long = true
-				g.clip.reset()
+			if !sl.long {
+				sl.long = true
+				sl.clip.reset()
 			}
-			g.clip.write(line)
+			sl.clip.write(line)
 			continue
 		case err != nil:
-			g.err = err
+			sl.err = err
 		}
-		if g.long {
-			g.long = false
-			g.cur = g.endLong(line)
+		if sl.long {
+			sl.long = false
+			sl.cur = sl.endLong(line)
 		} else {
-			g.cur = line
+			sl.cur = line
 		}
-		if len(g.cur) > 0 {
-			g.inspect(g.cur)
+		if len(sl.cur) > 0 {
+			sl.inspect(sl.cur)
 		}
 	}
-	n := copy(p, g.cur)
-	g.cur = g.cur[n:]
+	n := copy(p, sl.cur)
+	sl.cur = sl.cur[n:]
 	return n, nil
 }
 
 // endLong finishes a line longer than the read buffer with its last
 // fragment and returns what the SDK gets of it: the clipped line, or
 // nothing (a line dropped, or refused as garbage).
-func (g *lineGate) endLong(last []byte) []byte {
+func (sl *stdoutLimiter) endLong(last []byte) []byte {
 	nl := len(last) > 0 && last[len(last)-1] == '\n'
 	if nl {
 		last = last[:len(last)-1]
 	}
-	c := &g.clip
+	c := &sl.clip
 	c.write(last)
 	raw := c.raw
 	switch {
 	case raw > maxLineBytes:
-		g.bad("a line longer than 10 MiB", c.out)
+		sl.bad("a line longer than 10 MiB", c.out)
 		return nil
 	case c.over && c.method != "" && !c.hasID:
 		// A notification needs no answer: dropped, and said so.
-		if g.tally(func() { g.dropped++ }) {
-			g.logf("dropped a %s notification of %d bytes from the agent: more than %d KiB even with its strings cut",
+		if sl.tally(func() { sl.dropped++ }) {
+			sl.logf("dropped a %s notification of %d bytes from the agent: more than %d KiB even with its strings cut",
 				quoteMethod(c.method), raw, maxHeldLine>>10)
 		}
 		return nil
 	case c.over:
-		g.bad(fmt.Sprintf("a request or response of more than %d KiB even with its strings cut", maxHeldLine>>10), c.out)
+		sl.bad(fmt.Sprintf("a request or response of more than %d KiB even with its strings cut", maxHeldLine>>10), c.out)
 		return nil
 	}
 	if c.cutStrings > 0 {
-		if g.tally(func() {
-			g.cutLines, g.rawCut, g.keptCut = g.cutLines+1, g.rawCut+int64(raw), g.keptCut+int64(len(c.out))
+		if sl.tally(func() {
+			sl.cutLines, sl.rawCut, sl.keptCut = sl.cutLines+1, sl.rawCut+int64(raw), sl.keptCut+int64(len(c.out))
 		}) {
-			g.logf("cut a %s line of %d bytes from the agent to %d: %d string(s) longer than %d KiB (%d KiB for its message text) cut, marked \"…[N bytes cut]\"",
+			sl.logf("cut a %s line of %d bytes from the agent to %d: %d string(s) longer than %d KiB (%d KiB for its message text) cut, marked \"…[N bytes cut]\"",
 				quoteMethod(c.method), raw, len(c.out), c.cutStrings, clipOtherBytes>>10, clipTextBytes>>10)
 		}
 	}
@@ -306,13 +310,13 @@ func (g *lineGate) endLong(last []byte) []byte {
 	return c.out
 }
 
-// tally counts a cut or dropped line with f, under g.mu, and reports
+// tally counts a cut or dropped line with f, under sl.mu, and reports
 // whether it is one of those the task log describes one by one.
-func (g *lineGate) tally(f func()) bool {
-	g.mu.Lock()
-	defer g.mu.Unlock()
+func (sl *stdoutLimiter) tally(f func()) bool {
+	sl.mu.Lock()
+	defer sl.mu.Unlock()
 	f()
-	return g.cutLines+g.dropped <= gateClipNotes
+	return sl.cutLines+sl.dropped <= limiterClipNotes
 }
 
 func quoteMethod(m string) string {
@@ -324,7 +328,7 @@ func quoteMethod(m string) string {
 
 // inspect classifies one complete line as the SDK will and applies flow
 // control before the SDK sees it.
-func (g *lineGate) inspect(line []byte) {
+func (sl *stdoutLimiter) inspect(line []byte) {
 	t := bytes.TrimSpace(line)
 	if len(t) == 0 {
 		return
@@ -334,79 +338,79 @@ func (g *lineGate) inspect(line []byte) {
 		Method string           `json:"method"`
 	}
 	if err := json.Unmarshal(t, &m); err != nil {
-		g.bad("a line that is not JSON", t)
+		sl.bad("a line that is not JSON", t)
 		return
 	}
 	switch {
 	case m.Method == "" && m.ID == nil:
-		g.bad("a JSON line that is neither a request, a response nor a notification", t)
+		sl.bad("a JSON line that is neither a request, a response nor a notification", t)
 	case m.Method == acp.ClientMethodSessionUpdate && m.ID == nil:
-		g.admit(len(line), "")
+		sl.admit(len(line), "")
 	case m.Method != "" && m.ID != nil:
-		if g.onRequest != nil {
-			g.onRequest(m.Method)
+		if sl.onRequest != nil {
+			sl.onRequest(m.Method)
 		}
-		g.admit(len(line), idKey(*m.ID))
+		sl.admit(len(line), idKey(*m.ID))
 	}
 }
 
-func (g *lineGate) bad(why string, line []byte) {
-	g.badOnce.Do(func() {
-		if g.onGarbage != nil {
-			g.onGarbage(why, line)
+func (sl *stdoutLimiter) bad(why string, line []byte) {
+	sl.badOnce.Do(func() {
+		if sl.onGarbage != nil {
+			sl.onGarbage(why, line)
 		}
 	})
 }
 
 // admit waits until the line (an update when id is "", else a request)
 // fits in flight, then counts it.
-func (g *lineGate) admit(n int, id string) {
+func (sl *stdoutLimiter) admit(n int, id string) {
 	for {
-		g.mu.Lock()
-		fits := g.held == 0 || g.held+n <= gateHeldBytes
+		sl.mu.Lock()
+		fits := sl.held == 0 || sl.held+n <= limiterHeldBytes
 		if id == "" {
-			fits = fits && len(g.updates) < gateHighWater
+			fits = fits && len(sl.updates) < limiterHighWater
 		} else {
-			fits = fits && g.nreq < gateMaxRequests
+			fits = fits && sl.nreq < limiterMaxRequests
 		}
 		if fits {
-			g.count(n, id)
-			g.mu.Unlock()
+			sl.count(n, id)
+			sl.mu.Unlock()
 			return
 		}
-		g.mu.Unlock()
-		t := time.NewTimer(gateResync)
+		sl.mu.Unlock()
+		t := time.NewTimer(limiterResync)
 		select {
-		case <-g.signal:
-		case <-g.closed:
+		case <-sl.signal:
+		case <-sl.closed:
 			t.Stop()
-			g.mu.Lock()
-			g.count(n, id)
-			g.mu.Unlock()
+			sl.mu.Lock()
+			sl.count(n, id)
+			sl.mu.Unlock()
 			return
 		case <-t.C:
-			g.resync()
+			sl.resync()
 		}
 		t.Stop()
 	}
 }
 
-// count records a line in flight. g.mu is held.
-func (g *lineGate) count(n int, id string) {
-	g.held += n
+// count records a line in flight. sl.mu is held.
+func (sl *stdoutLimiter) count(n int, id string) {
+	sl.held += n
 	if id == "" {
-		g.updates = append(g.updates, n)
-		g.queued.Add(1)
+		sl.updates = append(sl.updates, n)
+		sl.queued.Add(1)
 		return
 	}
-	g.requests[id] = append(g.requests[id], n)
-	g.nreq++
+	sl.requests[id] = append(sl.requests[id], n)
+	sl.nreq++
 }
 
-// resync forgets what is in flight (see gateResync).
-func (g *lineGate) resync() {
-	g.mu.Lock()
-	g.updates, g.requests, g.nreq, g.held = nil, map[string][]int{}, 0, 0
-	g.mu.Unlock()
-	g.done.Store(g.queued.Load())
+// resync forgets what is in flight (see limiterResync).
+func (sl *stdoutLimiter) resync() {
+	sl.mu.Lock()
+	sl.updates, sl.requests, sl.nreq, sl.held = nil, map[string][]int{}, 0, 0
+	sl.mu.Unlock()
+	sl.done.Store(sl.queued.Load())
 }
