@@ -17,10 +17,10 @@ import "encoding/json"
 // the 16 MiB the facade accepts in a line from its client).
 const AnswerBytes = 2 << 20
 
-// PageEnvelopeBytes is what a listing answer spends around its items: the
-// object, its array's brackets, a count, the trailing newline. A page's
+// AnswerEnvelopeBytes is what a listing answer spends around its items:
+// the object, its array's brackets, a count, the trailing newline. Its
 // items get AnswerBytes less this, and one comma between each two.
-const PageEnvelopeBytes = 64
+const AnswerEnvelopeBytes = 64
 
 // EncodedLen returns the length of v as encoding/json's Marshal encodes it
 // (HTML-escaped, as the daemon answers), without keeping the bytes. It
@@ -40,31 +40,33 @@ func (c *countingWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// Page packs items into one listing answer under a byte budget.
-type Page struct {
+// ByteBudget is the byte budget of one listing answer: it counts the
+// encoded items taken into the answer and says when the next one would
+// take it past its bound.
+type ByteBudget struct {
 	left, n int
 }
 
-// NewPage returns a page whose answer may take bytes in all (0 means
-// AnswerBytes).
-func NewPage(bytes int) Page {
+// NewByteBudget returns the budget of an answer that may take bytes in
+// all (0 means AnswerBytes), its envelope included.
+func NewByteBudget(bytes int) ByteBudget {
 	if bytes <= 0 {
 		bytes = AnswerBytes
 	}
-	return Page{left: bytes - PageEnvelopeBytes}
+	return ByteBudget{left: bytes - AnswerEnvelopeBytes}
 }
 
 // Take reports whether an item whose JSON is size bytes still fits, and if
 // so counts it in. The first item always fits.
-func (p *Page) Take(size int) bool {
+func (b *ByteBudget) Take(size int) bool {
 	cost := size
-	if p.n > 0 {
+	if b.n > 0 {
 		cost++ // the comma before it
-		if cost > p.left {
+		if cost > b.left {
 			return false
 		}
 	}
-	p.left -= cost
-	p.n++
+	b.left -= cost
+	b.n++
 	return true
 }

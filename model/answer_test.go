@@ -33,11 +33,11 @@ func TestEncodedLen(t *testing.T) {
 	}
 }
 
-// TestPageTake: a page takes items while they fit (with a comma between
-// two) and always takes the first, however large.
-func TestPageTake(t *testing.T) {
+// TestByteBudgetTake: a budget takes items while they fit (with a comma
+// between two) and always takes the first, however large.
+func TestByteBudgetTake(t *testing.T) {
 	t.Parallel()
-	p := model.NewPage(model.PageEnvelopeBytes + 100)
+	p := model.NewByteBudget(model.AnswerEnvelopeBytes + 100)
 	for i, c := range []struct {
 		size int
 		want bool
@@ -46,8 +46,8 @@ func TestPageTake(t *testing.T) {
 			t.Errorf("item %d of %d bytes: Take = %v, want %v", i, c.size, got, c.want)
 		}
 	}
-	big := model.NewPage(0)
+	big := model.NewByteBudget(0)
 	if !big.Take(model.AnswerBytes*2) || big.Take(1) {
-		t.Error("a page takes its first item whatever its size, and nothing after one that filled it")
+		t.Error("a budget takes its first item whatever its size, and nothing after one that filled it")
 	}
 }

@@ -90,8 +90,8 @@ func (db *DB) queryMessagesSeq(ctx context.Context, q querier, take func(model.M
 // pageTake returns a take function for queryMessagesSeq that fills one
 // answer of db.answerBytes with messages as size measures them.
 func (db *DB) pageTake(size func(model.Message) int) func(model.Message) bool {
-	p := model.NewPage(db.answerBytes)
-	return func(m model.Message) bool { return p.Take(size(m)) }
+	budget := model.NewByteBudget(db.answerBytes)
+	return func(m model.Message) bool { return budget.Take(size(m)) }
 }
 
 // maxReadAt is a read_at as long as any the relay writes (RFC 3339 with

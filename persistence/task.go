@@ -450,13 +450,13 @@ func (db *DB) ListTasks(ctx context.Context, f model.TaskFilter) ([]model.Task, 
 		if len(either) > 0 {
 			qargs = append(append(append(slices.Clip(args), either[0], n), args...), either[0], n, n)
 		}
-		page := model.NewPage(db.answerBytes)
+		budget := model.NewByteBudget(db.answerBytes)
 		take := func(t model.Task) bool {
 			size := model.EncodedLen(t)
 			if t.Code != "" {
 				size += model.MaxTaskHintBytes // filled in after the page is cut
 			}
-			return page.Take(size)
+			return budget.Take(size)
 		}
 		var err error
 		out, err = db.queryTasksUpTo(ctx, tx, take, query, qargs...)

@@ -51,7 +51,7 @@ func (db *DB) EventsAfter(ctx context.Context, taskID string, after int64, limit
 			return err
 		}
 		defer rows.Close()
-		page := model.NewPage(db.answerBytes)
+		budget := model.NewByteBudget(db.answerBytes)
 		for rows.Next() {
 			var seq int64
 			var at, kind, actor, task, data string
@@ -62,9 +62,9 @@ func (db *DB) EventsAfter(ctx context.Context, taskID string, after int64, limit
 			if err != nil {
 				return err
 			}
-			// The page is full: the cursor stays at the last event taken.
+			// The answer is full: the cursor stays at the last event taken.
 			// The first is always taken, so a follower always moves on.
-			if !page.Take(model.EncodedLen(ev)) && len(out) > 0 {
+			if !budget.Take(model.EncodedLen(ev)) && len(out) > 0 {
 				return rows.Err()
 			}
 			out, cursor = append(out, ev), seq
