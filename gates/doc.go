@@ -12,7 +12,9 @@
 //   - Delegation refuses a task submitted inside another task whose
 //     target is already in its delegation chain, or whose chain is too
 //     deep;
-//   - ACPDenial checks the dispatcher's deny-all promise and the target agent;
+//   - ACPDenial checks the dispatcher's deny-all promise, then whether
+//     the target agent can run at all: known to the registry, enabled,
+//     its adapter binary found, and verified when it has require_verified;
 //   - Authority consults the authority adapter, once per evaluation, only
 //     after the cheaper gates passed;
 //   - GuardedClaude lets state_changing tasks through only for claude under

@@ -129,7 +129,9 @@ func Delegation(t model.Task, maxDepth int) model.Verdict {
 			strconv.Itoa(maxDepth) + ": " + t.Path(), Detail: detail}
 }
 
-// ACPDenial is the acpDenial gate. The checks run in this order, and the
+// ACPDenial is the acpDenial gate. It decides more than its name says:
+// besides the ACP denial (the dispatcher's deny-all promise), whether the
+// target agent can run at all. The checks run in this order, and the
 // first failure decides:
 //
 //  1. policy: the dispatcher denies every permission request and advertises
