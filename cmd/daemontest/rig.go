@@ -1,11 +1,17 @@
-// Package daemontest is the in-process service as the daemon wires it,
-// for tests: real SQLite on a temporary file, the real engine, and the fake
-// authority adapter, a real program (allow, guarded), as the authority; a
-// registry that knows the core agents, and a dispatcher that keeps the
-// deny-all promise and starts nothing. machine/service's tests call it
-// directly, and facade/socketapi's put the socket API in front of it, so
-// that the conformance suite (model/servicetest) runs against both. It is
-// a test library, not a command: it lives under cmd because it wires
+// Package daemontest builds the in-process service for tests from the
+// daemon's own parts where they start no agent, and from stand-ins where
+// they would: real SQLite on a temporary file, the real engine and
+// service, and the fake authority adapter, a real program (allow,
+// guarded), as the authority; but a registry of the core agents (all
+// enabled and configured, whose probes and verifications start nothing
+// and fail) and a fake dispatcher that keeps the deny-all promise and
+// starts nothing, so an authorized task stays authorized until it is
+// canceled. It is not the daemon's wiring (cmd/relay/daemon.go: config,
+// the real registry and dispatcher, the socket): what it tests is the
+// service and the engine. machine/service's tests call it directly, and
+// facade/socketapi's put the socket API in front of it, so that the
+// conformance suite (model/servicetest) runs against both. It is a test
+// library, not a command: it lives under cmd because it wires
 // persistence, which only cmd may import, and its name ends in "test",
 // which keeps it out of the product (cmd/relay/deps_test.go).
 package daemontest

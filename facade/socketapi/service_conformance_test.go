@@ -3,8 +3,9 @@ package socketapi_test
 // The conformance suite of model.Service (model/servicetest), run against
 // the socket client: each agent's calls go through a socketapi.Client whose
 // identity is fixed to that agent, over a temporary Unix socket, to the
-// socket API server in front of the in-process service (machine/service)
-// as the daemon wires it. machine/service's own tests run the same suite
+// socket API server in front of the in-process service (machine/service),
+// wired by daemontest with the real engine and store but a dispatcher that
+// starts no agent. machine/service's own tests run the same suite
 // in process, so the two transports are held to the same rules.
 //
 // This file uses only the package's exported API and no helper of its
