@@ -27,8 +27,9 @@
 // caller's clock. Outcome maps a failing verdict to the terminal
 // state it leads to (rejected or blocked), fail-closed.
 //
-// NewAuthority returns the subprocess client of the authority adapter
-// contract (spec/authority.go): argv run without a shell in its own process group,
-// one JSON request on stdin, one JSON answer of at most 64 KiB on stdout,
-// bounded by a timeout after which the whole process group is killed.
+// NewAuthority returns the subprocess client of the authority adapter (its
+// wire types are in spec/authority.go): argv run without a shell in its
+// own process group, one JSON request on stdin, one JSON answer of at most
+// 64 KiB on stdout, bounded by a timeout after which the whole process
+// group is killed.
 package gates

@@ -14,7 +14,7 @@ import (
 	"github.com/hai-relay/relay/persistence/persistencetest"
 )
 
-// The gate matrix of the engine issue, exhaustively, with the real fake
+// Every combination of gate outcomes, exhaustively, with the real fake
 // adapter program as the authority. The expected outcome is computed by an
 // oracle written from the documented gate rules (the guards of
 // spec/lifecycle.dot, the codes of spec/errors.md), independently of the

@@ -7,8 +7,8 @@ import (
 	"github.com/hai-relay/relay/model"
 )
 
-// The code-loading variables the brief names are on the list, by exact
-// name or family; the variables agents legitimately need are not.
+// The well-known code-loading variables are on the list, by exact name or
+// family; the variables agents legitimately need are not.
 func TestCodeLoadingVar(t *testing.T) {
 	t.Parallel()
 	for _, n := range []string{"NODE_OPTIONS", "LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT", "DYLD_INSERT_LIBRARIES",

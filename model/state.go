@@ -3,7 +3,7 @@ package model
 // State is a task's lifecycle state. Names follow A2A where A2A has one.
 type State string
 
-// The task states of the lifecycle (the lifecycle contract (spec/lifecycle.dot)).
+// The task states of the lifecycle (spec/lifecycle.dot draws it).
 const (
 	// StateSubmitted: the envelope is persisted and audited; gates not yet passed.
 	StateSubmitted State = "submitted"

@@ -7,7 +7,8 @@ const AuthorityProtocolVersion = 1
 const AuthorityMaxResponse = 64 << 10
 
 // AuthorityRequest is the one JSON object the relay writes, followed by a
-// newline, to the authority adapter's stdin (the authority contract (spec/authority.go)).
+// newline, to the authority adapter's stdin (docs/authority.md describes
+// the whole exchange).
 type AuthorityRequest struct {
 	Version     int    `json:"version"`
 	RequestID   string `json:"request_id"`

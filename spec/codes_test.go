@@ -221,7 +221,7 @@ func TestCatalogueMatchesContract(t *testing.T) {
 	for c, want := range contractTaskStates {
 		ci, ok := spec.Lookup(c)
 		if ok && ci.State != want {
-			t.Errorf("code %s leads to %s, the lifecycle contract (spec/lifecycle.dot) says %s", c, ci.State, want)
+			t.Errorf("code %s leads to %s, the documented lifecycle (spec/lifecycle.dot, spec/errors.md) says %s", c, ci.State, want)
 		}
 	}
 }

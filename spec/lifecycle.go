@@ -12,8 +12,9 @@ type Edge struct {
 	Gates []model.Gate
 }
 
-// Lifecycle is the task lifecycle of the lifecycle contract (spec/lifecycle.dot). The machine package builds
-// its state machine from this table and nothing else.
+// Lifecycle is the task lifecycle as a table (spec/lifecycle.dot draws it).
+// The machine package builds its state machine from this table and nothing
+// else.
 func Lifecycle() []Edge {
 	return []Edge{
 		{model.StateSubmitted, model.TriggerAuthorize, model.StateAuthorized, model.AllGates()},

@@ -24,8 +24,8 @@ var contractEdges = [][2]model.State{
 	{model.StateWorking, model.StateCanceled},
 }
 
-// contractGates are the guards of the authorize transition in the
-// lifecycle contract (spec/lifecycle.dot), in order.
+// contractGates are the guards of the authorize transition, in order, as
+// spec/lifecycle.dot draws them.
 var contractGates = []model.Gate{"missionLease", "delegation", "acpDenial", "authority", "guardedClaude"}
 
 func TestLifecycleStates(t *testing.T) {
@@ -81,7 +81,7 @@ func TestLifecycleCancel(t *testing.T) {
 func TestLifecycleGates(t *testing.T) {
 	t.Parallel()
 	if !slices.Equal(model.AllGates(), contractGates) {
-		t.Errorf("model.AllGates() = %v, want the order of the lifecycle contract (spec/lifecycle.dot) %v", model.AllGates(), contractGates)
+		t.Errorf("model.AllGates() = %v, want the order of spec/lifecycle.dot %v", model.AllGates(), contractGates)
 	}
 	guarded := 0
 	for _, e := range spec.Lifecycle() {
@@ -155,12 +155,12 @@ func TestLifecycleMatchesContract(t *testing.T) {
 	}
 	for _, want := range contractEdges {
 		if !slices.Contains(got, want) {
-			t.Errorf("the lifecycle contract (spec/lifecycle.dot) edge %s → %s is missing", want[0], want[1])
+			t.Errorf("the edge %s → %s of spec/lifecycle.dot is missing", want[0], want[1])
 		}
 	}
 	for _, g := range got {
 		if !slices.Contains(contractEdges, g) {
-			t.Errorf("edge %s → %s is not in the lifecycle contract (spec/lifecycle.dot)", g[0], g[1])
+			t.Errorf("edge %s → %s is not in spec/lifecycle.dot", g[0], g[1])
 		}
 	}
 }

@@ -78,7 +78,7 @@ func TestDependencyRule(t *testing.T) {
 		seen[from] = true
 		rule, ok := allowed[from]
 		if !ok {
-			t.Errorf("package %s is under %q, which is not a top-level package of the design card", pkg, from)
+			t.Errorf("package %s is under %q, which is not one of the top-level packages the dependency rule lists (allowed; the README's Layout)", pkg, from)
 			continue
 		}
 		for _, imp := range imports {

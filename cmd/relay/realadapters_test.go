@@ -113,10 +113,9 @@ probe_timeout = "60s"
 	// claude: initialize and session/new succeed (it offers the plan mode,
 	// which the relay selects); the prompt runs the bundled Claude Code,
 	// which has no login, and the adapter answers session/prompt with
-	// auth_required ("Please run /login" from the CLI). The issue
-	// expected "the prompt cannot reach a model": that is the truth, and
-	// the adapter reports it as auth_required, so the probe says
-	// "auth required: at prompt".
+	// auth_required ("Please run /login" from the CLI). The truth is
+	// that the prompt cannot reach a model, and the adapter reports it as
+	// auth_required, so the probe says "auth required: at prompt".
 	for _, p := range []struct{ agent, reason, login, log string }{
 		{"codex", "auth required: at session/new", "`codex login`", ""},
 		{"claude", "auth required: at prompt", "`claude /login`", "hardening profile claude-agent-acp"},

@@ -11,17 +11,17 @@ import (
 
 // Bounded answers.
 
-// TestReliabilityInboxPagesFitTheWire is the issue's case, scaled down:
-// messages whose bodies are limits.message_bytes of '<' (each escaped to 6
-// bytes by Go's JSON encoder, about 1.5 MB a message) and one more, read
-// through the real facade with check_inbox's defaults. Every answer comes
-// back, within model.AnswerBytes; each message is delivered exactly once,
-// and unread counts down to 0. The issue had 45 such messages, 70 MB in
-// one answer, over the client's 64 MiB read bound: the answer never came
-// back, and all 46 messages were marked read anyway. Six are enough, at a
-// seventh of the cost: without the fix their first answer is 9 MB, four
-// times the bound, and this test fails; with it, the pages are cut the
-// same way from the second message on.
+// TestReliabilityInboxPagesFitTheWire is a lost-answer case seen in use,
+// scaled down: messages whose bodies are limits.message_bytes of '<' (each
+// escaped to 6 bytes by Go's JSON encoder, about 1.5 MB a message) and one
+// more, read through the real facade with check_inbox's defaults. Every
+// answer comes back, within model.AnswerBytes; each message is delivered
+// exactly once, and unread counts down to 0. The case seen had 45 such
+// messages, 70 MB in one answer, over the client's 64 MiB read bound: the
+// answer never came back, and all 46 messages were marked read anyway. Six
+// are enough, at a seventh of the cost: without the fix their first answer
+// is 9 MB, four times the bound, and this test fails; with it, the pages
+// are cut the same way from the second message on.
 func TestReliabilityInboxPagesFitTheWire(t *testing.T) {
 	t.Parallel()
 	const (
@@ -73,7 +73,7 @@ func TestReliabilityInboxPagesFitTheWire(t *testing.T) {
 			t.Fatalf("still not done after %d check_inbox calls: %d of %d delivered", calls-1, len(got), total)
 		}
 		// check_inbox with its defaults (unread_only true, limit 50). No
-		// answer here is the lost answer the issue saw.
+		// answer here is the lost answer described above.
 		text := reader.call(t, "check_inbox", map[string]any{})
 		if n := len(text); n > model.AnswerBytes {
 			t.Errorf("call %d: the answer is %d bytes, over the bound %d", calls, n, model.AnswerBytes)

@@ -43,7 +43,7 @@ import (
 // nothing else.
 //
 // CI runs 3 cycles of each (6 in all, about 30 s under -race on two
-// cores); RELAY_LONG=1 runs the 20 of each.
+// cores); RELAY_LONG=1 runs 20 of each.
 func TestReliabilityCrashCycles(t *testing.T) {
 	t.Parallel()
 	crashCycles(t, sized(6, 40))

@@ -27,7 +27,8 @@ import (
 // and readings of a process's resources from /proc.
 
 // relayLong reports whether the long reliability runs are asked for
-// (RELAY_LONG=1): the full sizes instead of CI-sized ones.
+// (RELAY_LONG=1): the full sizes the reliability work was measured at,
+// instead of CI-sized ones.
 func relayLong() bool { return os.Getenv("RELAY_LONG") == "1" }
 
 // sized returns long under RELAY_LONG=1, else short.

@@ -124,8 +124,8 @@ func peakRSS(t *testing.T, pid int) int {
 // messages of 32 KiB (94 MiB of bodies, about 5 s): the daemon's peak RSS
 // stays under 100 MB, and grows by at most half the backlog, which a
 // daemon that held the backlog could not stay under (measured: about 25
-// MB idle, 60 MB at the peak). RELAY_LONG=1 stores the 100,000
-// short messages, held to the 100 MB.
+// MB idle, 60 MB at the peak). RELAY_LONG=1 stores 100,000 short
+// messages, held to the 100 MB.
 func TestReliabilityBacklogRSS(t *testing.T) {
 	t.Parallel()
 	n, body := sized(3000, 100_000), strings.Repeat("backlog ", sized(4096, 16))
@@ -220,7 +220,7 @@ func childPIDs(t *testing.T, pid int) []int {
 // threads it needed once), and no agent process, zombie or not. CI runs
 // 160 dispatches, ten times the warm-up (about 12 s under -race on two
 // cores: a descriptor or thread kept per dispatch, or per batch, shows
-// as it would over more); RELAY_LONG=1 runs the 1,000.
+// as it would over more); RELAY_LONG=1 runs 1,000.
 func TestReliabilityDispatchResources(t *testing.T) {
 	t.Parallel()
 	total := sized(160, 1000)

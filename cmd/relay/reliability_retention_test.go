@@ -55,7 +55,7 @@ func messagesTo(t *testing.T, home, agent string) (n, bytes int64) {
 // rest are refused with recipient_inbox_full and a hint, nothing refused
 // is stored, and the database stays near the quota's size. A message to
 // another recipient still goes through. Once codex reads and acknowledges
-// some, as many more fit again. RELAY_LONG=1 runs the issue's own size
+// some, as many more fit again. RELAY_LONG=1 runs the full size
 // with the default quota (400 messages against 64 MiB: 256 stored); CI a
 // 1 MiB quota (6 messages: 4 stored), since a message of 256 KiB takes
 // about a second through a facade built with the race detector.

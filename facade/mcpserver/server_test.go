@@ -293,7 +293,8 @@ func mcpMustToolError(tb testing.TB, res *mcp.CallToolResult, code model.Code) m
 	return obj
 }
 
-// mcpWant is the shape the interface contract (README.md) fixes for one tool.
+// mcpWant is the shape of one tool that agents rely on, written out here
+// independently of mcpTools.
 type mcpWant struct {
 	args                              []string
 	required                          []string

@@ -96,7 +96,8 @@ func artifactsParam() mcpParam {
 		desc: fmt.Sprintf("References to content (at most %d), each {uri (required), media_type, name}; the relay passes the references on and never uploads the content.", model.MaxArtifacts)}
 }
 
-// mcpTools returns the eight tools of the facade, as the interface contract (README.md) names them.
+// mcpTools returns the eight tools of the facade, with the names and
+// arguments agents rely on (the README lists the names).
 func mcpTools(o Options) []mcpTool {
 	me := o.Agent
 	tools := []mcpTool{

@@ -26,9 +26,9 @@ import (
 	"github.com/hai-relay/relay/spec"
 )
 
-// Config is the relay's configuration: config.toml in the relay home
-// (the interface contract (README.md)), merged over DefaultConfig. ParseConfig and LoadConfig only
-// return a Config that passes Validate.
+// Config is the relay's configuration: config.toml in the relay home (its
+// keys: docs/config.md), merged over DefaultConfig. ParseConfig and
+// LoadConfig only return a Config that passes Validate.
 type Config struct {
 	// Authority is the [authority] table.
 	Authority AuthorityConfig `toml:"authority"`
@@ -110,7 +110,7 @@ func (d DaemonConfig) Environ() (set []string, take []string) {
 }
 
 // AuthorityConfig is the [authority] table: the external authority adapter
-// (the authority contract (spec/authority.go)).
+// (its wire types are in spec/authority.go).
 type AuthorityConfig struct {
 	// Command is the adapter's argv, run without a shell (key command). Nil
 	// means no adapter is configured, and every task is then blocked with
@@ -254,9 +254,9 @@ type StorageConfig struct {
 	// but the newest rows are gone. Worst case, a task's authorized or
 	// working state is lost after its agent was started; recovery then
 	// sees the task as submitted and may authorize and dispatch it again,
-	// which breaks the at-most-once promise of the lifecycle contract (spec/lifecycle.dot). FULL fsyncs every
-	// commit and closes that window, at the cost of slower writes; it is
-	// the default for that reason.
+	// which breaks the lifecycle's at-most-once promise (a task is
+	// dispatched once). FULL fsyncs every commit and closes that window,
+	// at the cost of slower writes; it is the default for that reason.
 	Synchronous string `toml:"synchronous"`
 	// MinFreeBytes is the free space kept for acknowledgements, inbox
 	// reads, transitions and pruning (key min_free_bytes, default

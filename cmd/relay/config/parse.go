@@ -45,7 +45,8 @@ func ParseConfig(data []byte, name string) (Config, error) {
 	if err != nil {
 		// Unreachable when check and the library agree on what decodes.
 		return Config{}, &model.Error{Code: model.CodeInvalidConfig, Message: fmt.Sprintf("%s: %v", name, err),
-			Hint: "check the file against the format in the interface contract (README.md)"}
+			Hint: "give the key the message names a value of the type it takes (docs/config.md lists each key); " +
+				"the relay's own check let this one through, a relay defect worth reporting with the file"}
 	}
 	// A custom agent has no default command; the first in the file without
 	// one is reported at the first key that names it.
