@@ -6,11 +6,8 @@
 package config
 
 import (
-	"errors"
 	"fmt"
-	"io/fs"
 	"maps"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -27,8 +24,8 @@ import (
 )
 
 // Config is the relay's configuration: config.toml in the relay home (its
-// keys: docs/config.md), merged over DefaultConfig. ParseConfig and
-// LoadConfig only return a Config that passes Validate.
+// keys: docs/config.md), merged over DefaultConfig. ParseConfig only
+// returns a Config that passes Validate.
 type Config struct {
 	// Authority is the [authority] table.
 	Authority AuthorityConfig `toml:"authority"`
@@ -519,33 +516,6 @@ func nonNegative(d time.Duration) error {
 		return fmt.Errorf("want a duration of 0 or more, got %s", d)
 	}
 	return nil
-}
-
-// LoadConfig reads the config file at path and merges it over
-// DefaultConfig, as ParseConfig does. A missing file is not an error: it
-// yields DefaultConfig. Any other read error, and any malformed content, is
-// an *model.Error with model.CodeInvalidConfig.
-func LoadConfig(path string) (Config, error) {
-	if path == "" {
-		return Config{}, &model.Error{Code: model.CodeInvalidConfig,
-			Message: "no config file path given", Hint: "pass the path of config.toml in the relay home"}
-	}
-	data, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return DefaultConfig(), nil
-	}
-	if err != nil {
-		reason := err.Error()
-		var pe *fs.PathError
-		if errors.As(err, &pe) {
-			reason = pe.Err.Error()
-		}
-		return Config{}, &model.Error{Code: model.CodeInvalidConfig,
-			Message: fmt.Sprintf("%s: cannot read the config file: %s", path, reason),
-			Hint:    "make it a readable file, or remove it to run with the defaults",
-			Err:     err}
-	}
-	return ParseConfig(data, path)
 }
 
 const agentNameHint = "agent names are 1–64 characters of [a-z0-9_-] starting with a letter or digit, and \"relay\" is reserved"
