@@ -8,7 +8,8 @@ import (
 )
 
 // Bounds on every field a request may carry. Each is checked before
-// anything is stored; spec.RequestBounds lists them for spec/errors.md.
+// anything is stored; spec's RequestBounds (a test file) lists them for
+// spec/errors.md.
 // Message bodies and prompts are bounded by limits.message_bytes (config),
 // listings by limit 1..MaxPageSize, and a socket request body by 4 MiB.
 const (

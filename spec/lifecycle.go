@@ -32,14 +32,3 @@ func Lifecycle() []Edge {
 
 // InitialState is the state every task is created in.
 const InitialState = model.StateSubmitted
-
-// Next returns the destination of trigger from state, if the lifecycle has
-// that edge.
-func Next(from model.State, trigger model.Trigger) (model.State, bool) {
-	for _, e := range Lifecycle() {
-		if e.From == from && e.Trigger == trigger {
-			return e.To, true
-		}
-	}
-	return "", false
-}

@@ -19,7 +19,10 @@ type FieldBound struct {
 }
 
 // RequestBounds lists the bound of every field a request may carry, from
-// model's Max… constants. Each is checked before anything is stored.
+// model's Max… constants. Each is checked before anything is stored (by
+// model/bounds.go's checks); this list is their documentation,
+// spec/errors.md's table, which RenderErrorsMarkdown (a test file too)
+// writes, so it lives with the tests.
 func RequestBounds() []FieldBound {
 	bytes := func(n int) string { return fmt.Sprintf("at most %d bytes", n) }
 	taskID := fmt.Sprintf("`%s-` and %d characters of Crockford base32 (an id the relay made)", model.TaskIDPrefix, model.RelayIDDigits)
