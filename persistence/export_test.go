@@ -19,3 +19,20 @@ func CountRows(t testing.TB, db *DB, table, where string, args ...any) int {
 	t.Helper()
 	return count(t, db, table, where, args...)
 }
+
+// Migrations returns the embedded migrations in version order (the DB
+// opens with embeddedMigrations). It panics if the embedded set is
+// malformed, which a test rules out.
+func Migrations() []Migration {
+	migs, err := embeddedMigrations()
+	if err != nil {
+		panic(err)
+	}
+	return migs
+}
+
+// LatestVersion is the highest embedded migration version.
+func LatestVersion() int {
+	migs := Migrations()
+	return migs[len(migs)-1].Version
+}

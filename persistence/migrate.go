@@ -46,22 +46,6 @@ func embeddedMigrations() ([]Migration, error) {
 	return append([]Migration(nil), migs...), nil
 }
 
-// Migrations returns the embedded migrations in version order. It panics if
-// the embedded set is malformed, which a test rules out.
-func Migrations() []Migration {
-	migs, err := embeddedMigrations()
-	if err != nil {
-		panic(err)
-	}
-	return migs
-}
-
-// LatestVersion is the highest embedded migration version.
-func LatestVersion() int {
-	migs := Migrations()
-	return migs[len(migs)-1].Version
-}
-
 // parseMigrations reads dir in fsys: every entry must be NNNN_name.sql and
 // the versions must be 1..n.
 func parseMigrations(fsys fs.FS, dir string) ([]Migration, error) {

@@ -41,12 +41,6 @@ const (
 	DefaultAuditRetention = 365 * 24 * time.Hour
 )
 
-// DefaultRetention is the retention policy with no config.
-func DefaultRetention() model.RetentionPolicy {
-	return model.RetentionPolicy{AckedMessages: DefaultAckedMessagesRetention, TerminalTasks: DefaultTerminalTasksRetention,
-		Audit: DefaultAuditRetention}
-}
-
 // Batch bounds: each batch is one write transaction, so that a pass
 // never holds the writer long, and the writer serves other requests
 // between two batches. A batch ends at its row bound or once it holds
