@@ -80,36 +80,6 @@ func WithStart(start func(*exec.Cmd) error) AuthorityOption {
 // WithDir runs the adapter in dir instead of the relay's working directory.
 func WithDir(dir string) AuthorityOption { return func(a *adapter) { a.dir = dir } }
 
-// WithGrace sets how long output is still read after the adapter exits or
-// its group is killed (DefaultAuthorityGrace). A grandchild holding stdout
-// open delays a consultation by at most this much, twice.
-func WithGrace(d time.Duration) AuthorityOption {
-	return func(a *adapter) {
-		if d >= 0 {
-			a.grace = d
-		}
-	}
-}
-
-// WithStderrExcerpt sets how many bytes of stderr are kept
-// (DefaultStderrExcerpt); the rest is read and discarded.
-func WithStderrExcerpt(n int) AuthorityOption {
-	return func(a *adapter) {
-		if n > 0 {
-			a.stderrMax = n
-		}
-	}
-}
-
-// WithClock sets the clock that stamps requests without a time.
-func WithClock(now func() time.Time) AuthorityOption {
-	return func(a *adapter) {
-		if now != nil {
-			a.now = now
-		}
-	}
-}
-
 // NewAuthority returns the client of the authority adapter run by argv
 // (argv[0] is the program, found on PATH when it has no slash; no shell is
 // involved). It returns a nil model.Authority when argv is empty or
