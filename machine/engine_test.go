@@ -550,7 +550,7 @@ func TestNotifySubmitterAtEveryEnd(t *testing.T) {
 	got := notices(t, blocked, "codex")
 	if task.State != model.StateBlocked || len(got) != 1 ||
 		got[0].Body != "task "+task.ID+" blocked (authority_not_configured)\nthe relay's message, quoted:\n> "+task.Message ||
-		got[0].Notice == nil || *got[0].Notice != model.NoticeOf(task) {
+		got[0].Notice == nil || *got[0].Notice != (model.Notice{TaskID: task.ID, State: task.State, Code: task.Code, Message: task.Message, Result: task.Result}) {
 		t.Errorf("blocked task %+v, notices %+v", task, got)
 	}
 }

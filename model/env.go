@@ -61,16 +61,6 @@ func CodeLoadingVar(name string) bool {
 	return false
 }
 
-// CodeLoadingVars lists the code-loading variables, for documentation and
-// messages: each exact name, then each prefix family as "PREFIX*".
-func CodeLoadingVars() []string {
-	out := slices.Clone(codeLoadingNames)
-	for _, p := range codeLoadingPrefixes {
-		out = append(out, p+"*")
-	}
-	return out
-}
-
 // WithoutCodeLoading returns env ("NAME=value" entries) without its
 // code-loading variables, and the names it removed (in env's order, each
 // once). env itself is not changed.

@@ -32,7 +32,7 @@ const (
 )
 
 // EndNotice is the body of the relay's message to a task's submitter when
-// the task ends (see NoticeOf):
+// the task ends (ParseNotice reads it back as a Notice):
 //
 //	task T-01… failed (agent_crashed)
 //	the relay's message, quoted:
@@ -65,11 +65,6 @@ func EndNotice(t Task) string {
 		writeQuoted(&b, t.Result)
 	}
 	return strings.TrimSuffix(b.String(), "\n")
-}
-
-// NoticeOf is the structured notice of a task as it ends.
-func NoticeOf(t Task) Notice {
-	return Notice{TaskID: t.ID, State: t.State, Code: t.Code, Message: t.Message, Result: t.Result}
 }
 
 // writeQuoted writes s as a quoted section: "> " at its start and after
