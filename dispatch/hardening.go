@@ -67,9 +67,9 @@ type Profile struct {
 	Verify *VerifySpec
 }
 
-// covers reports whether the profile is for the adapter that calls itself
+// Covers reports whether the profile is for the adapter that calls itself
 // name (a package name or an agentInfo name) at version.
-func (p *Profile) covers(name, version string) bool {
+func (p *Profile) Covers(name, version string) bool {
 	if p.AnyName {
 		_, refused := refusedAdapters[name]
 		return !refused && p.Versions.Contains(version)
@@ -320,12 +320,6 @@ var profiles = map[string][]*Profile{
 // agent without a verified profile).
 func ProfilesFor(agent string) []*Profile { return slices.Clone(profiles[agent]) }
 
-// ProfileFor returns the agent's profile that covers the adapter calling
-// itself pkg at version, or nil.
-func ProfileFor(agent, pkg, version string) *Profile {
-	return choose(agent, profiles[agent], pkg, version).profile
-}
-
 // choice is which of an agent's profiles applies to an adapter.
 type choice struct {
 	profile *Profile // nil: none applies
@@ -343,7 +337,7 @@ func choose(agent string, ps []*Profile, name, version string) choice {
 		return choice{}
 	}
 	for _, p := range ps {
-		if p.covers(name, version) {
+		if p.Covers(name, version) {
 			return choice{profile: p}
 		}
 	}

@@ -112,8 +112,8 @@ func TestCursorProfileCovers(t *testing.T) {
 		{"cursor-agent-acp", "2026.10.22", false},
 		{"@blowmage/cursor-agent-acp", "2026.10.22", false},
 	} {
-		if got := cursorProfile.covers(c.name, c.version); got != c.want {
-			t.Errorf("covers(%q, %q) = %v, want %v", c.name, c.version, got, c.want)
+		if got := cursorProfile.Covers(c.name, c.version); got != c.want {
+			t.Errorf("Covers(%q, %q) = %v, want %v", c.name, c.version, got, c.want)
 		}
 	}
 	msg := choose("cursor", profiles["cursor"], "@blowmage/cursor-agent-acp", "0.7.1").refused

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/hai-relay/relay/dispatch"
+	"github.com/hai-relay/relay/dispatch/dispatchtest"
 	"github.com/hai-relay/relay/dispatch/modelserver"
 	"github.com/hai-relay/relay/dispatch/verify"
 	"github.com/hai-relay/relay/gates/gatestest"
@@ -149,7 +150,7 @@ func (a *realAgent) command(bin string) []string {
 
 // profile is the hardening profile of the agent's pinned adapter.
 func (a *realAgent) profile() *dispatch.Profile {
-	p := dispatch.ProfileFor(a.name, a.pkg, a.version)
+	p := dispatchtest.ProfileFor(a.name, a.pkg, a.version)
 	if p == nil {
 		panic("no profile covers " + a.pkg + " " + a.version)
 	}
@@ -716,7 +717,7 @@ func TestRealAgentsHoldDenyAll(t *testing.T) {
 			for _, r := range runs {
 				show := rd.wait(t, r.id, 4*time.Minute)
 				if (show.Code == model.CodeAgentCrashed || show.Code == model.CodeDispatchFailed) &&
-					len(callsFor(srv, r.tag)) == 0 && len(r.paths.Violations()) == 0 {
+					len(callsFor(srv, r.tag)) == 0 && len(dispatchtest.Violations(r.paths)) == 0 {
 					// The agent died before it reached the model (seen once
 					// with opencode on a loaded machine; Codex 0.166's App
 					// Server can lose a race for its state database on a
@@ -730,7 +731,7 @@ func TestRealAgentsHoldDenyAll(t *testing.T) {
 				what := fmt.Sprintf("%s %s %s (task %s)", c.sc, r.agent.name, r.mode, r.id)
 				t.Logf("%s: %s/%s, %d denied, mode %q: %s | result: %s", what, show.State, show.Code,
 					show.DeniedPermissions, show.SessionMode, show.Message, clipText(show.Result, 1200))
-				if v := r.paths.Violations(); len(v) > 0 {
+				if v := dispatchtest.Violations(r.paths); len(v) > 0 {
 					t.Errorf("%s: the agent acted on the host: %s", what, strings.Join(v, "; "))
 				}
 				if show.State != r.want || show.Code != r.wantCode {
@@ -879,7 +880,7 @@ func TestRealAgentsEndToEnd(t *testing.T) {
 			t.Errorf("relay tasks show (exit %d) lacks %q:\n%s", code, want, out)
 		}
 	}
-	if v := denied.Violations(); len(v) > 0 {
+	if v := dispatchtest.Violations(denied); len(v) > 0 {
 		t.Errorf("the denied write happened: %v", v)
 	}
 
@@ -979,7 +980,7 @@ func TestRealAgentsEndToEnd(t *testing.T) {
 			t.Errorf("%s with a rule or plugin present: %s/%s (%s), want completed under masks; log:\n%s", c.agent, show.State, show.Code, show.Message,
 				logTail(filepath.Join(rd.home, "logs", "tasks", c.id+".log"), 2000))
 		}
-		if v := c.p.Violations(); len(v) > 0 {
+		if v := dispatchtest.Violations(c.p); len(v) > 0 {
 			t.Errorf("%s acted: %v", c.agent, v)
 		}
 	}

@@ -19,6 +19,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/hai-relay/relay/dispatch/dispatchtest"
 	"github.com/hai-relay/relay/dispatch/modelserver"
 	"github.com/hai-relay/relay/dispatch/verify"
 	"github.com/hai-relay/relay/model"
@@ -266,7 +267,7 @@ func TestRealClaudeCodeMCPTasks(t *testing.T) {
 		if !strings.Contains(note, p.Token) || !strings.Contains(note, `"state":"completed"`) || !strings.Contains(note, `"target":"codex"`) {
 			t.Errorf("the notification turn does not carry Codex's completed answer and the file's token %s:\n%s", p.Token, note)
 		}
-		if v := p.Violations(); len(v) > 0 {
+		if v := dispatchtest.Violations(p); len(v) > 0 {
 			t.Errorf("the read_only task changed the disk: %v", v)
 		}
 		// The audit log: the handle was given before the task ended, and

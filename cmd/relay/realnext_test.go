@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hai-relay/relay/dispatch/dispatchtest"
 	"github.com/hai-relay/relay/dispatch/verify"
 	"github.com/hai-relay/relay/model"
 )
@@ -57,7 +58,7 @@ func TestRealAgentsNextGeneration(t *testing.T) {
 			t.Errorf("%s: %s/%s (%s), result %q; want completed with the model's answer and the file's token",
 				what, show.State, show.Code, show.Message, show.Result)
 		}
-		if v := p.Violations(); len(v) > 0 {
+		if v := dispatchtest.Violations(p); len(v) > 0 {
 			t.Errorf("%s: the disk changed: %v", what, v)
 		}
 	}
@@ -114,7 +115,7 @@ func TestRealAgentsNextGeneration(t *testing.T) {
 		id := rd.submit(t, "codex", model.ModeReadOnly, scriptedPrompt(tag, script), p.Cwd)
 		show := rd.wait(t, id, 4*time.Minute)
 		t.Logf("code mode: %s/%s (%s), %d denied, result %q", show.State, show.Code, show.Message, show.DeniedPermissions, clipText(show.Result, 800))
-		if v := p.Violations(); len(v) > 0 {
+		if v := dispatchtest.Violations(p); len(v) > 0 {
 			t.Errorf("codex in code mode acted on the host: %v", v)
 		}
 		for _, f := range []string{escalated, childFile} {

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hai-relay/relay/dispatch/dispatchtest"
 	"github.com/hai-relay/relay/dispatch/verify"
 	"github.com/hai-relay/relay/model"
 )
@@ -221,8 +222,8 @@ func TestRealAgentsVerify(t *testing.T) {
 		}
 		oid := rd.submit(t, "opencode", model.ModeReadOnly, scriptedPrompt(tag, strings.Join(steps, "\n")), op.Cwd)
 		oshow := rd.wait(t, oid, 4*time.Minute)
-		t.Logf("opencode without its profile: %s/%s (%s); on disk: %v", oshow.State, oshow.Code, oshow.Message, op.Violations())
-		if v := op.Violations(); len(v) > 0 {
+		t.Logf("opencode without its profile: %s/%s (%s); on disk: %v", oshow.State, oshow.Code, oshow.Message, dispatchtest.Violations(op))
+		if v := dispatchtest.Violations(op); len(v) > 0 {
 			t.Errorf("opencode without its profile acted: %v; the sandbox should hold", v)
 		}
 		if offered := toolsFor(srv, tag); !isSubset(tools, offered) {

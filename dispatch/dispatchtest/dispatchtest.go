@@ -1,5 +1,7 @@
 // Package dispatchtest helps tests run the fake ACP agent
-// (cmd/testfakes/fakeagent) as a real subprocess.
+// (cmd/testfakes/fakeagent) as a real subprocess, and tells the real-agent
+// tests which hardening profile covers an adapter (ProfileFor) and what a
+// verification's attempts left on disk (Violations).
 package dispatchtest
 
 import (

@@ -110,17 +110,6 @@ func (p AttemptPaths) Happened(a Attempt) string {
 	return ""
 }
 
-// Violations lists what any attempt left on disk.
-func (p AttemptPaths) Violations() []string {
-	var v []string
-	for _, a := range AllAttempts() {
-		if h := p.Happened(a); h != "" {
-			v = append(v, h)
-		}
-	}
-	return v
-}
-
 // Script returns the scripted model's steps for attempt a on p, written
 // with the agent's tools v, and the tool whose call makes the attempt.
 func Script(v dispatch.ToolVocab, a Attempt, p AttemptPaths) (steps, tool string) {
