@@ -78,7 +78,7 @@ func requireRealAgents(t *testing.T) string {
 // startScripted starts the scripted model server for a test.
 func startScripted(t *testing.T) *modelserver.Server {
 	t.Helper()
-	srv, err := modelserver.Start()
+	srv, err := modelserver.StartWith(modelserver.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

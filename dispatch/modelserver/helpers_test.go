@@ -15,7 +15,7 @@ import (
 // start starts a scripted server, closed when the test ends.
 func start(t *testing.T) *Server {
 	t.Helper()
-	s, err := Start()
+	s, err := StartWith(Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

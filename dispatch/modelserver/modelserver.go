@@ -222,10 +222,6 @@ const (
 	MaxRecordedText = 64 << 10
 )
 
-// Start listens on 127.0.0.1 on a free port and serves every API to any
-// caller.
-func Start() (*Server, error) { return StartWith(Options{}) }
-
 // StartWith listens on 127.0.0.1 on a free port and serves every API
 // within o.
 func StartWith(o Options) (*Server, error) {
@@ -281,14 +277,6 @@ func (s *Server) keyed(r *http.Request) bool {
 	return false
 }
 
-// Refused returns how many requests were refused for a missing or wrong
-// key.
-func (s *Server) Refused() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.refused
-}
-
 // URL is the server's base URL, http://127.0.0.1:PORT, without a path.
 func (s *Server) URL() string { return "http://" + s.ln.Addr().String() }
 
@@ -300,13 +288,6 @@ func (s *Server) Requests() []Request {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return append([]Request(nil), s.reqs...)
-}
-
-// Errors returns the requests the server could not understand.
-func (s *Server) Errors() []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]string(nil), s.errs...)
 }
 
 // answer decides and records a turn, within MaxRecorded.
