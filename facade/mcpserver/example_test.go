@@ -3,24 +3,35 @@ package mcpserver
 import (
 	"context"
 	"fmt"
+	"io"
 
 	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 )
 
-// ExampleNew serves the facade to an in-process MCP client. The
+// ExampleServe serves the facade over stdio (here a pair of pipes, as
+// `relay mcp` serves its own stdin and stdout) to an MCP client. The
 // identity is fixed at launch, so a sender argument is refused as a tool
 // error, not silently dropped.
-func ExampleNew() {
-	s, err := New(mcpNewFake(), Options{Agent: "claude", Cwd: "/srv/repo"})
-	if err != nil {
+func ExampleServe() {
+	fromFacade, stdout := io.Pipe()
+	stdin, toFacade := io.Pipe()
+	served := make(chan error, 1)
+	go func() {
+		served <- Serve(context.Background(), mcpNewFake(), Options{Agent: "claude", Cwd: "/srv/repo"}, stdin, stdout)
+		stdout.Close()
+	}()
+	c := client.NewClient(transport.NewIO(fromFacade, toFacade, io.NopCloser(nil)))
+	defer func() {
+		c.Close() // closes the facade's stdin: Serve answers what it read, then returns
+		<-served
+	}()
+	ctx := context.Background()
+	if err := c.Start(ctx); err != nil {
 		fmt.Println(err)
 		return
 	}
-	c, _ := client.NewInProcessClient(s)
-	defer c.Close()
-	ctx := context.Background()
-	_ = c.Start(ctx)
 	var ir mcp.InitializeRequest
 	ir.Params.ProtocolVersion = mcp.LATEST_LEGACY_PROTOCOL_VERSION
 	ir.Params.ClientInfo = mcp.Implementation{Name: "example", Version: "0"}

@@ -46,8 +46,9 @@ type Options struct {
 // serverName is the serverInfo name the facade reports.
 const serverName = "hai-relay"
 
-// New builds the MCP server of the facade: the eight relay tools,
-// each calling svc as o.Agent.
+// newMCP builds the MCP server of the facade: the eight relay tools,
+// each calling svc as o.Agent; Serve puts it on stdio, behind the MCP
+// tasks layer.
 //
 // Every tool validates its raw arguments itself (mcp-go does not enforce a
 // schema's additionalProperties, types or bounds): an unknown argument, a
@@ -62,14 +63,9 @@ const serverName = "hai-relay"
 // that first attempt failed), before its first tool call. A tool call is
 // never served on a connection whose audit failed: the call fails with the
 // audit's error instead (fail closed).
-func New(svc model.AgentService, o Options) (*server.MCPServer, error) {
-	s, _, err := newMCP(svc, o)
-	return s, err
-}
-
 func newMCP(svc model.AgentService, o Options) (*server.MCPServer, *mcpFacade, error) {
 	if svc == nil {
-		return nil, nil, errors.New("mcpserver: New: nil service")
+		return nil, nil, errors.New("mcpserver: nil service")
 	}
 	o, err := o.withDefaults()
 	if err != nil {

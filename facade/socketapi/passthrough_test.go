@@ -3,11 +3,13 @@ package socketapi
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"reflect"
 	"testing"
 	"time"
 
 	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/hai-relay/relay/facade/mcpserver"
@@ -23,18 +25,36 @@ var (
 	} = (*Client)(nil)
 )
 
-// passMCPClient starts an in-process MCP client on an MCP server over svc,
-// as claude, initialized.
+// serveMCP serves the MCP facade over svc, as claude, with mcpserver.Serve
+// on a pair of pipes, as `relay mcp` serves its stdin and stdout; it
+// returns the client's ends. When the test ends the facade's stdin is
+// closed and Serve returns.
+func serveMCP(tb testing.TB, svc model.AgentService) (fromFacade io.ReadCloser, toFacade io.WriteCloser) {
+	tb.Helper()
+	fromFacade, stdout := io.Pipe()
+	stdin, toFacade := io.Pipe()
+	served := make(chan error, 1)
+	go func() {
+		served <- mcpserver.Serve(context.Background(), svc,
+			mcpserver.Options{Agent: "claude", Cwd: "/home/u/project", Version: "test", PID: 4242}, stdin, stdout)
+		stdout.Close()
+	}()
+	tb.Cleanup(func() {
+		toFacade.Close()   // the end of its stdin
+		fromFacade.Close() // and a client that no longer reads
+		if err := <-served; err != nil {
+			tb.Errorf("mcpserver.Serve: %v", err)
+		}
+	})
+	return fromFacade, toFacade
+}
+
+// passMCPClient starts an MCP client of the facade over svc (serveMCP),
+// initialized.
 func passMCPClient(tb testing.TB, svc model.AgentService) *client.Client {
 	tb.Helper()
-	s, err := mcpserver.New(svc, mcpserver.Options{Agent: "claude", Cwd: "/home/u/project", Version: "test", PID: 4242})
-	if err != nil {
-		tb.Fatalf("mcpserver.New: %v", err)
-	}
-	c, err := client.NewInProcessClient(s)
-	if err != nil {
-		tb.Fatalf("NewInProcessClient: %v", err)
-	}
+	fromFacade, toFacade := serveMCP(tb, svc)
+	c := client.NewClient(transport.NewIO(fromFacade, toFacade, io.NopCloser(nil)))
 	ctx := context.Background()
 	if err := c.Start(ctx); err != nil {
 		tb.Fatalf("Start: %v", err)

@@ -1,11 +1,11 @@
 package socketapi
 
 import (
-	"context"
+	"bufio"
 	"encoding/json"
+	"io"
 	"testing"
 
-	"github.com/hai-relay/relay/facade/mcpserver"
 	"github.com/hai-relay/relay/model"
 )
 
@@ -19,10 +19,8 @@ func TestStrictJSONLikeTheMCPServer(t *testing.T) {
 	t.Parallel()
 	f := &apiFakeService{}
 	raw := apiRawClient(t, apiServe(t, f, ServerOptions{}).sock)
-	mcp, err := mcpserver.New(f, mcpserver.Options{Agent: "claude", Cwd: "/home/u/project", Version: "test", PID: 4242})
-	if err != nil {
-		t.Fatal(err)
-	}
+	fromFacade, toFacade := serveMCP(t, f)
+	answers := bufio.NewReader(fromFacade)
 	for _, doc := range []string{
 		`{"TARGET":"claude","target":"codex","prompt":"p"}`,
 		`{"target":"codex","Target":"claude","prompt":"p"}`,
@@ -36,9 +34,12 @@ func TestStrictJSONLikeTheMCPServer(t *testing.T) {
 		apiCheckErrorBody(t, "socket API, "+doc, body, model.CodeInvalidArgs)
 
 		frame := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"submit_task","arguments":` + doc + `}}`
-		answer, err := json.Marshal(mcp.HandleMessage(context.Background(), json.RawMessage(frame)))
-		if err != nil {
+		if _, err := io.WriteString(toFacade, frame+"\n"); err != nil {
 			t.Fatal(err)
+		}
+		answer, err := answers.ReadBytes('\n')
+		if err != nil {
+			t.Fatalf("MCP, %s: no answer: %v", doc, err)
 		}
 		var res struct {
 			Result struct {
