@@ -43,6 +43,7 @@ require (
 	golang.org/x/exp/typeparams v0.0.0-20231108232855-2478ac86f678 // indirect
 	golang.org/x/mod v0.42.0 // indirect
 	golang.org/x/sync v0.24.0 // indirect
+	golang.org/x/telemetry v0.0.0-20261009151841-97e8ea77aa2a // indirect
 	golang.org/x/term v0.35.0 // indirect
 	golang.org/x/text v0.17.0 // indirect
 	golang.org/x/tools v0.52.0 // indirect
@@ -55,6 +56,7 @@ require (
 )
 
 tool (
+	golang.org/x/tools/cmd/deadcode
 	gotest.tools/gotestsum
 	honnef.co/go/tools/cmd/staticcheck
 )
