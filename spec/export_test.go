@@ -1,6 +1,11 @@
 package spec
 
-import "github.com/hai-relay/relay/model"
+import (
+	"fmt"
+	"strings"
+
+	"github.com/hai-relay/relay/model"
+)
 
 // Test-only API: the machine takes the edges from Lifecycle itself; the
 // tests look one up with Next.
@@ -14,4 +19,20 @@ func Next(from model.State, trigger model.Trigger) (model.State, bool) {
 		}
 	}
 	return "", false
+}
+
+// GatesMarkdown is the gate table as a Markdown list, the form a gate
+// list in the docs takes. Documentation is rendered by the tests (as
+// RenderErrorsMarkdown renders spec/errors.md), so it lives here; no docs
+// page carries the list yet.
+func GatesMarkdown() string {
+	var b strings.Builder
+	for i, g := range Gates() {
+		codes := make([]string, len(g.Codes))
+		for j, c := range g.Codes {
+			codes[j] = "`" + string(c) + "`"
+		}
+		fmt.Fprintf(&b, "%d. `%s`: %s (%s).\n", i+1, g.Gate, g.Checks, strings.Join(codes, ", "))
+	}
+	return b.String()
 }

@@ -36,12 +36,6 @@ import (
 // inProcessBody is a ~64-byte message body, as relay-bench sends.
 const inProcessBody = "a short passive message of about sixty-four bytes, give or take."
 
-// inProcessDaemon runs a daemon on a fresh home in this process.
-func inProcessDaemon(b *testing.B) string {
-	b.Helper()
-	return inProcessDaemonAt(b, filepath.Join(b.TempDir(), "h"))
-}
-
 // inProcessDaemonAt runs a daemon on home in this process.
 func inProcessDaemonAt(b *testing.B, home string) string {
 	b.Helper()
@@ -132,7 +126,7 @@ func BenchmarkInProcessSend8(b *testing.B) {
 	b.ReportMetric(float64(per*8)/b.Elapsed().Seconds(), "msgs/s")
 }
 
-// inProcessSeededDaemon is inProcessDaemon on a home seeded first.
+// inProcessSeededDaemon is inProcessDaemonAt on a fresh home seeded first.
 func inProcessSeededDaemon(b *testing.B, messages, tasks int) string {
 	b.Helper()
 	dir := b.TempDir()
