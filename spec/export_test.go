@@ -21,10 +21,11 @@ func Next(from model.State, trigger model.Trigger) (model.State, bool) {
 	return "", false
 }
 
-// GatesMarkdown is the gate table as a Markdown list, the form a gate
-// list in the docs takes. Documentation is rendered by the tests (as
-// RenderErrorsMarkdown renders spec/errors.md), so it lives here; no docs
-// page carries the list yet.
+// GatesMarkdown is the gate table as a Markdown list, the form every gate
+// list in the docs takes (README.md, docs/authority.md, between
+// <!-- gates --> markers; TestDocsGateLists renders and checks them).
+// Documentation is rendered by the tests, as spec/errors.md is, so it
+// lives here.
 func GatesMarkdown() string {
 	var b strings.Builder
 	for i, g := range Gates() {

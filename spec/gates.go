@@ -22,9 +22,9 @@ type GateInfo struct {
 // gate is added here, to model.AllGates, to the guards of package
 // machine and to the evaluators of package gates; a test of each package
 // fails while one of them lacks it. The submit_task tool's description is
-// written from this table (GateSentence); the lists of the gates in the
-// docs (README.md, docs/authority.md, docs/agents.md) are written by hand
-// and not yet checked against it.
+// written from this table (GateSentence), and so are the gate lists of
+// the docs (README.md, docs/authority.md; TestDocsGateLists renders them
+// and fails on any other copy).
 func Gates() []GateInfo {
 	return []GateInfo{
 		{Gate: model.GateMissionLease, Checks: "mission_id and lease_id are present and well formed",
