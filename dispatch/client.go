@@ -9,13 +9,14 @@ import (
 
 	acp "github.com/coder/acp-go-sdk"
 
+	"github.com/hai-relay/relay/dispatch/acpwire"
 	"github.com/hai-relay/relay/model"
 )
 
 // Bounds on what a run keeps of the agent's output.
 const (
 	// maxResultBytes bounds the kept agent message text.
-	maxResultBytes = 256 << 10
+	maxResultBytes = acpwire.TextBytes
 	// maxToolCalls bounds the kept tool calls (by distinct id).
 	maxToolCalls = 500
 	// maxToolField bounds each kept tool-call field (id, title, kind,
@@ -37,7 +38,7 @@ type client struct {
 	// update; the stdout limiter uses it for flow control.
 	onUpdate func()
 	// awaitUpdates, when set, waits until the session updates received
-	// before now have been processed (see stdoutLimiter.awaitProcessed).
+	// before now have been processed (see acpwire.Limiter.AwaitProcessed).
 	awaitUpdates func()
 	// note writes a line to the task log; nil discards.
 	note func(format string, args ...any)

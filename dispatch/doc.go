@@ -26,10 +26,9 @@
 // behind.
 //
 // Files: policy.go (capabilities and the deny-all decision, from which
-// Policy is derived), client.go (the acp.Client), stdoutlimiter.go (the
-// stdout framing check, and flow control of session/update notifications
-// and agent requests in count and bytes), clip.go (long lines cut before anyone
-// holds them whole), startup.go (a task's start-up deadline), proc.go
+// Policy is derived), client.go (the acp.Client; what the agent's stdout
+// may make a run hold is package dispatch/acpwire's, wired in front of the
+// SDK's reader), startup.go (a task's start-up deadline), proc.go
 // (process start, group kill, bounded log), session.go (one agent
 // session), dispatcher.go
 // (Dispatch, Cancel, Stop), runrec.go (run records and Reap), probe.go

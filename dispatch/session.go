@@ -16,6 +16,7 @@ import (
 
 	acp "github.com/coder/acp-go-sdk"
 
+	"github.com/hai-relay/relay/dispatch/acpwire"
 	"github.com/hai-relay/relay/model"
 )
 
@@ -110,7 +111,7 @@ type session struct {
 
 	p      *proc
 	rec    *runRecordHandle // nil without a Home
-	stdout *stdoutLimiter
+	stdout *acpwire.Limiter
 	conn   *acp.ClientSideConnection
 	client *client
 	timer  *time.Timer
@@ -305,17 +306,17 @@ func (s *session) start() error {
 			_ = s.conn.Cancel(context.Background(), acp.CancelNotification{SessionId: id})
 		}()
 	}
-	s.stdout = newStdoutLimiter(p.stdout, s.onGarbage)
-	s.stdout.note = s.log.Printf
-	s.stdout.onRequest = s.client.noteRequest
-	s.client.onUpdate = s.stdout.processed
-	s.client.awaitUpdates = func() { s.stdout.awaitProcessed(time.Second) }
+	s.stdout = acpwire.NewLimiter(p.stdout, s.onGarbage)
+	s.stdout.Note = s.log.Printf
+	s.stdout.OnRequest = s.client.noteRequest
+	s.client.onUpdate = s.stdout.Processed
+	s.client.awaitUpdates = func() { s.stdout.AwaitProcessed(time.Second) }
 	// The connection's receive loop starts at once and reads the logger
 	// when it ends, which an agent that dies at start makes it do before
 	// SetLogger returns (a data race, seen under -race): it reads nothing
 	// of the agent until the logger is set.
 	ready := make(chan struct{})
-	s.conn = acp.NewClientSideConnection(s.client, s.stdout.writer(p.stdin), heldReader{s.stdout, ready})
+	s.conn = acp.NewClientSideConnection(s.client, s.stdout.Writer(p.stdin), heldReader{s.stdout, ready})
 	s.conn.SetLogger(slog.New(slog.NewTextHandler(s.log, &slog.HandlerOptions{Level: slog.LevelDebug})))
 	close(ready)
 	s.timer = time.AfterFunc(s.timeout, func() { s.stop(causeTimeout) })
@@ -385,7 +386,7 @@ func (s *session) watchdog() {
 	case <-t.C:
 		s.log.Printf("agent exited but its stdout stayed open; closing it")
 		_ = s.p.stdout.Close()
-		s.stdout.close()
+		s.stdout.Close()
 	}
 }
 
@@ -735,7 +736,7 @@ func (s *session) teardown() {
 		_ = os.RemoveAll(s.ownDir)
 	}
 	s.d.dropRecord(s.rec)
-	s.stdout.close()
+	s.stdout.Close()
 	_ = s.p.stdout.Close()
 	<-s.conn.Done()
 	s.bg.Wait()

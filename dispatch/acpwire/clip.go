@@ -1,4 +1,4 @@
-package dispatch
+package acpwire
 
 import (
 	"bytes"
@@ -6,8 +6,12 @@ import (
 	"unicode/utf8"
 )
 
+// TextBytes bounds the agent's message text the relay keeps of a run (the
+// task's result): a string cut at it loses nothing the relay keeps.
+const TextBytes = 256 << 10
+
 // Bounds on a long line from the agent, as the stdout limiter hands it to
-// the SDK (stdoutlimiter.go). A line that fits the limiter's read buffer
+// the SDK (limiter.go). A line that fits the limiter's read buffer
 // (64 KiB) passes as it is; a longer one is copied through a lineClipper,
 // which cuts its long JSON strings. What the relay keeps of a run is
 // bounded far below what a line may carry (the reply at maxResultBytes,
@@ -22,7 +26,7 @@ const (
 	// content is one block). It is the bound of the kept reply, so the
 	// reply is the same prefix of the agent's text with or without the
 	// cut.
-	clipTextBytes = maxResultBytes
+	clipTextBytes = TextBytes
 	// clipTextJSON bounds the same text as written: text made mostly of
 	// escapes (six bytes for one) is cut here first, so that its line
 	// still fits maxHeldLine; its kept prefix is then shorter than the

@@ -1,4 +1,4 @@
-package dispatch
+package acpwire
 
 import (
 	"bufio"
@@ -190,8 +190,8 @@ func TestGateBoundsBytesInFlight(t *testing.T) {
 	line := `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"` + text + `"}}}}` + "\n"
 	const lines = 24
 	var notes []string
-	g := newStdoutLimiter(strings.NewReader(strings.Repeat(line, lines)), func(why string, _ []byte) { t.Errorf("garbage: %s", why) })
-	g.note = func(format string, args ...any) { notes = append(notes, fmt.Sprintf(format, args...)) }
+	g := NewLimiter(strings.NewReader(strings.Repeat(line, lines)), func(why string, _ []byte) { t.Errorf("garbage: %s", why) })
+	g.Note = func(format string, args ...any) { notes = append(notes, fmt.Sprintf(format, args...)) }
 	got := make(chan int, 1)
 	var sdk bytes.Buffer
 	go func() {
@@ -218,7 +218,7 @@ func TestGateBoundsBytesInFlight(t *testing.T) {
 		t.Fatalf("%d bytes in %d updates in flight, none processed; want at most %d bytes", h, n, limiterHeldBytes)
 	}
 	for range lines {
-		g.processed()
+		g.Processed()
 		time.Sleep(time.Millisecond)
 	}
 	var n int
@@ -239,7 +239,7 @@ func TestGateBoundsBytesInFlight(t *testing.T) {
 	if err := json.Unmarshal(first, &m); err != nil || !strings.HasSuffix(m.Params.Update.Content.Text, "bytes cut]") {
 		t.Fatalf("a cut update: %v %.100q", err, first)
 	}
-	g.close()
+	g.Close()
 	if all := strings.Join(notes, "\n"); len(notes) != limiterClipNotes+1 || !strings.Contains(all, fmt.Sprintf("cut a \"session/update\" line of %d bytes", len(line)-1)) ||
 		!strings.Contains(all, fmt.Sprintf("in all, %d long line(s)", lines)) {
 		t.Errorf("task log notes:\n%s", all)
@@ -256,7 +256,7 @@ func TestGateBoundsRequestsInFlight(t *testing.T) {
 	for i := range 3 * limiterMaxRequests {
 		fmt.Fprintf(&in, `{"jsonrpc":"2.0","id":"r-%d","method":"session/request_permission","params":{}}`+"\n", i)
 	}
-	g := newStdoutLimiter(strings.NewReader(in.String()), nil)
+	g := NewLimiter(strings.NewReader(in.String()), nil)
 	lines := make(chan string, 3*limiterMaxRequests)
 	go func() {
 		br := bufio.NewReader(g)
@@ -292,7 +292,7 @@ func TestGateBoundsRequestsInFlight(t *testing.T) {
 	case <-time.After(200 * time.Millisecond):
 	}
 	// The SDK answers the first two; its encoder spells ids its own way.
-	w := g.writer(io.Discard)
+	w := g.Writer(io.Discard)
 	for _, id := range []string{`"r-0"`, `"r\u002d1"`} {
 		if _, err := w.Write([]byte(`{"jsonrpc":"2.0","id":` + id + `,"result":{}}` + "\n")); err != nil {
 			t.Fatal(err)
@@ -328,8 +328,8 @@ func TestGateOversizedLines(t *testing.T) {
 			var why string
 			var notes []string
 			next := `{"jsonrpc":"2.0","id":9,"result":{}}` + "\n"
-			g := newStdoutLimiter(strings.NewReader(c.line+"\n"+next), func(w string, _ []byte) { why = w })
-			g.note = func(f string, a ...any) { notes = append(notes, fmt.Sprintf(f, a...)) }
+			g := NewLimiter(strings.NewReader(c.line+"\n"+next), func(w string, _ []byte) { why = w })
+			g.Note = func(f string, a ...any) { notes = append(notes, fmt.Sprintf(f, a...)) }
 			out, err := io.ReadAll(g)
 			if err != nil {
 				t.Fatal(err)

@@ -1,4 +1,4 @@
-package dispatch
+package acpwire
 
 import (
 	"bufio"
@@ -74,17 +74,17 @@ const (
 	limiterClipNotes = 3
 )
 
-// stdoutLimiter is the reader the SDK reads the agent's stdout through
-// (see above); newStdoutLimiter makes one.
-type stdoutLimiter struct {
+// Limiter is the reader the SDK reads the agent's stdout through
+// (see above); NewLimiter makes one.
+type Limiter struct {
 	br *bufio.Reader
 	// onGarbage must not keep line: it may point into br's buffer.
 	onGarbage func(why string, line []byte)
 	// note writes a line to the task log; nil discards.
-	note func(format string, args ...any)
+	Note func(format string, args ...any)
 	// onRequest, when set, is called with the method of every request the
 	// agent sends, before the SDK sees it (it must not block).
-	onRequest func(method string)
+	OnRequest func(method string)
 
 	cur  []byte // what is left of the current line for the SDK
 	err  error
@@ -113,8 +113,8 @@ type stdoutLimiter struct {
 	badOnce   sync.Once
 }
 
-func newStdoutLimiter(r io.Reader, onGarbage func(why string, line []byte)) *stdoutLimiter {
-	return &stdoutLimiter{
+func NewLimiter(r io.Reader, onGarbage func(why string, line []byte)) *Limiter {
+	return &Limiter{
 		br:        bufio.NewReaderSize(r, limiterReadBuffer),
 		onGarbage: onGarbage,
 		signal:    make(chan struct{}, 1),
@@ -123,13 +123,13 @@ func newStdoutLimiter(r io.Reader, onGarbage func(why string, line []byte)) *std
 	}
 }
 
-func (sl *stdoutLimiter) logf(format string, args ...any) {
-	if sl.note != nil {
-		sl.note(format, args...)
+func (sl *Limiter) logf(format string, args ...any) {
+	if sl.Note != nil {
+		sl.Note(format, args...)
 	}
 }
 
-func (sl *stdoutLimiter) wake() {
+func (sl *Limiter) wake() {
 	select {
 	case sl.signal <- struct{}{}:
 	default:
@@ -138,7 +138,7 @@ func (sl *stdoutLimiter) wake() {
 
 // processed is called by the client after each session/update. It never
 // blocks.
-func (sl *stdoutLimiter) processed() {
+func (sl *Limiter) Processed() {
 	sl.done.Add(1)
 	sl.mu.Lock()
 	if len(sl.updates) > 0 {
@@ -151,7 +151,7 @@ func (sl *stdoutLimiter) processed() {
 
 // answered is called with every message the SDK writes to the agent; an
 // answer to one of the agent's requests releases it. It never blocks.
-func (sl *stdoutLimiter) answered(msg []byte) {
+func (sl *Limiter) answered(msg []byte) {
 	var m struct {
 		ID     *json.RawMessage `json:"id"`
 		Method string           `json:"method"`
@@ -187,11 +187,11 @@ func idKey(raw json.RawMessage) string {
 
 // writer wraps the agent's stdin for the SDK: every message it writes
 // (one per Write) goes through answered.
-func (sl *stdoutLimiter) writer(w io.Writer) io.Writer { return answerWatch{w, sl} }
+func (sl *Limiter) Writer(w io.Writer) io.Writer { return answerWatch{w, sl} }
 
 type answerWatch struct {
 	w  io.Writer
-	sl *stdoutLimiter
+	sl *Limiter
 }
 
 func (a answerWatch) Write(p []byte) (int, error) {
@@ -206,7 +206,7 @@ func (a answerWatch) Write(p []byte) (int, error) {
 // goroutine, possibly before the notifications that preceded it on the
 // wire; the permission handler calls this to see the tool call it is
 // about. A short poll: it is rare, and the client never blocks.
-func (sl *stdoutLimiter) awaitProcessed(max time.Duration) {
+func (sl *Limiter) AwaitProcessed(max time.Duration) {
 	target := sl.queued.Load()
 	deadline := time.Now().Add(max)
 	for sl.done.Load() < target && time.Now().Before(deadline) {
@@ -220,7 +220,7 @@ func (sl *stdoutLimiter) awaitProcessed(max time.Duration) {
 
 // close releases a Read waiting for flow control, and logs how many lines
 // were cut or dropped beyond those described one by one.
-func (sl *stdoutLimiter) close() {
+func (sl *Limiter) Close() {
 	sl.closeOnce.Do(func() {
 		close(sl.closed)
 		sl.mu.Lock()
@@ -234,7 +234,7 @@ func (sl *stdoutLimiter) close() {
 }
 
 // Read implements io.Reader for the SDK's receive loop (one reader).
-func (sl *stdoutLimiter) Read(p []byte) (int, error) {
+func (sl *Limiter) Read(p []byte) (int, error) {
 	for len(sl.cur) == 0 {
 		if sl.err != nil {
 			return 0, sl.err
@@ -273,7 +273,7 @@ func (sl *stdoutLimiter) Read(p []byte) (int, error) {
 // endLong finishes a line longer than the read buffer with its last
 // fragment and returns what the SDK gets of it: the clipped line, or
 // nothing (a line dropped, or refused as garbage).
-func (sl *stdoutLimiter) endLong(last []byte) []byte {
+func (sl *Limiter) endLong(last []byte) []byte {
 	nl := len(last) > 0 && last[len(last)-1] == '\n'
 	if nl {
 		last = last[:len(last)-1]
@@ -312,7 +312,7 @@ func (sl *stdoutLimiter) endLong(last []byte) []byte {
 
 // tally counts a cut or dropped line with f, under sl.mu, and reports
 // whether it is one of those the task log describes one by one.
-func (sl *stdoutLimiter) tally(f func()) bool {
+func (sl *Limiter) tally(f func()) bool {
 	sl.mu.Lock()
 	defer sl.mu.Unlock()
 	f()
@@ -328,7 +328,7 @@ func quoteMethod(m string) string {
 
 // inspect classifies one complete line as the SDK will and applies flow
 // control before the SDK sees it.
-func (sl *stdoutLimiter) inspect(line []byte) {
+func (sl *Limiter) inspect(line []byte) {
 	t := bytes.TrimSpace(line)
 	if len(t) == 0 {
 		return
@@ -347,14 +347,14 @@ func (sl *stdoutLimiter) inspect(line []byte) {
 	case m.Method == acp.ClientMethodSessionUpdate && m.ID == nil:
 		sl.admit(len(line), "")
 	case m.Method != "" && m.ID != nil:
-		if sl.onRequest != nil {
-			sl.onRequest(m.Method)
+		if sl.OnRequest != nil {
+			sl.OnRequest(m.Method)
 		}
 		sl.admit(len(line), idKey(*m.ID))
 	}
 }
 
-func (sl *stdoutLimiter) bad(why string, line []byte) {
+func (sl *Limiter) bad(why string, line []byte) {
 	sl.badOnce.Do(func() {
 		if sl.onGarbage != nil {
 			sl.onGarbage(why, line)
@@ -364,7 +364,7 @@ func (sl *stdoutLimiter) bad(why string, line []byte) {
 
 // admit waits until the line (an update when id is "", else a request)
 // fits in flight, then counts it.
-func (sl *stdoutLimiter) admit(n int, id string) {
+func (sl *Limiter) admit(n int, id string) {
 	for {
 		sl.mu.Lock()
 		fits := sl.held == 0 || sl.held+n <= limiterHeldBytes
@@ -396,7 +396,7 @@ func (sl *stdoutLimiter) admit(n int, id string) {
 }
 
 // count records a line in flight. sl.mu is held.
-func (sl *stdoutLimiter) count(n int, id string) {
+func (sl *Limiter) count(n int, id string) {
 	sl.held += n
 	if id == "" {
 		sl.updates = append(sl.updates, n)
@@ -408,7 +408,7 @@ func (sl *stdoutLimiter) count(n int, id string) {
 }
 
 // resync forgets what is in flight (see limiterResync).
-func (sl *stdoutLimiter) resync() {
+func (sl *Limiter) resync() {
 	sl.mu.Lock()
 	sl.updates, sl.requests, sl.nreq, sl.held = nil, map[string][]int{}, 0, 0
 	sl.mu.Unlock()
