@@ -231,43 +231,14 @@ func (s *session) confirmProfile(info *acp.Implementation) string {
 // start spawns the agent and wires the connection. On error nothing is
 // left running.
 func (s *session) start() error {
-	env := s.d.o.Env
 	run := ""
 	if s.d.o.Home != "" {
 		run = newRunID()
-		env = append(slices.Clip(env), runEnvVar+"="+run)
 	}
-	argv := s.argv
-	var unset []string
-	if s.rule != nil {
-		env = append(slices.Clip(env), s.rule.Env...)
-		if s.rule.Unset != nil {
-			var why string
-			if unset, why = s.rule.Unset(); len(unset) > 0 {
-				s.log.Printf("removed %s from the agent's environment: %s", strings.Join(unset, ", "), why)
-			}
-		}
-		var err error
-		if argv, err = s.rule.argv(s.argv, s.d.profileDir); err != nil {
-			s.log.Printf("could not write the hardening profile's files: %v", err)
-			return fmt.Errorf("writing the hardening profile's files: %w", err)
-		}
+	argv, env, unset, err := s.launch(run)
+	if err != nil {
+		return err
 	}
-	if s.extra.set() {
-		env = append(slices.Clip(env), s.extra.Env...)
-		argv = append(slices.Clip(argv), s.extra.Args...)
-		unset = append(slices.Clip(unset), s.extra.Unset...)
-	}
-	env = append(slices.Clip(env), s.jsonEnv(env)...)
-	if s.rule != nil && s.rule.OwnDir != nil {
-		ownEnv, err := s.makeOwnDir(env)
-		if err != nil {
-			s.log.Printf("could not make the agent's own %s: %v", s.rule.OwnDir.Var, err)
-			return fmt.Errorf("making the agent's own %s: %w", s.rule.OwnDir.Var, err)
-		}
-		env = append(slices.Clip(env), ownEnv...)
-	}
-	var err error
 	if argv, env, err = s.sandboxed(argv, env); err != nil {
 		s.removeSandbox()
 		s.log.Printf("could not sandbox the agent: %v", err)
@@ -293,6 +264,57 @@ func (s *session) start() error {
 	s.rec = rec
 	s.mu.Unlock()
 	s.log.Printf("started %q pid %d in %s", argv, p.pid, s.cwd)
+	s.connect(p)
+	s.timer = time.AfterFunc(s.timeout, func() { s.stop(causeTimeout) })
+	s.armStart()
+	s.bg.Add(1)
+	go s.watchdog()
+	return nil
+}
+
+// launch is the agent's argv, environment and the variables removed from
+// it, before the sandbox: the daemon's variables for agents, the run's id
+// (run, when set), the hardening rule's and the verification redirect's
+// (extra) variables, arguments and files, and the agent's own directory.
+func (s *session) launch(run string) (argv, env, unset []string, err error) {
+	env = s.d.o.Env
+	if run != "" {
+		env = append(slices.Clip(env), runEnvVar+"="+run)
+	}
+	argv = s.argv
+	if s.rule != nil {
+		env = append(slices.Clip(env), s.rule.Env...)
+		if s.rule.Unset != nil {
+			var why string
+			if unset, why = s.rule.Unset(); len(unset) > 0 {
+				s.log.Printf("removed %s from the agent's environment: %s", strings.Join(unset, ", "), why)
+			}
+		}
+		if argv, err = s.rule.argv(s.argv, s.d.profileDir); err != nil {
+			s.log.Printf("could not write the hardening profile's files: %v", err)
+			return nil, nil, nil, fmt.Errorf("writing the hardening profile's files: %w", err)
+		}
+	}
+	if s.extra.set() {
+		env = append(slices.Clip(env), s.extra.Env...)
+		argv = append(slices.Clip(argv), s.extra.Args...)
+		unset = append(slices.Clip(unset), s.extra.Unset...)
+	}
+	env = append(slices.Clip(env), s.jsonEnv(env)...)
+	if s.rule != nil && s.rule.OwnDir != nil {
+		ownEnv, err := s.makeOwnDir(env)
+		if err != nil {
+			s.log.Printf("could not make the agent's own %s: %v", s.rule.OwnDir.Var, err)
+			return nil, nil, nil, fmt.Errorf("making the agent's own %s: %w", s.rule.OwnDir.Var, err)
+		}
+		env = append(slices.Clip(env), ownEnv...)
+	}
+	return argv, env, unset, nil
+}
+
+// connect wires the ACP connection to the started agent p: the client that
+// denies every permission request, behind the stdout limiter.
+func (s *session) connect(p *proc) {
 	s.client = newClient(s.log.Printf)
 	if s.rule != nil {
 		s.client.modeText = s.rule.ModeText
@@ -319,11 +341,6 @@ func (s *session) start() error {
 	s.conn = acp.NewClientSideConnection(s.client, s.stdout.Writer(p.stdin), heldReader{s.stdout, ready})
 	s.conn.SetLogger(slog.New(slog.NewTextHandler(s.log, &slog.HandlerOptions{Level: slog.LevelDebug})))
 	close(ready)
-	s.timer = time.AfterFunc(s.timeout, func() { s.stop(causeTimeout) })
-	s.armStart()
-	s.bg.Add(1)
-	go s.watchdog()
-	return nil
 }
 
 // jsonEnv returns the rule's and the redirect's JSON variables (Rule.
@@ -458,7 +475,7 @@ func connDone(c *acp.ClientSideConnection) bool {
 
 // drive runs initialize → session/new → (hardening) → onStarted → prompt.
 // onStarted, which may be nil (probes), gets the setup note.
-func (s *session) drive(onStarted func(note string) error) (res runResult) {
+func (s *session) drive(onStarted func(note string) error) runResult {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	s.mu.Lock()
@@ -468,10 +485,50 @@ func (s *session) drive(onStarted func(note string) error) (res runResult) {
 	if early {
 		cancel()
 	}
-	fail := func(st stage, err error) runResult {
-		return runResult{stage: st, err: err, disconnected: connDone(s.conn), sessionMode: res.sessionMode}
+	if r, ok := s.initialize(ctx); !ok {
+		return r
+	}
+	sid, r, ok := s.newSession(ctx)
+	if !ok {
+		return r
+	}
+	mode := string(s.client.modeState().mode)
+	s.log.Printf("%s", s.setupNote(mode))
+
+	// Setup is over: from here a stop goes through session/cancel, and
+	// the start-up deadline no longer applies.
+	s.mu.Lock()
+	s.setupCancel = nil
+	s.setUp = true
+	stopped := s.cause != causeNone
+	s.mu.Unlock()
+	if stopped {
+		return s.failed(s.stageNow(), context.Canceled, mode)
 	}
 
+	if onStarted != nil {
+		s.setStage(stageStart)
+		if err := onStarted(s.setupNote(mode)); err != nil {
+			return runResult{stage: stageStart, startErr: err, sessionMode: mode}
+		}
+	}
+
+	s.setStage(stagePrompt)
+	a := s.runPrompt(sid)
+	if a.err != nil {
+		return runResult{stage: stagePrompt, err: a.err, disconnected: a.disconnected, sessionMode: mode}
+	}
+	return runResult{stage: stagePrompt, resp: &a.resp, sessionMode: mode}
+}
+
+// failed is the result of a run that failed at st with err.
+func (s *session) failed(st stage, err error, mode string) runResult {
+	return runResult{stage: st, err: err, disconnected: connDone(s.conn), sessionMode: mode}
+}
+
+// initialize runs initialize and checks what the agent said of itself
+// against its hardening profile: ok false means the run ends with r.
+func (s *session) initialize(ctx context.Context) (r runResult, ok bool) {
 	s.setStage(stageInitialize)
 	ir, err := s.conn.Initialize(ctx, acp.InitializeRequest{
 		ProtocolVersion:    acp.ProtocolVersionNumber,
@@ -479,13 +536,12 @@ func (s *session) drive(onStarted func(note string) error) (res runResult) {
 		ClientInfo:         &acp.Implementation{Name: "hai-relay", Version: "1"},
 	})
 	if err != nil {
-		return fail(stageInitialize, err)
+		return s.failed(stageInitialize, err, ""), false
 	}
 	if ir.ProtocolVersion != acp.ProtocolVersionNumber {
-		return fail(stageInitialize, fmt.Errorf("the agent speaks ACP protocol version %d; the relay speaks %d",
-			ir.ProtocolVersion, acp.ProtocolVersionNumber))
+		return s.failed(stageInitialize, fmt.Errorf("the agent speaks ACP protocol version %d; the relay speaks %d",
+			ir.ProtocolVersion, acp.ProtocolVersionNumber), ""), false
 	}
-
 	s.mu.Lock()
 	s.agentInfo = ir.AgentInfo
 	s.mu.Unlock()
@@ -494,19 +550,24 @@ func (s *session) drive(onStarted func(note string) error) (res runResult) {
 	}
 	if len(s.profiles) > 0 {
 		if why := s.confirmProfile(ir.AgentInfo); why != "" {
-			return runResult{stage: stageHardening, unsafe: why, adapterCause: true}
+			return runResult{stage: stageHardening, unsafe: why, adapterCause: true}, false
 		}
 	}
 	if s.profile != nil && s.rule == nil {
-		return runResult{stage: stageHardening, unsafe: fmt.Sprintf("the profile has no rule for %s tasks", s.mode)}
+		return runResult{stage: stageHardening, unsafe: fmt.Sprintf("the profile has no rule for %s tasks", s.mode)}, false
 	}
 	if s.rule != nil {
 		if why := s.rule.precheck(s.cwd); why != "" {
-			return runResult{stage: stageHardening, unsafe: why}
+			return runResult{stage: stageHardening, unsafe: why}, false
 		}
-
 	}
+	return runResult{}, true
+}
 
+// newSession opens the session, in the task's cwd with the profile's
+// _meta, and holds it to the profile's mode and options: ok false means
+// the run ends with r.
+func (s *session) newSession(ctx context.Context) (acp.SessionId, runResult, bool) {
 	s.setStage(stageNewSession)
 	req := acp.NewSessionRequest{Cwd: s.cwd, McpServers: s.mcpServers()}
 	if s.rule != nil && s.rule.Meta != nil {
@@ -521,7 +582,7 @@ func (s *session) drive(onStarted func(note string) error) (res runResult) {
 	}
 	ns, err := s.conn.NewSession(ctx, req)
 	if err != nil {
-		return fail(stageNewSession, err)
+		return "", s.failed(stageNewSession, err, ""), false
 	}
 	s.client.setSession(ns.SessionId)
 	st := modeState{}
@@ -533,45 +594,18 @@ func (s *session) drive(onStarted func(note string) error) (res runResult) {
 	}
 	st.setOptions(ns.ConfigOptions)
 	s.client.setModeState(st)
-
 	if s.rule != nil {
 		if why, err := s.harden(ctx, ns.SessionId); why != "" {
 			if err != nil && (connDone(s.conn) || ctx.Err() != nil) {
 				// Not a refusal of the mode: the agent died, or the run was
 				// stopped, while it was being set.
-				return fail(s.stageNow(), err)
+				return "", s.failed(s.stageNow(), err, ""), false
 			}
-			res.sessionMode = string(s.client.modeState().mode)
-			return runResult{stage: stageHardening, unsafe: why, sessionMode: res.sessionMode}
+			mode := string(s.client.modeState().mode)
+			return "", runResult{stage: stageHardening, unsafe: why, sessionMode: mode}, false
 		}
 	}
-	res.sessionMode = string(s.client.modeState().mode)
-	s.log.Printf("%s", s.setupNote(res.sessionMode))
-
-	// Setup is over: from here a stop goes through session/cancel, and
-	// the start-up deadline no longer applies.
-	s.mu.Lock()
-	s.setupCancel = nil
-	s.setUp = true
-	stopped := s.cause != causeNone
-	s.mu.Unlock()
-	if stopped {
-		return fail(s.stageNow(), context.Canceled)
-	}
-
-	if onStarted != nil {
-		s.setStage(stageStart)
-		if err := onStarted(s.setupNote(res.sessionMode)); err != nil {
-			return runResult{stage: stageStart, startErr: err, sessionMode: res.sessionMode}
-		}
-	}
-
-	s.setStage(stagePrompt)
-	a := s.runPrompt(ns.SessionId)
-	if a.err != nil {
-		return runResult{stage: stagePrompt, err: a.err, disconnected: a.disconnected, sessionMode: res.sessionMode}
-	}
-	return runResult{stage: stagePrompt, resp: &a.resp, sessionMode: res.sessionMode}
+	return ns.SessionId, runResult{}, true
 }
 
 func (s *session) stageNow() stage {
@@ -771,45 +805,12 @@ func (s *session) outcome(res runResult) model.Outcome {
 			fmt.Sprintf("the agent wrote %s on its stdout during %s and was killed; see the task log", garbage, stopStage))
 	case res.resp != nil && !(res.resp.StopReason == acp.StopReasonCancelled && cause != causeNone):
 		out.Result.StopReason = string(res.resp.StopReason)
-		switch res.resp.StopReason {
-		case acp.StopReasonEndTurn:
-			set(model.StateCompleted, "", "")
-		case acp.StopReasonRefusal:
-			set(model.StateFailed, model.CodeAgentRefused, "the agent refused (stop reason refusal)")
-		case acp.StopReasonMaxTokens:
-			set(model.StateFailed, model.CodeAgentMaxTokens, "the agent hit its token limit (stop reason max_tokens)")
-		case acp.StopReasonMaxTurnRequests:
-			set(model.StateFailed, model.CodeAgentMaxTurnRequests, "the agent hit its turn request limit (stop reason max_turn_requests)")
-		case acp.StopReasonCancelled:
-			if n := s.client.denied(); n > 0 {
-				// Codex's only reject option aborts the turn.
-				set(model.StateFailed, model.CodeAgentRefused, fmt.Sprintf(
-					"the agent ended its turn (stop reason cancelled) after the relay denied %d permission request(s)", n))
-			} else {
-				set(model.StateFailed, model.CodeAgentCrashed, "the agent ended its turn as cancelled, but the relay did not cancel it")
-			}
-		default:
-			set(model.StateFailed, model.CodeAgentCrashed, fmt.Sprintf("the agent ended its turn with an unknown stop reason %q", res.resp.StopReason))
-		}
+		set(s.byStopReason(res.resp.StopReason))
 	case cause != causeNone:
 		if res.resp != nil {
 			out.Result.StopReason = string(res.resp.StopReason)
 		}
-		how := "session/cancel was sent"
-		switch {
-		case stopStage != stagePrompt && stopStage != stageStart:
-			how = "the agent was stopped during " + string(stopStage)
-		case graceKill:
-			how = fmt.Sprintf("session/cancel was sent and, the turn not ending within %s, the agent was killed", s.d.o.CancelGrace)
-		}
-		switch cause {
-		case causeCancel:
-			set(model.StateCanceled, model.CodeCanceledBySubmitter, "canceled; "+how)
-		case causeTimeout:
-			set(model.StateFailed, model.CodeTaskTimeout, fmt.Sprintf("the task ran longer than %s; %s", s.timeout, how))
-		default:
-			set(model.StateFailed, model.CodeDispatchInterrupted, "the relay dispatcher stopped during the run; "+how)
-		}
+		set(s.byStop(cause, stopStage, graceKill))
 	case res.startErr != nil:
 		set(model.StateFailed, model.CodeDispatchFailed, "the run could not be marked working: "+model.Public(res.startErr).Message)
 	case isAuthRequired(res.err):
@@ -838,6 +839,48 @@ func (s *session) outcome(res runResult) model.Outcome {
 		}
 	}
 	return out
+}
+
+// byStopReason is the outcome of a turn the agent ended by itself, by its
+// stop reason.
+func (s *session) byStopReason(r acp.StopReason) (model.State, model.Code, string) {
+	switch r {
+	case acp.StopReasonEndTurn:
+		return model.StateCompleted, "", ""
+	case acp.StopReasonRefusal:
+		return model.StateFailed, model.CodeAgentRefused, "the agent refused (stop reason refusal)"
+	case acp.StopReasonMaxTokens:
+		return model.StateFailed, model.CodeAgentMaxTokens, "the agent hit its token limit (stop reason max_tokens)"
+	case acp.StopReasonMaxTurnRequests:
+		return model.StateFailed, model.CodeAgentMaxTurnRequests, "the agent hit its turn request limit (stop reason max_turn_requests)"
+	case acp.StopReasonCancelled:
+		if n := s.client.denied(); n > 0 {
+			// Codex's only reject option aborts the turn.
+			return model.StateFailed, model.CodeAgentRefused, fmt.Sprintf(
+				"the agent ended its turn (stop reason cancelled) after the relay denied %d permission request(s)", n)
+		}
+		return model.StateFailed, model.CodeAgentCrashed, "the agent ended its turn as cancelled, but the relay did not cancel it"
+	}
+	return model.StateFailed, model.CodeAgentCrashed, fmt.Sprintf("the agent ended its turn with an unknown stop reason %q", r)
+}
+
+// byStop is the outcome of a run the relay stopped (a cancel, the task's
+// timeout, the dispatcher's stop), saying how.
+func (s *session) byStop(cause stopCause, stopStage stage, graceKill bool) (model.State, model.Code, string) {
+	how := "session/cancel was sent"
+	switch {
+	case stopStage != stagePrompt && stopStage != stageStart:
+		how = "the agent was stopped during " + string(stopStage)
+	case graceKill:
+		how = fmt.Sprintf("session/cancel was sent and, the turn not ending within %s, the agent was killed", s.d.o.CancelGrace)
+	}
+	switch cause {
+	case causeCancel:
+		return model.StateCanceled, model.CodeCanceledBySubmitter, "canceled; " + how
+	case causeTimeout:
+		return model.StateFailed, model.CodeTaskTimeout, fmt.Sprintf("the task ran longer than %s; %s", s.timeout, how)
+	}
+	return model.StateFailed, model.CodeDispatchInterrupted, "the relay dispatcher stopped during the run; " + how
 }
 
 // unsafeMessage is an agent_unsafe_mode task's message when the session
