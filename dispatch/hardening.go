@@ -270,29 +270,13 @@ func (r *Rule) argv(base []string, dir func() (string, error)) ([]string, error)
 	return out, nil
 }
 
-// writePrivate writes a file 0600 unless it already holds content. Sessions
-// starting at once write the same profile file: each writes its own
-// temporary file and renames it over, so none renames another's away.
+// writePrivate writes a file 0600 unless it already holds content.
+// Sessions starting at once write the same profile file (replaceFile).
 func writePrivate(path, content string) error {
 	if b, err := os.ReadFile(path); err == nil && string(b) == content {
 		return nil
 	}
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	_, err = f.WriteString(content)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		_ = os.Remove(tmp)
-	}
-	return err
+	return replaceFile(path, []byte(content))
 }
 
 // OptionPin is a select config option held at one value.

@@ -206,12 +206,20 @@ func writeRecord(path string, rec runRecord) error {
 	if err := os.Chmod(dir, 0o700); err != nil {
 		return err
 	}
-	f, err := os.CreateTemp(dir, ".tmp-*") // 0600
+	return replaceFile(path, append(b, '\n'))
+}
+
+// replaceFile writes data to path, mode 0600, through a temporary file of
+// its own in the same directory renamed over it: a reader sees the old
+// content or the new, whole, and writers at once never rename each
+// other's temporary file away.
+func replaceFile(path string, data []byte) error {
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*") // 0600
 	if err != nil {
 		return err
 	}
 	tmp := f.Name()
-	_, err = f.Write(append(b, '\n'))
+	_, err = f.Write(data)
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
