@@ -21,6 +21,13 @@ func relayEnv(t *testing.T, env []string, args ...string) (string, string, int) 
 	t.Helper()
 	cmd := exec.Command(relayBin, args...)
 	cmd.Env = env
+	return runRelay(t, cmd)
+}
+
+// runRelay runs a relay command and returns its stdout, stderr and exit
+// code.
+func runRelay(t *testing.T, cmd *exec.Cmd) (string, string, int) {
+	t.Helper()
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()

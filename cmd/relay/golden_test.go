@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"flag"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/hai-relay/relay/model"
 	"github.com/hai-relay/relay/spec"
+	"github.com/hai-relay/relay/spec/spectest"
 )
 
 // update rewrites the golden files from the code instead of comparing:
@@ -38,7 +38,7 @@ func TestCLIHelpGolden(t *testing.T) {
 		}
 		b.WriteString("\n")
 	}
-	checkGolden(t, filepath.Join("testdata", "cli_help.golden"), b.Bytes())
+	spectest.Golden(t, filepath.Join("testdata", "cli_help.golden"), b.Bytes(), *update)
 }
 
 // relay tasks show, for a delegated task that failed with a hint, denied
@@ -75,27 +75,5 @@ func TestTasksShowGolden(t *testing.T) {
 	if err := printTask(&b, "/home/me/.local/state/hai-relay", d, false); err != nil {
 		t.Fatal(err)
 	}
-	checkGolden(t, filepath.Join("testdata", "tasks_show.golden"), b.Bytes())
-}
-
-// checkGolden compares got with the golden file at path, or rewrites it
-// under -update.
-func checkGolden(t *testing.T, path string, got []byte) {
-	t.Helper()
-	if *update {
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run with -update to write it)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s differs from what the code gives (run with -update to accept, and review the diff):\n%s", path, got)
-	}
+	spectest.Golden(t, filepath.Join("testdata", "tasks_show.golden"), b.Bytes(), *update)
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io/fs"
@@ -266,14 +265,5 @@ func cliAs(t *testing.T, home string, u runAs, args ...string) (string, string, 
 	t.Helper()
 	cmd := userCmd(exec.Command(relayBin, append(args, "--home", home)...), u)
 	cmd.Env = append(os.Environ(), fastExit...)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatal(err)
-	}
-	return out.String(), errb.String(), code
+	return runRelay(t, cmd)
 }

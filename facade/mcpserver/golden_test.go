@@ -2,12 +2,12 @@ package mcpserver
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/json"
 	"flag"
-	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/hai-relay/relay/spec/spectest"
 )
 
 // update rewrites the golden files from the code instead of comparing:
@@ -29,27 +29,5 @@ func TestToolsListGolden(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkGolden(t, filepath.Join("testdata", "tools_list.golden.json"), append(got, '\n'))
-}
-
-// checkGolden compares got with the golden file, or rewrites it under
-// -update.
-func checkGolden(t *testing.T, path string, got []byte) {
-	t.Helper()
-	if *update {
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run with -update to write it)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s differs from what the code gives (run with -update to accept, and review the diff):\n%s", path, got)
-	}
+	spectest.Golden(t, filepath.Join("testdata", "tools_list.golden.json"), append(got, '\n'), *update)
 }
