@@ -205,6 +205,7 @@ func (r *Registry) Agent(_ context.Context, name string) (model.AgentInfo, bool)
 	}
 	info.Profile = describeChoice(s.Profiles, c, inst.version)
 	info.Hardening = hardening(s, v, verified, ad, inst, now)
+	info.Sandbox = r.sandboxFor(c.profile)
 	again := "; run `relay agents probe " + name + "`"
 	switch {
 	case !probed:
@@ -333,4 +334,19 @@ func adapterName(a Adapter) string {
 // sandboxOK reports whether the sandbox every agent runs in can run now.
 func (r *Registry) sandboxOK() bool {
 	return sandbox.Check(bwrapPath, r.lookPath).OK
+}
+
+// sandboxFor says what holds read_only for the tasks of an agent under
+// profile p (nil: none): the sandbox's layers here, without Landlock for
+// an agent that runs a sandbox of its own (Rule.OwnSandbox), or why no
+// task of it can run.
+func (r *Registry) sandboxFor(p *Profile) string {
+	st := sandbox.Check(bwrapPath, r.lookPath)
+	if !st.OK {
+		return "unavailable: " + st.Problem
+	}
+	if p != nil && p.Rules[model.ModeReadOnly].OwnSandbox {
+		return "bubblewrap (Landlock left out: the agent's own sandbox needs the mounts it forbids)"
+	}
+	return st.Layers()
 }

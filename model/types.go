@@ -284,6 +284,11 @@ type AgentInfo struct {
 	// the others: whether its last hardening verification (relay agents
 	// verify NAME) stopped every attempt to write, edit or run.
 	Hardening AgentHardening `json:"hardening"`
+	// Sandbox says what holds read_only for this agent's tasks, whatever
+	// the agent does (docs/sandbox.md): the layers ("bubblewrap + Landlock
+	// ABI 7", or bubblewrap alone for an agent that runs a sandbox of its
+	// own), or "unavailable: …" when no task of it can run here.
+	Sandbox string `json:"sandbox"`
 }
 
 // AgentAdapter is the adapter program an agent's command resolves to.

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -77,6 +78,19 @@ func TestDoctorAllClear(t *testing.T) {
 	if rep.Blocking != 0 || len(rep.Checks) < 8 {
 		t.Errorf("relay doctor --json: %+v", rep)
 	}
+	// Each agent says what holds read_only for it: Codex, which runs a
+	// sandbox of its own, without Landlock.
+	var listed struct{ Agents []model.AgentInfo }
+	cliJSON(t, home, &listed, "agents")
+	for _, a := range listed.Agents {
+		want := "bubblewrap"
+		if a.Name == "codex" {
+			want = "bubblewrap (Landlock left out"
+		}
+		if !strings.HasPrefix(a.Sandbox, want) || a.Name != "codex" && strings.Contains(a.Sandbox, "left out") {
+			t.Errorf("relay agents --json: %s's sandbox is %q, want %q…", a.Name, a.Sandbox, want)
+		}
+	}
 }
 
 // Without bubblewrap, relay doctor says so, with what to install, and
@@ -117,12 +131,24 @@ func TestDoctorAndTasksWithoutBubblewrap(t *testing.T) {
 	if !strings.Contains(out, "sandbox: unavailable") {
 		t.Errorf("relay agents does not say the sandbox is unavailable:\n%s", out)
 	}
+	// Per agent too: each row says its tasks fail, and why.
+	for _, agent := range []string{"claude", "codex", "gemini", "opencode"} {
+		if !regexp.MustCompile(`(?m)^` + agent + ` .*tasks fail agent_sandbox_unavailable`).MatchString(out) {
+			t.Errorf("relay agents: %s's row does not say its tasks fail for want of the sandbox:\n%s", agent, out)
+		}
+	}
 	var listed struct {
 		Sandbox struct{ OK bool } `json:"sandbox"`
+		Agents  []model.AgentInfo
 	}
 	out, _, _ = relayEnv(t, env, "agents", "--json", "--home", home)
 	if err := json.Unmarshal([]byte(out), &listed); err != nil || listed.Sandbox.OK {
 		t.Errorf("relay agents --json: sandbox %+v (%v), want not ok\n%s", listed.Sandbox, err, out)
+	}
+	for _, a := range listed.Agents {
+		if !strings.HasPrefix(a.Sandbox, "unavailable: ") {
+			t.Errorf("relay agents --json: %s's sandbox is %q, want unavailable", a.Name, a.Sandbox)
+		}
 	}
 }
 
