@@ -137,6 +137,9 @@ func approxTokens(body []byte) int {
 	return len(body)/4 + 1
 }
 
+// anthropicMessages answers POST /v1/messages: the scripted reply to the
+// request's turn, as one JSON message, or as server-sent events when the
+// request says "stream": true.
 func (s *Server) anthropicMessages(w http.ResponseWriter, r *http.Request) {
 	body, req, ok := s.anthropicRead(w, r)
 	if !ok {
@@ -147,91 +150,121 @@ func (s *Server) anthropicMessages(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, http.StatusBadRequest, "modelserver: unreadable message content: %v", err)
 		return
 	}
-	reply := s.answer(t)
+	m := newAnthropicReply(s.answer(t), req.Model, approxTokens(body))
+	if !req.Stream {
+		m.writeJSON(w)
+		return
+	}
+	m.writeStream(w)
+}
 
-	model := req.Model
+// anthropicReply is a reply in the Messages API's terms: the message's id
+// and model, its one content block, its stop reason and its token counts.
+type anthropicReply struct {
+	reply  Reply
+	id     string
+	model  string
+	block  map[string]any  // the reply's one content block
+	args   json.RawMessage // a tool call's arguments ("{}" when it has none)
+	stop   string
+	input  int
+	output int
+}
+
+// newAnthropicReply renders reply as a message from model
+// ("claude-scripted" when the request names none) to a request of input
+// tokens: a tool_use block that stops for the tool, or a text block that
+// ends the turn.
+func newAnthropicReply(reply Reply, model string, input int) *anthropicReply {
 	if model == "" {
 		model = "claude-scripted"
 	}
-	msgID := anthropicID("msg_")
-	input := approxTokens(body)
-
-	var block map[string]any // the reply's one content block
-	var args json.RawMessage
-	stop := "end_turn"
+	m := &anthropicReply{reply: reply, id: anthropicID("msg_"), model: model, stop: "end_turn", input: input}
 	if reply.Call != nil {
-		args = reply.Call.Args
-		if len(args) == 0 {
-			args = json.RawMessage("{}")
+		m.args = reply.Call.Args
+		if len(m.args) == 0 {
+			m.args = json.RawMessage("{}")
 		}
-		block = map[string]any{"type": "tool_use", "id": anthropicID("toolu_"), "name": reply.Call.Name, "input": args}
-		stop = "tool_use"
+		m.block = map[string]any{"type": "tool_use", "id": anthropicID("toolu_"), "name": reply.Call.Name, "input": m.args}
+		m.stop = "tool_use"
 	} else {
-		block = map[string]any{"type": "text", "text": reply.Text}
+		m.block = map[string]any{"type": "text", "text": reply.Text}
 	}
-	output := 1 + len(reply.Text)/4 + len(args)/4
+	m.output = 1 + len(reply.Text)/4 + len(m.args)/4
+	return m
+}
 
-	if !req.Stream {
-		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(map[string]any{
-			"id":            msgID,
-			"type":          "message",
-			"role":          "assistant",
-			"model":         model,
-			"content":       []any{block},
-			"stop_reason":   stop,
-			"stop_sequence": nil,
-			"usage":         anthropicUsage(input, output),
-		})
-		return
-	}
+// writeJSON answers with the whole message as one JSON body.
+func (m *anthropicReply) writeJSON(w http.ResponseWriter) {
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(map[string]any{
+		"id":            m.id,
+		"type":          "message",
+		"role":          "assistant",
+		"model":         m.model,
+		"content":       []any{m.block},
+		"stop_reason":   m.stop,
+		"stop_sequence": nil,
+		"usage":         anthropicUsage(m.input, m.output),
+	})
+}
 
+// writeStream answers with the message as server-sent events: the
+// message's start, its content block's events, and the message's delta
+// (stop reason, usage) and stop.
+func (m *anthropicReply) writeStream(w http.ResponseWriter) {
 	startSSE(w)
 	sse(w, "message_start", map[string]any{
 		"type": "message_start",
 		"message": map[string]any{
-			"id":            msgID,
+			"id":            m.id,
 			"type":          "message",
 			"role":          "assistant",
-			"model":         model,
+			"model":         m.model,
 			"content":       []any{},
 			"stop_reason":   nil,
 			"stop_sequence": nil,
-			"usage":         anthropicUsage(input, 1),
+			"usage":         anthropicUsage(m.input, 1),
 		},
 	})
-	if reply.Call != nil {
+	m.streamBlock(w)
+	sse(w, "content_block_stop", map[string]any{"type": "content_block_stop", "index": 0})
+	sse(w, "message_delta", map[string]any{
+		"type":  "message_delta",
+		"delta": map[string]any{"stop_reason": m.stop, "stop_sequence": nil},
+		"usage": map[string]any{"output_tokens": m.output},
+	})
+	sse(w, "message_stop", map[string]any{"type": "message_stop"})
+}
+
+// streamBlock writes the content block's start, empty, and its one delta:
+// a tool call's arguments as partial JSON, or the whole text.
+func (m *anthropicReply) streamBlock(w http.ResponseWriter) {
+	if m.reply.Call != nil {
 		sse(w, "content_block_start", map[string]any{
 			"type":  "content_block_start",
 			"index": 0,
 			"content_block": map[string]any{
-				"type": "tool_use", "id": block["id"], "name": reply.Call.Name, "input": map[string]any{},
+				"type": "tool_use", "id": m.block["id"], "name": m.reply.Call.Name, "input": map[string]any{},
 			},
 		})
 		sse(w, "content_block_delta", map[string]any{
 			"type":  "content_block_delta",
 			"index": 0,
-			"delta": map[string]any{"type": "input_json_delta", "partial_json": string(args)},
+			"delta": map[string]any{"type": "input_json_delta", "partial_json": string(m.args)},
 		})
-	} else {
-		sse(w, "content_block_start", map[string]any{
-			"type":          "content_block_start",
-			"index":         0,
-			"content_block": map[string]any{"type": "text", "text": ""},
-		})
-		sse(w, "content_block_delta", map[string]any{
-			"type":  "content_block_delta",
-			"index": 0,
-			"delta": map[string]any{"type": "text_delta", "text": reply.Text},
-		})
+		return
 	}
-	sse(w, "content_block_stop", map[string]any{"type": "content_block_stop", "index": 0})
-	sse(w, "message_delta", map[string]any{
-		"type":  "message_delta",
-		"delta": map[string]any{"stop_reason": stop, "stop_sequence": nil},
-		"usage": map[string]any{"output_tokens": output},
+	sse(w, "content_block_start", map[string]any{
+		"type":          "content_block_start",
+		"index":         0,
+		"content_block": map[string]any{"type": "text", "text": ""},
 	})
-	sse(w, "message_stop", map[string]any{"type": "message_stop"})
+	sse(w, "content_block_delta", map[string]any{
+		"type":  "content_block_delta",
+		"index": 0,
+		"delta": map[string]any{"type": "text_delta", "text": m.reply.Text},
+	})
 }
 
 // anthropicCountTokens answers Claude Code's token counting.

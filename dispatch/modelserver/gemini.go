@@ -246,30 +246,16 @@ func jsonForSchema(raw json.RawMessage, name string, depth int) any {
 		}
 		return "scripted"
 	}
-	typ, _ := sch["type"].(string)
-	if ts, ok := sch["type"].([]any); ok && len(ts) > 0 {
-		typ, _ = ts[0].(string)
-	}
-	typ = strings.ToLower(typ)
+	typ := schemaType(sch)
 	if enum, ok := sch["enum"].([]any); ok && len(enum) > 0 {
-		if name == "next_speaker" {
-			for _, e := range enum {
-				if e == "user" {
-					return e
-				}
-			}
-		}
-		return enum[0]
+		return jsonForEnum(enum, name)
 	}
 	if name == "next_speaker" {
 		return "user"
 	}
 	if typ == "" {
-		for _, k := range []string{"anyOf", "oneOf", "allOf"} {
-			if alts, ok := sch[k].([]any); ok && len(alts) > 0 {
-				b, _ := json.Marshal(alts[0])
-				return jsonForSchema(b, name, depth+1)
-			}
+		if alt, ok := schemaAlternative(sch); ok {
+			return jsonForSchema(alt, name, depth+1)
 		}
 		if _, ok := sch["properties"]; ok {
 			typ = "object"
@@ -277,36 +263,11 @@ func jsonForSchema(raw json.RawMessage, name string, depth int) any {
 	}
 	switch typ {
 	case "object":
-		props, _ := sch["properties"].(map[string]any)
-		var keys []string
-		if req, ok := sch["required"].([]any); ok && len(req) > 0 {
-			for _, k := range req {
-				if ks, ok := k.(string); ok {
-					keys = append(keys, ks)
-				}
-			}
-		} else {
-			for k := range props {
-				keys = append(keys, k)
-			}
-			sort.Strings(keys)
-		}
-		obj := map[string]any{}
-		for _, k := range keys {
-			b, _ := json.Marshal(props[k])
-			obj[k] = jsonForSchema(b, k, depth+1)
-		}
-		return obj
+		return jsonForObject(sch, depth)
 	case "array":
 		return []any{}
 	case "number", "integer":
-		if lo, ok := sch["minimum"].(float64); ok {
-			return lo
-		}
-		if strings.Contains(name, "confidence") {
-			return 0
-		}
-		return 1
+		return jsonForNumber(sch, name)
 	case "boolean":
 		// The edit fixer's "noChangesRequired" stops it from rewriting an
 		// edit with a made-up search string.
@@ -314,16 +275,93 @@ func jsonForSchema(raw json.RawMessage, name string, depth int) any {
 	case "null":
 		return nil
 	default:
-		// Free text (reasoning, explanations) is "scripted"; any other
-		// string is empty, so that no correction the CLI asks for (edit
-		// fixes, escaping) replaces what the script wrote.
-		for _, k := range []string{"reason", "explanation", "analysis", "summary"} {
-			if strings.Contains(name, k) {
-				return "scripted"
+		return jsonForString(name)
+	}
+}
+
+// schemaType is a schema's type, lower case: its "type", or the first of a
+// list of types; "" when it has none.
+func schemaType(sch map[string]any) string {
+	typ, _ := sch["type"].(string)
+	if ts, ok := sch["type"].([]any); ok && len(ts) > 0 {
+		typ, _ = ts[0].(string)
+	}
+	return strings.ToLower(typ)
+}
+
+// jsonForEnum picks a value of an enum: "user" for next_speaker when the
+// enum has it, else the first value.
+func jsonForEnum(enum []any, name string) any {
+	if name == "next_speaker" {
+		for _, e := range enum {
+			if e == "user" {
+				return e
 			}
 		}
-		return ""
 	}
+	return enum[0]
+}
+
+// schemaAlternative is the first schema of an untyped schema's anyOf,
+// oneOf or allOf (in that order of preference), if it has one.
+func schemaAlternative(sch map[string]any) (json.RawMessage, bool) {
+	for _, k := range []string{"anyOf", "oneOf", "allOf"} {
+		if alts, ok := sch[k].([]any); ok && len(alts) > 0 {
+			b, _ := json.Marshal(alts[0])
+			return b, true
+		}
+	}
+	return nil, false
+}
+
+// jsonForObject builds an object with a value for every required property
+// (in the order listed), or for every property (sorted) when none is
+// marked required.
+func jsonForObject(sch map[string]any, depth int) any {
+	props, _ := sch["properties"].(map[string]any)
+	var keys []string
+	if req, ok := sch["required"].([]any); ok && len(req) > 0 {
+		for _, k := range req {
+			if ks, ok := k.(string); ok {
+				keys = append(keys, ks)
+			}
+		}
+	} else {
+		for k := range props {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+	}
+	obj := map[string]any{}
+	for _, k := range keys {
+		b, _ := json.Marshal(props[k])
+		obj[k] = jsonForSchema(b, k, depth+1)
+	}
+	return obj
+}
+
+// jsonForNumber is a number's minimum when it has one, else 0 for a
+// confidence (so no loop is detected) and 1 for any other.
+func jsonForNumber(sch map[string]any, name string) any {
+	if lo, ok := sch["minimum"].(float64); ok {
+		return lo
+	}
+	if strings.Contains(name, "confidence") {
+		return 0
+	}
+	return 1
+}
+
+// jsonForString is a string's value. Free text (reasoning, explanations)
+// is "scripted"; any other string is empty, so that no correction the CLI
+// asks for (edit fixes, escaping) replaces what the script wrote.
+func jsonForString(name string) any {
+	for _, k := range []string{"reason", "explanation", "analysis", "summary"} {
+		if strings.Contains(name, k) {
+			return "scripted"
+		}
+	}
+	return ""
 }
 
 // geminiTokenEstimate is a rough token count of a request: a token per four

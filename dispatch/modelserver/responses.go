@@ -131,15 +131,13 @@ type offered struct {
 
 var responsesSeq atomic.Int64
 
+// responses answers POST /v1/responses (and /responses): the scripted
+// reply to the request's turn (an approval reviewer's request is answered
+// "allow"), as one Response object or, when the request says "stream":
+// true, as the server-sent events Codex reads.
 func (s *Server) responses(w http.ResponseWriter, r *http.Request) {
-	body, err := io.ReadAll(r.Body)
-	if err != nil {
-		s.fail(w, r, http.StatusBadRequest, "reading the request: %v", err)
-		return
-	}
-	var req responsesRequest
-	if err := json.Unmarshal(body, &req); err != nil {
-		s.fail(w, r, http.StatusBadRequest, "the request is not a Responses API request: %v", err)
+	body, req, ok := s.responsesRead(w, r)
+	if !ok {
 		return
 	}
 	turn, custom, err := responsesTurn(r.URL.Path, req)
@@ -150,80 +148,147 @@ func (s *Server) responses(w http.ResponseWriter, r *http.Request) {
 	if req.isReviewer() {
 		turn = Turn{API: turn.API, Path: turn.Path, UserText: []string{"[[say " + responsesReviewerVerdict + "]]"}}
 	}
-	reply := s.answer(turn)
+	out := newResponsesReply(s.answer(turn), custom, req.Model, len(body))
+	if !req.Stream {
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(out.response("completed", []any{out.item}, true))
+		return
+	}
+	out.writeStream(w)
+}
 
+// responsesRead reads and decodes a request body, answering the request
+// with an error when it cannot.
+func (s *Server) responsesRead(w http.ResponseWriter, r *http.Request) ([]byte, responsesRequest, bool) {
+	var req responsesRequest
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		s.fail(w, r, http.StatusBadRequest, "reading the request: %v", err)
+		return nil, req, false
+	}
+	if err := json.Unmarshal(body, &req); err != nil {
+		s.fail(w, r, http.StatusBadRequest, "the request is not a Responses API request: %v", err)
+		return nil, req, false
+	}
+	return body, req, true
+}
+
+// responsesReply is a reply in the Responses API's terms: the response's
+// id and model, its one output item and its usage.
+type responsesReply struct {
+	reply Reply
+	id    string
+	model string
+	item  map[string]any // the one output item (responsesOutputItem)
+	usage map[string]any
+}
+
+// newResponsesReply renders reply, the server's next response, as a
+// response from model ("scripted" when the request names none) to a
+// request body of bodyLen bytes; custom is how the request offers each
+// tool.
+func newResponsesReply(reply Reply, custom map[string]offered, model string, bodyLen int) *responsesReply {
 	n := responsesSeq.Add(1)
-	respID := fmt.Sprintf("resp_scripted_%d", n)
-	item := responsesOutputItem(reply, custom, n)
-	model := req.Model
 	if model == "" {
 		model = "scripted"
 	}
-	usage := map[string]any{
-		"input_tokens":          len(body) / 4,
-		"input_tokens_details":  map[string]any{"cached_tokens": 0},
-		"output_tokens":         len(reply.Text)/4 + 1,
-		"output_tokens_details": map[string]any{"reasoning_tokens": 0},
-		"total_tokens":          len(body)/4 + len(reply.Text)/4 + 1,
+	return &responsesReply{
+		reply: reply,
+		id:    fmt.Sprintf("resp_scripted_%d", n),
+		model: model,
+		item:  responsesOutputItem(reply, custom, n),
+		usage: map[string]any{
+			"input_tokens":          bodyLen / 4,
+			"input_tokens_details":  map[string]any{"cached_tokens": 0},
+			"output_tokens":         len(reply.Text)/4 + 1,
+			"output_tokens_details": map[string]any{"reasoning_tokens": 0},
+			"total_tokens":          bodyLen/4 + len(reply.Text)/4 + 1,
+		},
 	}
-	response := func(status string, output []any, withUsage bool) map[string]any {
-		m := map[string]any{
-			"id":         respID,
-			"object":     "response",
-			"created_at": 0,
-			"status":     status,
-			"model":      model,
-			"output":     output,
-		}
-		if withUsage {
-			m["usage"] = usage
-		}
-		return m
-	}
+}
 
-	if !req.Stream {
-		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(response("completed", []any{item}, true))
-		return
+// response is the Response object in the given status with the given
+// output, with the usage or without.
+func (o *responsesReply) response(status string, output []any, withUsage bool) map[string]any {
+	m := map[string]any{
+		"id":         o.id,
+		"object":     "response",
+		"created_at": 0,
+		"status":     status,
+		"model":      o.model,
+		"output":     output,
 	}
+	if withUsage {
+		m["usage"] = o.usage
+	}
+	return m
+}
 
+// responsesEvents writes the server-sent events of one stream, numbering
+// them in order.
+type responsesEvents struct {
+	w   http.ResponseWriter
+	seq int
+}
+
+// ev writes one event of the given kind, its "type" and "sequence_number"
+// added to fields.
+func (e *responsesEvents) ev(kind string, fields map[string]any) {
+	fields["type"] = kind
+	fields["sequence_number"] = e.seq
+	e.seq++
+	sse(e.w, kind, fields)
+}
+
+// writeStream answers with the response as server-sent events: created and
+// in progress, the output item's events, the item done and the response
+// completed.
+func (o *responsesReply) writeStream(w http.ResponseWriter) {
 	startSSE(w)
-	seq := 0
-	ev := func(kind string, fields map[string]any) {
-		fields["type"] = kind
-		fields["sequence_number"] = seq
-		seq++
-		sse(w, kind, fields)
-	}
-	ev("response.created", map[string]any{"response": response("in_progress", []any{}, false)})
-	ev("response.in_progress", map[string]any{"response": response("in_progress", []any{}, false)})
-	itemID, _ := item["id"].(string)
-	switch item["type"] {
+	e := &responsesEvents{w: w}
+	e.ev("response.created", map[string]any{"response": o.response("in_progress", []any{}, false)})
+	e.ev("response.in_progress", map[string]any{"response": o.response("in_progress", []any{}, false)})
+	switch o.item["type"] {
 	case "message":
-		added := map[string]any{"id": itemID, "type": "message", "role": "assistant", "status": "in_progress", "content": []any{}}
-		ev("response.output_item.added", map[string]any{"output_index": 0, "item": added})
-		part := map[string]any{"type": "output_text", "text": "", "annotations": []any{}}
-		ev("response.content_part.added", map[string]any{"item_id": itemID, "output_index": 0, "content_index": 0, "part": part})
-		ev("response.output_text.delta", map[string]any{"item_id": itemID, "output_index": 0, "content_index": 0, "delta": reply.Text})
-		ev("response.output_text.done", map[string]any{"item_id": itemID, "output_index": 0, "content_index": 0, "text": reply.Text})
-		part = map[string]any{"type": "output_text", "text": reply.Text, "annotations": []any{}}
-		ev("response.content_part.done", map[string]any{"item_id": itemID, "output_index": 0, "content_index": 0, "part": part})
+		o.streamMessage(e)
 	case "function_call", "custom_tool_call":
-		// A call streams its payload, the arguments or the freeform input,
-		// as one delta.
-		field, delta, done := "arguments", "response.function_call_arguments.delta", "response.function_call_arguments.done"
-		if item["type"] == "custom_tool_call" {
-			field, delta, done = "input", "response.custom_tool_call_input.delta", "response.custom_tool_call_input.done"
-		}
-		added := maps.Clone(item)
-		added[field] = ""
-		added["status"] = "in_progress"
-		ev("response.output_item.added", map[string]any{"output_index": 0, "item": added})
-		ev(delta, map[string]any{"item_id": itemID, "output_index": 0, "delta": item[field]})
-		ev(done, map[string]any{"item_id": itemID, "output_index": 0, field: item[field]})
+		o.streamCall(e)
 	}
-	ev("response.output_item.done", map[string]any{"output_index": 0, "item": item})
-	ev("response.completed", map[string]any{"response": response("completed", []any{item}, true)})
+	e.ev("response.output_item.done", map[string]any{"output_index": 0, "item": o.item})
+	e.ev("response.completed", map[string]any{"response": o.response("completed", []any{o.item}, true)})
+}
+
+// streamMessage writes a message item's events: the item and its one
+// output_text part added, the text as one delta, the text and the part
+// done.
+func (o *responsesReply) streamMessage(e *responsesEvents) {
+	itemID, _ := o.item["id"].(string)
+	text := o.reply.Text
+	added := map[string]any{"id": itemID, "type": "message", "role": "assistant", "status": "in_progress", "content": []any{}}
+	e.ev("response.output_item.added", map[string]any{"output_index": 0, "item": added})
+	part := map[string]any{"type": "output_text", "text": "", "annotations": []any{}}
+	e.ev("response.content_part.added", map[string]any{"item_id": itemID, "output_index": 0, "content_index": 0, "part": part})
+	e.ev("response.output_text.delta", map[string]any{"item_id": itemID, "output_index": 0, "content_index": 0, "delta": text})
+	e.ev("response.output_text.done", map[string]any{"item_id": itemID, "output_index": 0, "content_index": 0, "text": text})
+	part = map[string]any{"type": "output_text", "text": text, "annotations": []any{}}
+	e.ev("response.content_part.done", map[string]any{"item_id": itemID, "output_index": 0, "content_index": 0, "part": part})
+}
+
+// streamCall writes a function_call or custom_tool_call item's events: the
+// item added with its payload (the arguments or the freeform input) empty,
+// then the payload as one delta, and done.
+func (o *responsesReply) streamCall(e *responsesEvents) {
+	itemID, _ := o.item["id"].(string)
+	field, delta, done := "arguments", "response.function_call_arguments.delta", "response.function_call_arguments.done"
+	if o.item["type"] == "custom_tool_call" {
+		field, delta, done = "input", "response.custom_tool_call_input.delta", "response.custom_tool_call_input.done"
+	}
+	added := maps.Clone(o.item)
+	added[field] = ""
+	added["status"] = "in_progress"
+	e.ev("response.output_item.added", map[string]any{"output_index": 0, "item": added})
+	e.ev(delta, map[string]any{"item_id": itemID, "output_index": 0, "delta": o.item[field]})
+	e.ev(done, map[string]any{"item_id": itemID, "output_index": 0, field: o.item[field]})
 }
 
 // readTools adds the offered tools of list (a request's "tools", or an
