@@ -118,6 +118,41 @@ type suiteResult struct {
 
 // runSuite parses the flags and runs the suite.
 func runSuite(ctx context.Context, e *cliIO, args []string) error {
+	o, err := parseSuiteFlags(e, args)
+	if err != nil {
+		return err
+	}
+	dir, err := os.MkdirTemp("", "relay-bench-")
+	if err != nil {
+		return err
+	}
+	s := &suite{e: e, o: o, dir: dir, bins: map[string]suiteBin{}}
+	defer s.cleanup()
+	// Every row but the store's drives the relay binary, as a user would.
+	if len(o.rows) > 1 || !o.rows["store"] {
+		if s.exe, err = s.relayBin(); err != nil {
+			return err
+		}
+	}
+	res := suiteResult{Machine: s.machine(ctx), Command: "relay-bench " + strings.Join(args, " "), Started: time.Now().UTC()}
+	start := time.Now()
+	if err := s.runGroups(ctx); err != nil {
+		return err
+	}
+	res.Elapsed = time.Since(start).Round(time.Second).String()
+	res.Rows = s.rows
+	if o.keep {
+		s.progress("work directory kept: %s", dir)
+	}
+	if o.json {
+		return printJSON(e.stdout, res)
+	}
+	return printSuite(e.stdout, res)
+}
+
+// parseSuiteFlags parses the command line into the suite's options; a bad
+// one is explained on stderr and returned as errUsage.
+func parseSuiteFlags(e *cliIO, args []string) (suiteOptions, error) {
 	f := flag.NewFlagSet("relay-bench", flag.ContinueOnError)
 	f.SetOutput(e.stderr)
 	f.Usage = func() {
@@ -136,12 +171,12 @@ func runSuite(ctx context.Context, e *cliIO, args []string) error {
 	f.StringVar(&o.src, "src", "", "the relay's source `DIR` (go.mod), to build the relay and the floors' helpers; default: found from the working directory up")
 	f.BoolVar(&o.json, "json", false, "print JSON instead of a table")
 	if err := f.Parse(args); err != nil {
-		return errUsage
+		return o, errUsage
 	}
 	if f.NArg() > 0 {
 		fmt.Fprintf(e.stderr, "relay-bench: unexpected argument %q\n", f.Arg(0))
 		f.Usage()
-		return errUsage
+		return o, errUsage
 	}
 	o.rows = map[string]bool{}
 	for _, r := range strings.Split(*rows, ",") {
@@ -150,29 +185,21 @@ func runSuite(ctx context.Context, e *cliIO, args []string) error {
 			continue
 		}
 		if !slices.Contains(suiteRowNames, r) {
-			return usageError(e, "--rows: unknown row group %q (one or more of: %s)", r, strings.Join(suiteRowNames, ", "))
+			return o, usageError(e, "--rows: unknown row group %q (one or more of: %s)", r, strings.Join(suiteRowNames, ", "))
 		}
 		o.rows[r] = true
 	}
 	if o.messages < 0 || o.tasks < 0 || o.sends < 1 || o.iterations < 1 {
-		return usageError(e, "--messages and --tasks must be >= 0, --sends and --iterations >= 1")
+		return o, usageError(e, "--messages and --tasks must be >= 0, --sends and --iterations >= 1")
 	}
-	dir, err := os.MkdirTemp("", "relay-bench-")
-	if err != nil {
-		return err
-	}
-	s := &suite{e: e, o: o, dir: dir, bins: map[string]suiteBin{}}
-	defer s.cleanup()
-	// Every row but the store's drives the relay binary, as a user would.
-	if len(o.rows) > 1 || !o.rows["store"] {
-		if s.exe, err = s.relayBin(); err != nil {
-			return err
-		}
-	}
-	res := suiteResult{Machine: s.machine(ctx), Command: "relay-bench " + strings.Join(args, " "), Started: time.Now().UTC()}
-	start := time.Now()
+	return o, nil
+}
+
+// runGroups runs the chosen row groups in suiteRowNames' order, stopping
+// each group's processes before the next, until ctx ends.
+func (s *suite) runGroups(ctx context.Context) error {
 	for _, g := range suiteRowNames {
-		if !o.rows[g] {
+		if !s.o.rows[g] {
 			continue
 		}
 		if err := ctx.Err(); err != nil {
@@ -193,15 +220,7 @@ func runSuite(ctx context.Context, e *cliIO, args []string) error {
 		}
 		s.stopProcs() // each group starts from a quiet machine
 	}
-	res.Elapsed = time.Since(start).Round(time.Second).String()
-	res.Rows = s.rows
-	if o.keep {
-		s.progress("work directory kept: %s", dir)
-	}
-	if o.json {
-		return printJSON(e.stdout, res)
-	}
-	return printSuite(e.stdout, res)
+	return nil
 }
 
 // printSuite prints the table, then the machine and each row's notes.
