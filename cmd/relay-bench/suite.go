@@ -777,121 +777,188 @@ func (s *suite) rowSend(ctx context.Context) {
 	latAim := suiteAim{on: "p99_ms", le: true, bound: 10}
 	latRow.Aim = latAim.String()
 
+	relays, err := s.sendRelays(ctx)
+	if err != nil {
+		s.skip(err, vsMCP, vsSQL, latRow)
+		return
+	}
+	floors, floorErr := s.sendFloors(ctx)
+	m, err := sendMeasure(ctx, relays, floors, floorErr, max(s.o.sends/2, 1))
+	if err != nil {
+		s.skip(err, vsMCP, vsSQL, latRow)
+		return
+	}
+	mcpFloor := s.addSendVsMCP(vsMCP, vsMCPAim, m)
+	s.addSendVsInserts(ctx, vsSQL, vsSQLAim, m, mcpFloor)
+	s.addSendLatency(latRow, latAim, m)
+}
+
+// sendSide is one side of the send rows: its 8 clients, and whom client k
+// sends to.
+type sendSide struct {
+	clients []*suiteClient
+	to      func(k int) string
+}
+
+// sendRelays starts the send rows' daemon and 8 facades on it, as the core
+// agents in turn; each sends to the agent after its own.
+func (s *suite) sendRelays(ctx context.Context) (sendSide, error) {
+	agents := model.CoreAgents()
+	side := sendSide{to: func(k int) string { return agents[(k+1)%len(agents)] }}
 	home := filepath.Join(s.dir, "send")
 	// Nobody acknowledges: no inbox quota, which would refuse a sender
 	// past its share of the recipient's inbox (250 of 1000 by default).
 	if err := os.MkdirAll(home, 0o700); err != nil {
-		s.skip(err, vsMCP, vsSQL, latRow)
-		return
+		return side, err
 	}
 	if err := os.WriteFile(filepath.Join(home, "config.toml"), []byte("[limits]\ninbox_messages = 0\ninbox_bytes = 0\n"), 0o600); err != nil {
-		s.skip(err, vsMCP, vsSQL, latRow)
-		return
+		return side, err
 	}
 	if _, err := s.startDaemon(ctx, home); err != nil {
-		s.skip(err, vsMCP, vsSQL, latRow)
-		return
+		return side, err
 	}
-	agents := model.CoreAgents()
-	var relays []*suiteClient
 	for k := range 8 {
 		c, err := s.mcpClient(ctx, s.facadeArgv(home, agents[k%len(agents)]))
 		if err != nil {
-			s.skip(err, vsMCP, vsSQL, latRow)
-			return
+			return side, err
 		}
-		relays = append(relays, c)
+		side.clients = append(side.clients, c)
 	}
-	relayTo := func(k int) string { return agents[(k+1)%len(agents)] }
-	floorBin, floorErr := s.bin("cmd/testfakes/mcpfloor")
-	var floors []*suiteClient
-	if floorErr == nil {
-		for range 8 {
-			c, err := s.mcpClient(ctx, []string{floorBin})
-			if err != nil {
-				floorErr = err
-				break
-			}
-			floors = append(floors, c)
+	return side, nil
+}
+
+// sendFloors starts 8 mcpfloor servers, all sent to as codex. Their error
+// costs only the rows against them.
+func (s *suite) sendFloors(ctx context.Context) (sendSide, error) {
+	side := sendSide{to: func(int) string { return "codex" }}
+	floorBin, err := s.bin("cmd/testfakes/mcpfloor")
+	if err != nil {
+		return side, err
+	}
+	for range 8 {
+		c, err := s.mcpClient(ctx, []string{floorBin})
+		if err != nil {
+			return side, err
 		}
+		side.clients = append(side.clients, c)
 	}
-	floorTo := func(int) string { return "codex" }
+	return side, nil
+}
+
+// sendSamples are one side's measured rounds: every call's latency, the
+// rounds' wall time summed (seconds) and the CPU they cost by process kind.
+type sendSamples struct {
+	lat  []time.Duration
+	time float64
+	cpu  cpuSample
+}
+
+// round runs one measured round, per messages from each client of side,
+// and adds it to p; a failed round adds nothing.
+func (p *sendSamples) round(ctx context.Context, side sendSide, per int) error {
+	before := sampleCPU()
+	r, lat, err := sendRound(ctx, side.clients, side.to, per)
+	if err != nil {
+		return err
+	}
+	p.cpu.add(before, sampleCPU())
+	p.lat, p.time = append(p.lat, lat...), p.time+float64(len(lat))/r
+	return nil
+}
+
+// rate is the side's messages per second over its rounds.
+func (p *sendSamples) rate() float64 { return float64(len(p.lat)) / p.time }
+
+// pctl is the side's q-quantile latency in ms.
+func (p *sendSamples) pctl(q float64) float64 { return ms(pctl(p.lat, q)) }
+
+// sendMeasured is what the send rows are made of: the relay's samples, and
+// the floor's unless floorErr.
+type sendMeasured struct {
+	relay, floor sendSamples
+	floorErr     error
+}
+
+// sendMeasure warms both sides up (unmeasured), then runs two rounds of
+// half messages per client on each. An error of the relay's is returned;
+// one of the floor's (or the floorErr given, from starting it) is kept in
+// floorErr and ends only the floor's rounds.
+func sendMeasure(ctx context.Context, relays, floors sendSide, floorErr error, half int) (sendMeasured, error) {
+	m := sendMeasured{relay: sendSamples{cpu: cpuSample{}}, floor: sendSamples{cpu: cpuSample{}}, floorErr: floorErr}
 	// Warm up both (connections, page cache), unmeasured.
-	if _, _, err := sendRound(ctx, relays, relayTo, 10); err != nil {
-		s.skip(err, vsMCP, vsSQL, latRow)
-		return
+	if _, _, err := sendRound(ctx, relays.clients, relays.to, 10); err != nil {
+		return m, err
 	}
-	if floorErr == nil {
-		_, _, floorErr = sendRound(ctx, floors, floorTo, 10)
+	if m.floorErr == nil {
+		_, _, m.floorErr = sendRound(ctx, floors.clients, floors.to, 10)
 	}
 	// Two rounds each, interleaved, so a change in the machine's load
 	// hits both alike.
-	var relayLat, floorLat []time.Duration
-	var relayTime, floorTime float64
-	relayCPU, floorCPU := cpuSample{}, cpuSample{}
-	half := max(s.o.sends/2, 1)
 	for range 2 {
-		before := sampleCPU()
-		r, lat, err := sendRound(ctx, relays, relayTo, half)
-		if err != nil {
-			s.skip(err, vsMCP, vsSQL, latRow)
-			return
+		if err := m.relay.round(ctx, relays, half); err != nil {
+			return m, err
 		}
-		relayCPU.add(before, sampleCPU())
-		relayLat, relayTime = append(relayLat, lat...), relayTime+float64(len(lat))/r
-		if floorErr == nil {
-			before := sampleCPU()
-			r, lat, err := sendRound(ctx, floors, floorTo, half)
-			if err != nil {
-				floorErr = err
-			} else {
-				floorCPU.add(before, sampleCPU())
-				floorLat, floorTime = append(floorLat, lat...), floorTime+float64(len(lat))/r
-			}
+		if m.floorErr == nil {
+			m.floorErr = m.floor.round(ctx, floors, half)
 		}
 	}
-	relayRate := float64(len(relayLat)) / relayTime
-	p50, p99 := ms(pctl(relayLat, 0.5)), ms(pctl(relayLat, 0.99))
+	return m, nil
+}
 
-	if floorErr != nil {
-		s.skip(floorErr, vsMCP)
-	} else {
-		vsMCP.Relay, vsMCP.Floor = relayRate, float64(len(floorLat))/floorTime
-		vsMCP.Ratio = ratio(vsMCP.Relay, vsMCP.Floor)
-		vsMCP.P50Ms, vsMCP.P99Ms, vsMCP.Samples = p50, p99, len(relayLat)
-		vsMCP.Note = "CPU per call: relay: " + relayCPU.perCall(len(relayLat), "clients", "facades", "daemon") +
-			"; floor: " + floorCPU.perCall(len(floorLat), "clients", "mcpfloor")
-		vsMCP.setAim(vsMCPAim)
-		s.add(vsMCP)
+// addSendVsMCP fills and adds the rate row against the MCP floor, or skips
+// it without that floor. It returns the floor's rate (0 when skipped),
+// which bounds the row against inserts.
+func (s *suite) addSendVsMCP(row suiteRow, aim suiteAim, m sendMeasured) float64 {
+	if m.floorErr != nil {
+		s.skip(m.floorErr, row)
+		return 0
 	}
+	row.Relay, row.Floor = m.relay.rate(), m.floor.rate()
+	row.Ratio = ratio(row.Relay, row.Floor)
+	row.P50Ms, row.P99Ms, row.Samples = m.relay.pctl(0.5), m.relay.pctl(0.99), len(m.relay.lat)
+	row.Note = "CPU per call: relay: " + m.relay.cpu.perCall(len(m.relay.lat), "clients", "facades", "daemon") +
+		"; floor: " + m.floor.cpu.perCall(len(m.floor.lat), "clients", "mcpfloor")
+	row.setAim(aim)
+	s.add(row)
+	return row.Floor
+}
 
-	floor, err := persistencetest.InsertFloor(ctx, filepath.Join(s.dir, "send-floor.db"), persistence.SyncFull, len(relayLat), suiteBody)
+// addSendVsInserts measures as many FULL inserts as the relay sent, then
+// fills and adds the rate row against them (skipped if they fail).
+// mcpFloor is the MCP floor's rate, 0 without one.
+func (s *suite) addSendVsInserts(ctx context.Context, row suiteRow, aim suiteAim, m sendMeasured, mcpFloor float64) {
+	floor, err := persistencetest.InsertFloor(ctx, filepath.Join(s.dir, "send-floor.db"), persistence.SyncFull, len(m.relay.lat), suiteBody)
 	if err != nil {
-		s.skip(err, vsSQL)
-	} else {
-		vsSQL.Relay, vsSQL.Floor = relayRate, floor.PerSecond()
-		vsSQL.Ratio = ratio(vsSQL.Relay, vsSQL.Floor)
-		vsSQL.P50Ms, vsSQL.P99Ms, vsSQL.Samples = p50, p99, len(relayLat)
-		vsSQL.Note = fmt.Sprintf("floor p50 %.2f ms, p99 %.2f ms per insert", ms(pctl(floor.Latencies, 0.5)), ms(pctl(floor.Latencies, 0.99)))
-		if vsMCP.Floor > 0 {
-			// The relay does everything the MCP floor does and more, so
-			// the floor's own rate bounds this ratio in this run.
-			vsSQL.Note += fmt.Sprintf("; bound: the MCP floor itself (storing nothing) reaches %.2fx of these inserts in this run", ratio(vsMCP.Floor, vsSQL.Floor))
-		}
-		vsSQL.setAim(vsSQLAim)
-		s.add(vsSQL)
+		s.skip(err, row)
+		return
 	}
+	row.Relay, row.Floor = m.relay.rate(), floor.PerSecond()
+	row.Ratio = ratio(row.Relay, row.Floor)
+	row.P50Ms, row.P99Ms, row.Samples = m.relay.pctl(0.5), m.relay.pctl(0.99), len(m.relay.lat)
+	row.Note = fmt.Sprintf("floor p50 %.2f ms, p99 %.2f ms per insert", ms(pctl(floor.Latencies, 0.5)), ms(pctl(floor.Latencies, 0.99)))
+	if mcpFloor > 0 {
+		// The relay does everything the MCP floor does and more, so
+		// the floor's own rate bounds this ratio in this run.
+		row.Note += fmt.Sprintf("; bound: the MCP floor itself (storing nothing) reaches %.2fx of these inserts in this run", ratio(mcpFloor, row.Floor))
+	}
+	row.setAim(aim)
+	s.add(row)
+}
 
-	latRow.Relay, latRow.P50Ms, latRow.P99Ms, latRow.Samples = p99, p50, p99, len(relayLat)
-	if floorErr == nil {
-		latRow.Floor = ms(pctl(floorLat, 0.99))
-		latRow.Ratio = ratio(latRow.Relay, latRow.Floor)
-		latRow.Note = fmt.Sprintf("floor p50 %.2f ms", ms(pctl(floorLat, 0.5)))
+// addSendLatency fills and adds the latency row: the relay's p99, against
+// the MCP floor's when there is one.
+func (s *suite) addSendLatency(row suiteRow, aim suiteAim, m sendMeasured) {
+	p50, p99 := m.relay.pctl(0.5), m.relay.pctl(0.99)
+	row.Relay, row.P50Ms, row.P99Ms, row.Samples = p99, p50, p99, len(m.relay.lat)
+	if m.floorErr == nil {
+		row.Floor = m.floor.pctl(0.99)
+		row.Ratio = ratio(row.Relay, row.Floor)
+		row.Note = fmt.Sprintf("floor p50 %.2f ms", m.floor.pctl(0.5))
 	} else {
-		latRow.Note = "no floor: " + floorErr.Error()
+		row.Note = "no floor: " + m.floorErr.Error()
 	}
-	latRow.setAim(latAim)
-	s.add(latRow)
+	row.setAim(aim)
+	s.add(row)
 }
 
 // rowSubmit: submit_task → authorized with the fake authority adapter, and
