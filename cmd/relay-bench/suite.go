@@ -977,134 +977,192 @@ func (s *suite) rowSubmit(ctx context.Context) {
 	dispAim := suiteAim{on: "ratio", le: true, bound: 1.2}
 	dispRow.Aim = dispAim.String()
 
-	auth, err := s.bin("cmd/testfakes/fakeauthority")
+	rig, err := s.startSubmitRig(ctx)
 	if err != nil {
 		s.skip(err, subRow, dispRow)
 		return
 	}
+	defer rig.op.Close()
+	var m submitSamples
+	// Relay and floor samples alternate, so that both see the same load.
+	for i := -1; i < s.o.iterations; i++ { // one unmeasured warm-up
+		x, err := s.submitRound(ctx, rig)
+		if err != nil {
+			s.skip(err, subRow, dispRow)
+			return
+		}
+		if i >= 0 {
+			m.add(x)
+		}
+	}
+	s.addSubmitRow(subRow, m)
+	s.addDispatchRow(dispRow, dispAim, m, rig.daemon)
+}
+
+// submitRig is what the submit rows drive: a daemon whose authority is
+// the fake authority adapter and whose claude is the fake agent, a codex
+// facade and an operator's socket client on it, and for the floors the
+// two fakes and a request for the adapter.
+type submitRig struct {
+	auth, agent string
+	daemon      *suiteDaemon
+	facade      *suiteClient
+	op          *socketapi.Client // the caller closes it
+	req         string            // an authority request on one line
+}
+
+// startSubmitRig builds the fakes, writes the home's configuration and
+// starts its daemon, the facade and the operator's client.
+func (s *suite) startSubmitRig(ctx context.Context) (submitRig, error) {
+	var r submitRig
+	auth, err := s.bin("cmd/testfakes/fakeauthority")
+	if err != nil {
+		return r, err
+	}
 	fake, err := s.bin("cmd/testfakes/fakeagent")
 	if err != nil {
-		s.skip(err, subRow, dispRow)
-		return
+		return r, err
 	}
 	// The fake agent installed as claude's current adapter, so the daemon
 	// runs it under claude's hardening profile as it would the real one
 	// (an adapter that names no package is refused).
 	agent, err := dispatchtest.InstallAdapter(filepath.Join(s.dir, "adapters"), fake, "claude")
 	if err != nil {
-		s.skip(err, subRow, dispRow)
-		return
+		return r, err
 	}
 	home := filepath.Join(s.dir, "submit")
 	if err := os.MkdirAll(home, 0o700); err != nil {
-		s.skip(err, subRow, dispRow)
-		return
+		return r, err
 	}
 	var cfg strings.Builder
 	fmt.Fprintf(&cfg, "[authority]\ncommand = [%q, \"allow-guarded\"]\n\n", auth)
 	fmt.Fprintf(&cfg, "[agents.claude]\ncommand = [%q]\n", agent)
 	if err := os.WriteFile(filepath.Join(home, "config.toml"), []byte(cfg.String()), 0o600); err != nil {
-		s.skip(err, subRow, dispRow)
-		return
+		return r, err
 	}
 	daemon, err := s.startDaemon(ctx, home)
 	if err != nil {
-		s.skip(err, subRow, dispRow)
-		return
+		return r, err
 	}
 	c, err := s.mcpClient(ctx, s.facadeArgv(home, "codex"))
 	if err != nil {
-		s.skip(err, subRow, dispRow)
-		return
+		return r, err
 	}
-	op := socketapi.NewClient(filepath.Join(home, homeSocket), socketapi.ClientOptions{})
-	defer op.Close()
-
-	req := `{"version":1,"request_id":"bench","task_id":"T-bench","mission_id":"M-bench","lease_id":"S-bench","caller":"codex","target":"claude","mode":"read_only","requested_at":"` +
+	r = submitRig{auth: auth, agent: agent, daemon: daemon, facade: c,
+		op: socketapi.NewClient(filepath.Join(home, homeSocket), socketapi.ClientOptions{})}
+	r.req = `{"version":1,"request_id":"bench","task_id":"T-bench","mission_id":"M-bench","lease_id":"S-bench","caller":"codex","target":"claude","mode":"read_only","requested_at":"` +
 		time.Now().UTC().Format(time.RFC3339) + `"}` + "\n"
-	var submit, answer, adapter, dispatch []time.Duration
-	var authFloor, acpFloor []time.Duration
-	// Relay and floor samples alternate, so that both see the same load.
-	for i := -1; i < s.o.iterations; i++ { // one unmeasured warm-up
-		var t struct {
-			TaskID string `json:"task_id"`
-			State  string `json:"state"`
-			Code   string `json:"code"`
-		}
-		t0 := time.Now()
-		err := c.call(ctx, "submit_task", map[string]any{"target": "claude", "prompt": "echo bench",
-			"mission_id": "M-bench", "lease_id": "S-bench"}, &t)
-		ans := time.Since(t0)
-		if err == nil && t.State == "" {
-			err = fmt.Errorf("submit_task answered no state")
-		}
-		if err != nil {
-			s.skip(err, subRow, dispRow)
-			return
-		}
-		detail, err := suiteWaitDone(ctx, op, t.TaskID)
-		if err != nil {
-			s.skip(err, subRow, dispRow)
-			return
-		}
-		var authAt, workAt time.Time
-		for _, ev := range detail.Events {
-			switch ev.To {
-			case model.StateAuthorized:
-				authAt = ev.At
-			case model.StateWorking:
-				workAt = ev.At
-			}
-		}
-		var el time.Duration
-		for _, v := range detail.Verdicts {
-			if v.Gate == model.GateAuthority {
-				el, _ = time.ParseDuration(v.Detail["elapsed"])
-			}
-		}
-		if authAt.IsZero() || workAt.IsZero() || el == 0 {
-			s.skip(fmt.Errorf("task %s: no authorized/working events or authority elapsed in its timeline (state %s)", t.TaskID, detail.State), subRow, dispRow)
-			return
-		}
-		d := authAt.Sub(t0) // wall clocks of one host: authAt has no monotonic reading
-		fd, err := suiteRunAdapter(auth, req)
-		if err != nil {
-			s.skip(err, subRow, dispRow)
-			return
-		}
-		fa, err := suiteACPSetup(agent, s.dir)
-		if err != nil {
-			s.skip(err, subRow, dispRow)
-			return
-		}
-		if i >= 0 {
-			submit, answer = append(submit, d), append(answer, ans)
-			adapter, dispatch = append(adapter, el), append(dispatch, workAt.Sub(authAt))
-			authFloor, acpFloor = append(authFloor, fd), append(acpFloor, fa)
+	return r, nil
+}
+
+// submitSample is one round of the submit rows: the relay's times, then
+// one sample of each floor.
+type submitSample struct {
+	submit    time.Duration // submit_task's start to the authorized event
+	answer    time.Duration // submit_task's answer (the task stored)
+	adapter   time.Duration // the authority adapter's run, as the relay timed it
+	dispatch  time.Duration // the authorized event to the working one
+	authFloor time.Duration // the fake authority adapter run alone
+	acpFloor  time.Duration // the fake agent spawned and set up alone
+}
+
+// submitSamples are the measured rounds, field by field.
+type submitSamples struct {
+	submit, answer, adapter, dispatch, authFloor, acpFloor []time.Duration
+}
+
+// add appends one measured round.
+func (m *submitSamples) add(x submitSample) {
+	m.submit, m.answer = append(m.submit, x.submit), append(m.answer, x.answer)
+	m.adapter, m.dispatch = append(m.adapter, x.adapter), append(m.dispatch, x.dispatch)
+	m.authFloor, m.acpFloor = append(m.authFloor, x.authFloor), append(m.acpFloor, x.acpFloor)
+}
+
+// submitRound submits one task through the facade, waits for it to
+// complete and reads its timeline, then runs each floor once.
+func (s *suite) submitRound(ctx context.Context, r submitRig) (submitSample, error) {
+	var x submitSample
+	var t struct {
+		TaskID string `json:"task_id"`
+		State  string `json:"state"`
+		Code   string `json:"code"`
+	}
+	t0 := time.Now()
+	err := r.facade.call(ctx, "submit_task", map[string]any{"target": "claude", "prompt": "echo bench",
+		"mission_id": "M-bench", "lease_id": "S-bench"}, &t)
+	x.answer = time.Since(t0)
+	if err == nil && t.State == "" {
+		err = fmt.Errorf("submit_task answered no state")
+	}
+	if err != nil {
+		return x, err
+	}
+	detail, err := suiteWaitDone(ctx, r.op, t.TaskID)
+	if err != nil {
+		return x, err
+	}
+	authAt, workAt, el := submitTimeline(detail)
+	if authAt.IsZero() || workAt.IsZero() || el == 0 {
+		return x, fmt.Errorf("task %s: no authorized/working events or authority elapsed in its timeline (state %s)", t.TaskID, detail.State)
+	}
+	x.submit = authAt.Sub(t0) // wall clocks of one host: authAt has no monotonic reading
+	x.adapter, x.dispatch = el, workAt.Sub(authAt)
+	if x.authFloor, err = suiteRunAdapter(r.auth, r.req); err != nil {
+		return x, err
+	}
+	if x.acpFloor, err = suiteACPSetup(r.agent, s.dir); err != nil {
+		return x, err
+	}
+	return x, nil
+}
+
+// submitTimeline reads a task's authorized and working events' times and
+// the authority adapter's run as the relay timed it (zero when absent).
+func submitTimeline(d model.TaskDetail) (authAt, workAt time.Time, adapter time.Duration) {
+	for _, ev := range d.Events {
+		switch ev.To {
+		case model.StateAuthorized:
+			authAt = ev.At
+		case model.StateWorking:
+			workAt = ev.At
 		}
 	}
-
-	subRow.Relay, subRow.Floor = ms(pctl(submit, 0.5)), ms(pctl(authFloor, 0.5))
-	subRow.Ratio = ratio(subRow.Relay, subRow.Floor)
-	subRow.P50Ms, subRow.P99Ms, subRow.Samples = ms(pctl(submit, 0.5)), ms(pctl(submit, 0.99)), len(submit)
-	share := make([]time.Duration, len(submit))
-	for i := range submit {
-		share[i] = submit[i] - adapter[i]
+	for _, v := range d.Verdicts {
+		if v.Gate == model.GateAuthority {
+			adapter, _ = time.ParseDuration(v.Detail["elapsed"])
+		}
 	}
-	subRow.Note = fmt.Sprintf("the relay's own share (submit to authorized minus the adapter's run as the relay timed it): p50 %.2f ms (%.0f%%); adapter p50 %.2f ms inside the relay; the submit's answer (the task stored, before its gates) p50 %.2f ms",
-		ms(pctl(share, 0.5)), 100*ratio(ms(pctl(share, 0.5)), subRow.Relay), ms(pctl(adapter, 0.5)), ms(pctl(answer, 0.5)))
-	s.add(subRow)
+	return authAt, workAt, adapter
+}
 
-	dispRow.Relay, dispRow.Floor = ms(pctl(dispatch, 0.5)), ms(pctl(acpFloor, 0.5))
-	dispRow.Ratio = ratio(dispRow.Relay, dispRow.Floor)
-	dispRow.P50Ms, dispRow.P99Ms, dispRow.Samples = ms(pctl(dispatch, 0.5)), ms(pctl(dispatch, 0.99)), len(dispatch)
-	dispRow.Note = fmt.Sprintf("floor p99 %.2f ms; timeline times are the daemon's clock", ms(pctl(acpFloor, 0.99)))
+// addSubmitRow fills and adds the submit row; its note parts the relay's
+// own share from the adapter's run inside it.
+func (s *suite) addSubmitRow(row suiteRow, m submitSamples) {
+	row.Relay, row.Floor = ms(pctl(m.submit, 0.5)), ms(pctl(m.authFloor, 0.5))
+	row.Ratio = ratio(row.Relay, row.Floor)
+	row.P50Ms, row.P99Ms, row.Samples = ms(pctl(m.submit, 0.5)), ms(pctl(m.submit, 0.99)), len(m.submit)
+	share := make([]time.Duration, len(m.submit))
+	for i := range m.submit {
+		share[i] = m.submit[i] - m.adapter[i]
+	}
+	row.Note = fmt.Sprintf("the relay's own share (submit to authorized minus the adapter's run as the relay timed it): p50 %.2f ms (%.0f%%); adapter p50 %.2f ms inside the relay; the submit's answer (the task stored, before its gates) p50 %.2f ms",
+		ms(pctl(share, 0.5)), 100*ratio(ms(pctl(share, 0.5)), row.Relay), ms(pctl(m.adapter, 0.5)), ms(pctl(m.answer, 0.5)))
+	s.add(row)
+}
+
+// addDispatchRow fills and adds the dispatch row; its note ends with the
+// daemon's memory after the runs, when it can be read.
+func (s *suite) addDispatchRow(row suiteRow, aim suiteAim, m submitSamples, daemon *suiteDaemon) {
+	row.Relay, row.Floor = ms(pctl(m.dispatch, 0.5)), ms(pctl(m.acpFloor, 0.5))
+	row.Ratio = ratio(row.Relay, row.Floor)
+	row.P50Ms, row.P99Ms, row.Samples = ms(pctl(m.dispatch, 0.5)), ms(pctl(m.dispatch, 0.99)), len(m.dispatch)
+	row.Note = fmt.Sprintf("floor p99 %.2f ms; timeline times are the daemon's clock", ms(pctl(m.acpFloor, 0.99)))
 	// What the runs leave in the daemon: its memory after them.
 	if cur, peak, err := daemon.rss(); err == nil {
-		dispRow.Note += fmt.Sprintf("; daemon VmRSS %.1f MiB (peak %.1f MiB) after %d dispatches", cur, peak, len(dispatch)+1)
+		row.Note += fmt.Sprintf("; daemon VmRSS %.1f MiB (peak %.1f MiB) after %d dispatches", cur, peak, len(m.dispatch)+1)
 	}
-	dispRow.setAim(dispAim)
-	s.add(dispRow)
+	row.setAim(aim)
+	s.add(row)
 }
 
 // suiteWaitDone polls a task until it is terminal and returns its detail.
