@@ -1326,25 +1326,9 @@ func suiteBytes(n int64) string { return humanize.IBytes(uint64(max(n, 0))) }
 func (s *suite) scaleMeasure(ctx context.Context, name string, sz suiteSize) (scaleResult, error) {
 	var res scaleResult
 	home := filepath.Join(s.dir, name)
-	if err := os.MkdirAll(home, 0o700); err != nil {
+	var err error
+	if res.seed, res.dbBytes, err = s.scaleSeed(ctx, name, home, sz); err != nil {
 		return res, err
-	}
-	s.progress("%s: seeding %d messages (%d unread) and %d tasks", name, sz.messages, sz.unread, sz.tasks)
-	start := time.Now()
-	db, err := persistence.Open(ctx, filepath.Join(home, homeDB), persistence.Options{})
-	if err != nil {
-		return res, err
-	}
-	err = persistencetest.Seed(ctx, db, persistencetest.SeedOptions{Messages: sz.messages, Tasks: sz.tasks, Unread: sz.unread})
-	if cerr := db.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return res, err
-	}
-	res.seed = time.Since(start)
-	if fi, err := os.Stat(filepath.Join(home, homeDB)); err == nil {
-		res.dbBytes = fi.Size()
 	}
 	d, err := s.startDaemon(ctx, home)
 	if err != nil {
@@ -1361,34 +1345,70 @@ func (s *suite) scaleMeasure(ctx context.Context, name string, sz suiteSize) (sc
 	}
 	op := socketapi.NewClient(filepath.Join(home, homeSocket), socketapi.ClientOptions{})
 	defer op.Close()
-	n := 10 * s.o.iterations
+	ids, err := scaleTaskIDs(ctx, op, agents)
+	if err != nil {
+		return res, err
+	}
+	if len(ids) == 0 {
+		return res, fmt.Errorf("%s: no tasks to show", name)
+	}
+	if err := s.scaleReads(ctx, &res, cs, op, ids); err != nil {
+		return res, err
+	}
+	res.rss, res.hwm, err = d.rss()
+	return res, err
+}
+
+// scaleSeed seeds the database of a new home with sz and returns how long
+// that took and the database's size (0 if it cannot be read).
+func (s *suite) scaleSeed(ctx context.Context, name, home string, sz suiteSize) (time.Duration, int64, error) {
+	if err := os.MkdirAll(home, 0o700); err != nil {
+		return 0, 0, err
+	}
+	s.progress("%s: seeding %d messages (%d unread) and %d tasks", name, sz.messages, sz.unread, sz.tasks)
+	start := time.Now()
+	db, err := persistence.Open(ctx, filepath.Join(home, homeDB), persistence.Options{})
+	if err != nil {
+		return 0, 0, err
+	}
+	err = persistencetest.Seed(ctx, db, persistencetest.SeedOptions{Messages: sz.messages, Tasks: sz.tasks, Unread: sz.unread})
+	if cerr := db.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return 0, 0, err
+	}
+	seed := time.Since(start)
+	var size int64
+	if fi, err := os.Stat(filepath.Join(home, homeDB)); err == nil {
+		size = fi.Size()
+	}
+	return seed, size, nil
+}
+
+// scaleTaskIDs lists up to 20 tasks of each agent, the tasks the show
+// calls go through.
+func scaleTaskIDs(ctx context.Context, op *socketapi.Client, agents []string) ([]string, error) {
 	var ids []string
 	for _, a := range agents {
 		ts, err := op.Tasks(ctx, model.TaskFilter{Agent: a, Limit: 20})
 		if err != nil {
-			return res, err
+			return nil, err
 		}
 		for _, t := range ts {
 			ids = append(ids, t.ID)
 		}
 	}
-	if len(ids) == 0 {
-		return res, fmt.Errorf("%s: no tasks to show", name)
-	}
-	timeIt := func(f func(i int) error) ([]time.Duration, error) {
-		var out []time.Duration
-		for i := -len(agents); i < n; i++ { // one warm-up call per agent
-			t0 := time.Now()
-			if err := f(i + len(agents)); err != nil {
-				return nil, err
-			}
-			if i >= 0 {
-				out = append(out, time.Since(t0))
-			}
-		}
-		return out, nil
-	}
-	res.inbox, err = timeIt(func(i int) error {
+	return ids, nil
+}
+
+// scaleReads times 10x --iterations calls of each read, in turn, after one
+// warm-up call per agent: check_inbox and list_tasks through the facades
+// (cs, one per agent, in rotation), then the operator's task show over ids.
+func (s *suite) scaleReads(ctx context.Context, res *scaleResult, cs []*suiteClient, op *socketapi.Client, ids []string) error {
+	n := 10 * s.o.iterations
+	var err error
+	res.inbox, err = timeCalls(len(cs), n, func(i int) error {
 		var in struct {
 			Messages []struct {
 				State string `json:"state"`
@@ -1401,19 +1421,32 @@ func (s *suite) scaleMeasure(ctx context.Context, name string, sz suiteSize) (sc
 		return err
 	})
 	if err != nil {
-		return res, err
+		return err
 	}
-	res.list, err = timeIt(func(i int) error { return cs[i%len(cs)].call(ctx, "list_tasks", map[string]any{}, nil) })
+	res.list, err = timeCalls(len(cs), n, func(i int) error { return cs[i%len(cs)].call(ctx, "list_tasks", map[string]any{}, nil) })
 	if err != nil {
-		return res, err
+		return err
 	}
-	res.show, err = timeIt(func(i int) error {
+	res.show, err = timeCalls(len(cs), n, func(i int) error {
 		_, err := op.ShowTask(ctx, ids[(i*7)%len(ids)])
 		return err
 	})
-	if err != nil {
-		return res, err
+	return err
+}
+
+// timeCalls calls f warm times unmeasured, then n times measured, and
+// returns the measured calls' times. f gets the call's number, counting the
+// warm-ups from 0.
+func timeCalls(warm, n int, f func(i int) error) ([]time.Duration, error) {
+	var out []time.Duration
+	for i := -warm; i < n; i++ {
+		t0 := time.Now()
+		if err := f(i + warm); err != nil {
+			return nil, err
+		}
+		if i >= 0 {
+			out = append(out, time.Since(t0))
+		}
 	}
-	res.rss, res.hwm, err = d.rss()
-	return res, err
+	return out, nil
 }
