@@ -118,6 +118,41 @@ type suiteResult struct {
 
 // runSuite parses the flags and runs the suite.
 func runSuite(ctx context.Context, e *cliIO, args []string) error {
+	o, err := parseSuiteFlags(e, args)
+	if err != nil {
+		return err
+	}
+	dir, err := os.MkdirTemp("", "relay-bench-")
+	if err != nil {
+		return err
+	}
+	s := &suite{e: e, o: o, dir: dir, bins: map[string]suiteBin{}}
+	defer s.cleanup()
+	// Every row but the store's drives the relay binary, as a user would.
+	if len(o.rows) > 1 || !o.rows["store"] {
+		if s.exe, err = s.relayBin(); err != nil {
+			return err
+		}
+	}
+	res := suiteResult{Machine: s.machine(ctx), Command: "relay-bench " + strings.Join(args, " "), Started: time.Now().UTC()}
+	start := time.Now()
+	if err := s.runGroups(ctx); err != nil {
+		return err
+	}
+	res.Elapsed = time.Since(start).Round(time.Second).String()
+	res.Rows = s.rows
+	if o.keep {
+		s.progress("work directory kept: %s", dir)
+	}
+	if o.json {
+		return printJSON(e.stdout, res)
+	}
+	return printSuite(e.stdout, res)
+}
+
+// parseSuiteFlags parses the command line into the suite's options; a bad
+// one is explained on stderr and returned as errUsage.
+func parseSuiteFlags(e *cliIO, args []string) (suiteOptions, error) {
 	f := flag.NewFlagSet("relay-bench", flag.ContinueOnError)
 	f.SetOutput(e.stderr)
 	f.Usage = func() {
@@ -136,12 +171,12 @@ func runSuite(ctx context.Context, e *cliIO, args []string) error {
 	f.StringVar(&o.src, "src", "", "the relay's source `DIR` (go.mod), to build the relay and the floors' helpers; default: found from the working directory up")
 	f.BoolVar(&o.json, "json", false, "print JSON instead of a table")
 	if err := f.Parse(args); err != nil {
-		return errUsage
+		return o, errUsage
 	}
 	if f.NArg() > 0 {
 		fmt.Fprintf(e.stderr, "relay-bench: unexpected argument %q\n", f.Arg(0))
 		f.Usage()
-		return errUsage
+		return o, errUsage
 	}
 	o.rows = map[string]bool{}
 	for _, r := range strings.Split(*rows, ",") {
@@ -150,29 +185,21 @@ func runSuite(ctx context.Context, e *cliIO, args []string) error {
 			continue
 		}
 		if !slices.Contains(suiteRowNames, r) {
-			return usageError(e, "--rows: unknown row group %q (one or more of: %s)", r, strings.Join(suiteRowNames, ", "))
+			return o, usageError(e, "--rows: unknown row group %q (one or more of: %s)", r, strings.Join(suiteRowNames, ", "))
 		}
 		o.rows[r] = true
 	}
 	if o.messages < 0 || o.tasks < 0 || o.sends < 1 || o.iterations < 1 {
-		return usageError(e, "--messages and --tasks must be >= 0, --sends and --iterations >= 1")
+		return o, usageError(e, "--messages and --tasks must be >= 0, --sends and --iterations >= 1")
 	}
-	dir, err := os.MkdirTemp("", "relay-bench-")
-	if err != nil {
-		return err
-	}
-	s := &suite{e: e, o: o, dir: dir, bins: map[string]suiteBin{}}
-	defer s.cleanup()
-	// Every row but the store's drives the relay binary, as a user would.
-	if len(o.rows) > 1 || !o.rows["store"] {
-		if s.exe, err = s.relayBin(); err != nil {
-			return err
-		}
-	}
-	res := suiteResult{Machine: s.machine(ctx), Command: "relay-bench " + strings.Join(args, " "), Started: time.Now().UTC()}
-	start := time.Now()
+	return o, nil
+}
+
+// runGroups runs the chosen row groups in suiteRowNames' order, stopping
+// each group's processes before the next, until ctx ends.
+func (s *suite) runGroups(ctx context.Context) error {
 	for _, g := range suiteRowNames {
-		if !o.rows[g] {
+		if !s.o.rows[g] {
 			continue
 		}
 		if err := ctx.Err(); err != nil {
@@ -193,15 +220,7 @@ func runSuite(ctx context.Context, e *cliIO, args []string) error {
 		}
 		s.stopProcs() // each group starts from a quiet machine
 	}
-	res.Elapsed = time.Since(start).Round(time.Second).String()
-	res.Rows = s.rows
-	if o.keep {
-		s.progress("work directory kept: %s", dir)
-	}
-	if o.json {
-		return printJSON(e.stdout, res)
-	}
-	return printSuite(e.stdout, res)
+	return nil
 }
 
 // printSuite prints the table, then the machine and each row's notes.
@@ -758,121 +777,188 @@ func (s *suite) rowSend(ctx context.Context) {
 	latAim := suiteAim{on: "p99_ms", le: true, bound: 10}
 	latRow.Aim = latAim.String()
 
+	relays, err := s.sendRelays(ctx)
+	if err != nil {
+		s.skip(err, vsMCP, vsSQL, latRow)
+		return
+	}
+	floors, floorErr := s.sendFloors(ctx)
+	m, err := sendMeasure(ctx, relays, floors, floorErr, max(s.o.sends/2, 1))
+	if err != nil {
+		s.skip(err, vsMCP, vsSQL, latRow)
+		return
+	}
+	mcpFloor := s.addSendVsMCP(vsMCP, vsMCPAim, m)
+	s.addSendVsInserts(ctx, vsSQL, vsSQLAim, m, mcpFloor)
+	s.addSendLatency(latRow, latAim, m)
+}
+
+// sendSide is one side of the send rows: its 8 clients, and whom client k
+// sends to.
+type sendSide struct {
+	clients []*suiteClient
+	to      func(k int) string
+}
+
+// sendRelays starts the send rows' daemon and 8 facades on it, as the core
+// agents in turn; each sends to the agent after its own.
+func (s *suite) sendRelays(ctx context.Context) (sendSide, error) {
+	agents := model.CoreAgents()
+	side := sendSide{to: func(k int) string { return agents[(k+1)%len(agents)] }}
 	home := filepath.Join(s.dir, "send")
 	// Nobody acknowledges: no inbox quota, which would refuse a sender
 	// past its share of the recipient's inbox (250 of 1000 by default).
 	if err := os.MkdirAll(home, 0o700); err != nil {
-		s.skip(err, vsMCP, vsSQL, latRow)
-		return
+		return side, err
 	}
 	if err := os.WriteFile(filepath.Join(home, "config.toml"), []byte("[limits]\ninbox_messages = 0\ninbox_bytes = 0\n"), 0o600); err != nil {
-		s.skip(err, vsMCP, vsSQL, latRow)
-		return
+		return side, err
 	}
 	if _, err := s.startDaemon(ctx, home); err != nil {
-		s.skip(err, vsMCP, vsSQL, latRow)
-		return
+		return side, err
 	}
-	agents := model.CoreAgents()
-	var relays []*suiteClient
 	for k := range 8 {
 		c, err := s.mcpClient(ctx, s.facadeArgv(home, agents[k%len(agents)]))
 		if err != nil {
-			s.skip(err, vsMCP, vsSQL, latRow)
-			return
+			return side, err
 		}
-		relays = append(relays, c)
+		side.clients = append(side.clients, c)
 	}
-	relayTo := func(k int) string { return agents[(k+1)%len(agents)] }
-	floorBin, floorErr := s.bin("cmd/testfakes/mcpfloor")
-	var floors []*suiteClient
-	if floorErr == nil {
-		for range 8 {
-			c, err := s.mcpClient(ctx, []string{floorBin})
-			if err != nil {
-				floorErr = err
-				break
-			}
-			floors = append(floors, c)
+	return side, nil
+}
+
+// sendFloors starts 8 mcpfloor servers, all sent to as codex. Their error
+// costs only the rows against them.
+func (s *suite) sendFloors(ctx context.Context) (sendSide, error) {
+	side := sendSide{to: func(int) string { return "codex" }}
+	floorBin, err := s.bin("cmd/testfakes/mcpfloor")
+	if err != nil {
+		return side, err
+	}
+	for range 8 {
+		c, err := s.mcpClient(ctx, []string{floorBin})
+		if err != nil {
+			return side, err
 		}
+		side.clients = append(side.clients, c)
 	}
-	floorTo := func(int) string { return "codex" }
+	return side, nil
+}
+
+// sendSamples are one side's measured rounds: every call's latency, the
+// rounds' wall time summed (seconds) and the CPU they cost by process kind.
+type sendSamples struct {
+	lat  []time.Duration
+	time float64
+	cpu  cpuSample
+}
+
+// round runs one measured round, per messages from each client of side,
+// and adds it to p; a failed round adds nothing.
+func (p *sendSamples) round(ctx context.Context, side sendSide, per int) error {
+	before := sampleCPU()
+	r, lat, err := sendRound(ctx, side.clients, side.to, per)
+	if err != nil {
+		return err
+	}
+	p.cpu.add(before, sampleCPU())
+	p.lat, p.time = append(p.lat, lat...), p.time+float64(len(lat))/r
+	return nil
+}
+
+// rate is the side's messages per second over its rounds.
+func (p *sendSamples) rate() float64 { return float64(len(p.lat)) / p.time }
+
+// pctl is the side's q-quantile latency in ms.
+func (p *sendSamples) pctl(q float64) float64 { return ms(pctl(p.lat, q)) }
+
+// sendMeasured is what the send rows are made of: the relay's samples, and
+// the floor's unless floorErr.
+type sendMeasured struct {
+	relay, floor sendSamples
+	floorErr     error
+}
+
+// sendMeasure warms both sides up (unmeasured), then runs two rounds of
+// half messages per client on each. An error of the relay's is returned;
+// one of the floor's (or the floorErr given, from starting it) is kept in
+// floorErr and ends only the floor's rounds.
+func sendMeasure(ctx context.Context, relays, floors sendSide, floorErr error, half int) (sendMeasured, error) {
+	m := sendMeasured{relay: sendSamples{cpu: cpuSample{}}, floor: sendSamples{cpu: cpuSample{}}, floorErr: floorErr}
 	// Warm up both (connections, page cache), unmeasured.
-	if _, _, err := sendRound(ctx, relays, relayTo, 10); err != nil {
-		s.skip(err, vsMCP, vsSQL, latRow)
-		return
+	if _, _, err := sendRound(ctx, relays.clients, relays.to, 10); err != nil {
+		return m, err
 	}
-	if floorErr == nil {
-		_, _, floorErr = sendRound(ctx, floors, floorTo, 10)
+	if m.floorErr == nil {
+		_, _, m.floorErr = sendRound(ctx, floors.clients, floors.to, 10)
 	}
 	// Two rounds each, interleaved, so a change in the machine's load
 	// hits both alike.
-	var relayLat, floorLat []time.Duration
-	var relayTime, floorTime float64
-	relayCPU, floorCPU := cpuSample{}, cpuSample{}
-	half := max(s.o.sends/2, 1)
 	for range 2 {
-		before := sampleCPU()
-		r, lat, err := sendRound(ctx, relays, relayTo, half)
-		if err != nil {
-			s.skip(err, vsMCP, vsSQL, latRow)
-			return
+		if err := m.relay.round(ctx, relays, half); err != nil {
+			return m, err
 		}
-		relayCPU.add(before, sampleCPU())
-		relayLat, relayTime = append(relayLat, lat...), relayTime+float64(len(lat))/r
-		if floorErr == nil {
-			before := sampleCPU()
-			r, lat, err := sendRound(ctx, floors, floorTo, half)
-			if err != nil {
-				floorErr = err
-			} else {
-				floorCPU.add(before, sampleCPU())
-				floorLat, floorTime = append(floorLat, lat...), floorTime+float64(len(lat))/r
-			}
+		if m.floorErr == nil {
+			m.floorErr = m.floor.round(ctx, floors, half)
 		}
 	}
-	relayRate := float64(len(relayLat)) / relayTime
-	p50, p99 := ms(pctl(relayLat, 0.5)), ms(pctl(relayLat, 0.99))
+	return m, nil
+}
 
-	if floorErr != nil {
-		s.skip(floorErr, vsMCP)
-	} else {
-		vsMCP.Relay, vsMCP.Floor = relayRate, float64(len(floorLat))/floorTime
-		vsMCP.Ratio = ratio(vsMCP.Relay, vsMCP.Floor)
-		vsMCP.P50Ms, vsMCP.P99Ms, vsMCP.Samples = p50, p99, len(relayLat)
-		vsMCP.Note = "CPU per call: relay: " + relayCPU.perCall(len(relayLat), "clients", "facades", "daemon") +
-			"; floor: " + floorCPU.perCall(len(floorLat), "clients", "mcpfloor")
-		vsMCP.setAim(vsMCPAim)
-		s.add(vsMCP)
+// addSendVsMCP fills and adds the rate row against the MCP floor, or skips
+// it without that floor. It returns the floor's rate (0 when skipped),
+// which bounds the row against inserts.
+func (s *suite) addSendVsMCP(row suiteRow, aim suiteAim, m sendMeasured) float64 {
+	if m.floorErr != nil {
+		s.skip(m.floorErr, row)
+		return 0
 	}
+	row.Relay, row.Floor = m.relay.rate(), m.floor.rate()
+	row.Ratio = ratio(row.Relay, row.Floor)
+	row.P50Ms, row.P99Ms, row.Samples = m.relay.pctl(0.5), m.relay.pctl(0.99), len(m.relay.lat)
+	row.Note = "CPU per call: relay: " + m.relay.cpu.perCall(len(m.relay.lat), "clients", "facades", "daemon") +
+		"; floor: " + m.floor.cpu.perCall(len(m.floor.lat), "clients", "mcpfloor")
+	row.setAim(aim)
+	s.add(row)
+	return row.Floor
+}
 
-	floor, err := persistencetest.InsertFloor(ctx, filepath.Join(s.dir, "send-floor.db"), persistence.SyncFull, len(relayLat), suiteBody)
+// addSendVsInserts measures as many FULL inserts as the relay sent, then
+// fills and adds the rate row against them (skipped if they fail).
+// mcpFloor is the MCP floor's rate, 0 without one.
+func (s *suite) addSendVsInserts(ctx context.Context, row suiteRow, aim suiteAim, m sendMeasured, mcpFloor float64) {
+	floor, err := persistencetest.InsertFloor(ctx, filepath.Join(s.dir, "send-floor.db"), persistence.SyncFull, len(m.relay.lat), suiteBody)
 	if err != nil {
-		s.skip(err, vsSQL)
-	} else {
-		vsSQL.Relay, vsSQL.Floor = relayRate, floor.PerSecond()
-		vsSQL.Ratio = ratio(vsSQL.Relay, vsSQL.Floor)
-		vsSQL.P50Ms, vsSQL.P99Ms, vsSQL.Samples = p50, p99, len(relayLat)
-		vsSQL.Note = fmt.Sprintf("floor p50 %.2f ms, p99 %.2f ms per insert", ms(pctl(floor.Latencies, 0.5)), ms(pctl(floor.Latencies, 0.99)))
-		if vsMCP.Floor > 0 {
-			// The relay does everything the MCP floor does and more, so
-			// the floor's own rate bounds this ratio in this run.
-			vsSQL.Note += fmt.Sprintf("; bound: the MCP floor itself (storing nothing) reaches %.2fx of these inserts in this run", ratio(vsMCP.Floor, vsSQL.Floor))
-		}
-		vsSQL.setAim(vsSQLAim)
-		s.add(vsSQL)
+		s.skip(err, row)
+		return
 	}
+	row.Relay, row.Floor = m.relay.rate(), floor.PerSecond()
+	row.Ratio = ratio(row.Relay, row.Floor)
+	row.P50Ms, row.P99Ms, row.Samples = m.relay.pctl(0.5), m.relay.pctl(0.99), len(m.relay.lat)
+	row.Note = fmt.Sprintf("floor p50 %.2f ms, p99 %.2f ms per insert", ms(pctl(floor.Latencies, 0.5)), ms(pctl(floor.Latencies, 0.99)))
+	if mcpFloor > 0 {
+		// The relay does everything the MCP floor does and more, so
+		// the floor's own rate bounds this ratio in this run.
+		row.Note += fmt.Sprintf("; bound: the MCP floor itself (storing nothing) reaches %.2fx of these inserts in this run", ratio(mcpFloor, row.Floor))
+	}
+	row.setAim(aim)
+	s.add(row)
+}
 
-	latRow.Relay, latRow.P50Ms, latRow.P99Ms, latRow.Samples = p99, p50, p99, len(relayLat)
-	if floorErr == nil {
-		latRow.Floor = ms(pctl(floorLat, 0.99))
-		latRow.Ratio = ratio(latRow.Relay, latRow.Floor)
-		latRow.Note = fmt.Sprintf("floor p50 %.2f ms", ms(pctl(floorLat, 0.5)))
+// addSendLatency fills and adds the latency row: the relay's p99, against
+// the MCP floor's when there is one.
+func (s *suite) addSendLatency(row suiteRow, aim suiteAim, m sendMeasured) {
+	p50, p99 := m.relay.pctl(0.5), m.relay.pctl(0.99)
+	row.Relay, row.P50Ms, row.P99Ms, row.Samples = p99, p50, p99, len(m.relay.lat)
+	if m.floorErr == nil {
+		row.Floor = m.floor.pctl(0.99)
+		row.Ratio = ratio(row.Relay, row.Floor)
+		row.Note = fmt.Sprintf("floor p50 %.2f ms", m.floor.pctl(0.5))
 	} else {
-		latRow.Note = "no floor: " + floorErr.Error()
+		row.Note = "no floor: " + m.floorErr.Error()
 	}
-	latRow.setAim(latAim)
-	s.add(latRow)
+	row.setAim(aim)
+	s.add(row)
 }
 
 // rowSubmit: submit_task → authorized with the fake authority adapter, and
@@ -891,134 +977,192 @@ func (s *suite) rowSubmit(ctx context.Context) {
 	dispAim := suiteAim{on: "ratio", le: true, bound: 1.2}
 	dispRow.Aim = dispAim.String()
 
-	auth, err := s.bin("cmd/testfakes/fakeauthority")
+	rig, err := s.startSubmitRig(ctx)
 	if err != nil {
 		s.skip(err, subRow, dispRow)
 		return
 	}
+	defer rig.op.Close()
+	var m submitSamples
+	// Relay and floor samples alternate, so that both see the same load.
+	for i := -1; i < s.o.iterations; i++ { // one unmeasured warm-up
+		x, err := s.submitRound(ctx, rig)
+		if err != nil {
+			s.skip(err, subRow, dispRow)
+			return
+		}
+		if i >= 0 {
+			m.add(x)
+		}
+	}
+	s.addSubmitRow(subRow, m)
+	s.addDispatchRow(dispRow, dispAim, m, rig.daemon)
+}
+
+// submitRig is what the submit rows drive: a daemon whose authority is
+// the fake authority adapter and whose claude is the fake agent, a codex
+// facade and an operator's socket client on it, and for the floors the
+// two fakes and a request for the adapter.
+type submitRig struct {
+	auth, agent string
+	daemon      *suiteDaemon
+	facade      *suiteClient
+	op          *socketapi.Client // the caller closes it
+	req         string            // an authority request on one line
+}
+
+// startSubmitRig builds the fakes, writes the home's configuration and
+// starts its daemon, the facade and the operator's client.
+func (s *suite) startSubmitRig(ctx context.Context) (submitRig, error) {
+	var r submitRig
+	auth, err := s.bin("cmd/testfakes/fakeauthority")
+	if err != nil {
+		return r, err
+	}
 	fake, err := s.bin("cmd/testfakes/fakeagent")
 	if err != nil {
-		s.skip(err, subRow, dispRow)
-		return
+		return r, err
 	}
 	// The fake agent installed as claude's current adapter, so the daemon
 	// runs it under claude's hardening profile as it would the real one
 	// (an adapter that names no package is refused).
 	agent, err := dispatchtest.InstallAdapter(filepath.Join(s.dir, "adapters"), fake, "claude")
 	if err != nil {
-		s.skip(err, subRow, dispRow)
-		return
+		return r, err
 	}
 	home := filepath.Join(s.dir, "submit")
 	if err := os.MkdirAll(home, 0o700); err != nil {
-		s.skip(err, subRow, dispRow)
-		return
+		return r, err
 	}
 	var cfg strings.Builder
 	fmt.Fprintf(&cfg, "[authority]\ncommand = [%q, \"allow-guarded\"]\n\n", auth)
 	fmt.Fprintf(&cfg, "[agents.claude]\ncommand = [%q]\n", agent)
 	if err := os.WriteFile(filepath.Join(home, "config.toml"), []byte(cfg.String()), 0o600); err != nil {
-		s.skip(err, subRow, dispRow)
-		return
+		return r, err
 	}
 	daemon, err := s.startDaemon(ctx, home)
 	if err != nil {
-		s.skip(err, subRow, dispRow)
-		return
+		return r, err
 	}
 	c, err := s.mcpClient(ctx, s.facadeArgv(home, "codex"))
 	if err != nil {
-		s.skip(err, subRow, dispRow)
-		return
+		return r, err
 	}
-	op := socketapi.NewClient(filepath.Join(home, homeSocket), socketapi.ClientOptions{})
-	defer op.Close()
-
-	req := `{"version":1,"request_id":"bench","task_id":"T-bench","mission_id":"M-bench","lease_id":"S-bench","caller":"codex","target":"claude","mode":"read_only","requested_at":"` +
+	r = submitRig{auth: auth, agent: agent, daemon: daemon, facade: c,
+		op: socketapi.NewClient(filepath.Join(home, homeSocket), socketapi.ClientOptions{})}
+	r.req = `{"version":1,"request_id":"bench","task_id":"T-bench","mission_id":"M-bench","lease_id":"S-bench","caller":"codex","target":"claude","mode":"read_only","requested_at":"` +
 		time.Now().UTC().Format(time.RFC3339) + `"}` + "\n"
-	var submit, answer, adapter, dispatch []time.Duration
-	var authFloor, acpFloor []time.Duration
-	// Relay and floor samples alternate, so that both see the same load.
-	for i := -1; i < s.o.iterations; i++ { // one unmeasured warm-up
-		var t struct {
-			TaskID string `json:"task_id"`
-			State  string `json:"state"`
-			Code   string `json:"code"`
-		}
-		t0 := time.Now()
-		err := c.call(ctx, "submit_task", map[string]any{"target": "claude", "prompt": "echo bench",
-			"mission_id": "M-bench", "lease_id": "S-bench"}, &t)
-		ans := time.Since(t0)
-		if err == nil && t.State == "" {
-			err = fmt.Errorf("submit_task answered no state")
-		}
-		if err != nil {
-			s.skip(err, subRow, dispRow)
-			return
-		}
-		detail, err := suiteWaitDone(ctx, op, t.TaskID)
-		if err != nil {
-			s.skip(err, subRow, dispRow)
-			return
-		}
-		var authAt, workAt time.Time
-		for _, ev := range detail.Events {
-			switch ev.To {
-			case model.StateAuthorized:
-				authAt = ev.At
-			case model.StateWorking:
-				workAt = ev.At
-			}
-		}
-		var el time.Duration
-		for _, v := range detail.Verdicts {
-			if v.Gate == model.GateAuthority {
-				el, _ = time.ParseDuration(v.Detail["elapsed"])
-			}
-		}
-		if authAt.IsZero() || workAt.IsZero() || el == 0 {
-			s.skip(fmt.Errorf("task %s: no authorized/working events or authority elapsed in its timeline (state %s)", t.TaskID, detail.State), subRow, dispRow)
-			return
-		}
-		d := authAt.Sub(t0) // wall clocks of one host: authAt has no monotonic reading
-		fd, err := suiteRunAdapter(auth, req)
-		if err != nil {
-			s.skip(err, subRow, dispRow)
-			return
-		}
-		fa, err := suiteACPSetup(agent, s.dir)
-		if err != nil {
-			s.skip(err, subRow, dispRow)
-			return
-		}
-		if i >= 0 {
-			submit, answer = append(submit, d), append(answer, ans)
-			adapter, dispatch = append(adapter, el), append(dispatch, workAt.Sub(authAt))
-			authFloor, acpFloor = append(authFloor, fd), append(acpFloor, fa)
+	return r, nil
+}
+
+// submitSample is one round of the submit rows: the relay's times, then
+// one sample of each floor.
+type submitSample struct {
+	submit    time.Duration // submit_task's start to the authorized event
+	answer    time.Duration // submit_task's answer (the task stored)
+	adapter   time.Duration // the authority adapter's run, as the relay timed it
+	dispatch  time.Duration // the authorized event to the working one
+	authFloor time.Duration // the fake authority adapter run alone
+	acpFloor  time.Duration // the fake agent spawned and set up alone
+}
+
+// submitSamples are the measured rounds, field by field.
+type submitSamples struct {
+	submit, answer, adapter, dispatch, authFloor, acpFloor []time.Duration
+}
+
+// add appends one measured round.
+func (m *submitSamples) add(x submitSample) {
+	m.submit, m.answer = append(m.submit, x.submit), append(m.answer, x.answer)
+	m.adapter, m.dispatch = append(m.adapter, x.adapter), append(m.dispatch, x.dispatch)
+	m.authFloor, m.acpFloor = append(m.authFloor, x.authFloor), append(m.acpFloor, x.acpFloor)
+}
+
+// submitRound submits one task through the facade, waits for it to
+// complete and reads its timeline, then runs each floor once.
+func (s *suite) submitRound(ctx context.Context, r submitRig) (submitSample, error) {
+	var x submitSample
+	var t struct {
+		TaskID string `json:"task_id"`
+		State  string `json:"state"`
+		Code   string `json:"code"`
+	}
+	t0 := time.Now()
+	err := r.facade.call(ctx, "submit_task", map[string]any{"target": "claude", "prompt": "echo bench",
+		"mission_id": "M-bench", "lease_id": "S-bench"}, &t)
+	x.answer = time.Since(t0)
+	if err == nil && t.State == "" {
+		err = fmt.Errorf("submit_task answered no state")
+	}
+	if err != nil {
+		return x, err
+	}
+	detail, err := suiteWaitDone(ctx, r.op, t.TaskID)
+	if err != nil {
+		return x, err
+	}
+	authAt, workAt, el := submitTimeline(detail)
+	if authAt.IsZero() || workAt.IsZero() || el == 0 {
+		return x, fmt.Errorf("task %s: no authorized/working events or authority elapsed in its timeline (state %s)", t.TaskID, detail.State)
+	}
+	x.submit = authAt.Sub(t0) // wall clocks of one host: authAt has no monotonic reading
+	x.adapter, x.dispatch = el, workAt.Sub(authAt)
+	if x.authFloor, err = suiteRunAdapter(r.auth, r.req); err != nil {
+		return x, err
+	}
+	if x.acpFloor, err = suiteACPSetup(r.agent, s.dir); err != nil {
+		return x, err
+	}
+	return x, nil
+}
+
+// submitTimeline reads a task's authorized and working events' times and
+// the authority adapter's run as the relay timed it (zero when absent).
+func submitTimeline(d model.TaskDetail) (authAt, workAt time.Time, adapter time.Duration) {
+	for _, ev := range d.Events {
+		switch ev.To {
+		case model.StateAuthorized:
+			authAt = ev.At
+		case model.StateWorking:
+			workAt = ev.At
 		}
 	}
-
-	subRow.Relay, subRow.Floor = ms(pctl(submit, 0.5)), ms(pctl(authFloor, 0.5))
-	subRow.Ratio = ratio(subRow.Relay, subRow.Floor)
-	subRow.P50Ms, subRow.P99Ms, subRow.Samples = ms(pctl(submit, 0.5)), ms(pctl(submit, 0.99)), len(submit)
-	share := make([]time.Duration, len(submit))
-	for i := range submit {
-		share[i] = submit[i] - adapter[i]
+	for _, v := range d.Verdicts {
+		if v.Gate == model.GateAuthority {
+			adapter, _ = time.ParseDuration(v.Detail["elapsed"])
+		}
 	}
-	subRow.Note = fmt.Sprintf("the relay's own share (submit to authorized minus the adapter's run as the relay timed it): p50 %.2f ms (%.0f%%); adapter p50 %.2f ms inside the relay; the submit's answer (the task stored, before its gates) p50 %.2f ms",
-		ms(pctl(share, 0.5)), 100*ratio(ms(pctl(share, 0.5)), subRow.Relay), ms(pctl(adapter, 0.5)), ms(pctl(answer, 0.5)))
-	s.add(subRow)
+	return authAt, workAt, adapter
+}
 
-	dispRow.Relay, dispRow.Floor = ms(pctl(dispatch, 0.5)), ms(pctl(acpFloor, 0.5))
-	dispRow.Ratio = ratio(dispRow.Relay, dispRow.Floor)
-	dispRow.P50Ms, dispRow.P99Ms, dispRow.Samples = ms(pctl(dispatch, 0.5)), ms(pctl(dispatch, 0.99)), len(dispatch)
-	dispRow.Note = fmt.Sprintf("floor p99 %.2f ms; timeline times are the daemon's clock", ms(pctl(acpFloor, 0.99)))
+// addSubmitRow fills and adds the submit row; its note parts the relay's
+// own share from the adapter's run inside it.
+func (s *suite) addSubmitRow(row suiteRow, m submitSamples) {
+	row.Relay, row.Floor = ms(pctl(m.submit, 0.5)), ms(pctl(m.authFloor, 0.5))
+	row.Ratio = ratio(row.Relay, row.Floor)
+	row.P50Ms, row.P99Ms, row.Samples = ms(pctl(m.submit, 0.5)), ms(pctl(m.submit, 0.99)), len(m.submit)
+	share := make([]time.Duration, len(m.submit))
+	for i := range m.submit {
+		share[i] = m.submit[i] - m.adapter[i]
+	}
+	row.Note = fmt.Sprintf("the relay's own share (submit to authorized minus the adapter's run as the relay timed it): p50 %.2f ms (%.0f%%); adapter p50 %.2f ms inside the relay; the submit's answer (the task stored, before its gates) p50 %.2f ms",
+		ms(pctl(share, 0.5)), 100*ratio(ms(pctl(share, 0.5)), row.Relay), ms(pctl(m.adapter, 0.5)), ms(pctl(m.answer, 0.5)))
+	s.add(row)
+}
+
+// addDispatchRow fills and adds the dispatch row; its note ends with the
+// daemon's memory after the runs, when it can be read.
+func (s *suite) addDispatchRow(row suiteRow, aim suiteAim, m submitSamples, daemon *suiteDaemon) {
+	row.Relay, row.Floor = ms(pctl(m.dispatch, 0.5)), ms(pctl(m.acpFloor, 0.5))
+	row.Ratio = ratio(row.Relay, row.Floor)
+	row.P50Ms, row.P99Ms, row.Samples = ms(pctl(m.dispatch, 0.5)), ms(pctl(m.dispatch, 0.99)), len(m.dispatch)
+	row.Note = fmt.Sprintf("floor p99 %.2f ms; timeline times are the daemon's clock", ms(pctl(m.acpFloor, 0.99)))
 	// What the runs leave in the daemon: its memory after them.
 	if cur, peak, err := daemon.rss(); err == nil {
-		dispRow.Note += fmt.Sprintf("; daemon VmRSS %.1f MiB (peak %.1f MiB) after %d dispatches", cur, peak, len(dispatch)+1)
+		row.Note += fmt.Sprintf("; daemon VmRSS %.1f MiB (peak %.1f MiB) after %d dispatches", cur, peak, len(m.dispatch)+1)
 	}
-	dispRow.setAim(dispAim)
-	s.add(dispRow)
+	row.setAim(aim)
+	s.add(row)
 }
 
 // suiteWaitDone polls a task until it is terminal and returns its detail.
@@ -1182,25 +1326,9 @@ func suiteBytes(n int64) string { return humanize.IBytes(uint64(max(n, 0))) }
 func (s *suite) scaleMeasure(ctx context.Context, name string, sz suiteSize) (scaleResult, error) {
 	var res scaleResult
 	home := filepath.Join(s.dir, name)
-	if err := os.MkdirAll(home, 0o700); err != nil {
+	var err error
+	if res.seed, res.dbBytes, err = s.scaleSeed(ctx, name, home, sz); err != nil {
 		return res, err
-	}
-	s.progress("%s: seeding %d messages (%d unread) and %d tasks", name, sz.messages, sz.unread, sz.tasks)
-	start := time.Now()
-	db, err := persistence.Open(ctx, filepath.Join(home, homeDB), persistence.Options{})
-	if err != nil {
-		return res, err
-	}
-	err = persistencetest.Seed(ctx, db, persistencetest.SeedOptions{Messages: sz.messages, Tasks: sz.tasks, Unread: sz.unread})
-	if cerr := db.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return res, err
-	}
-	res.seed = time.Since(start)
-	if fi, err := os.Stat(filepath.Join(home, homeDB)); err == nil {
-		res.dbBytes = fi.Size()
 	}
 	d, err := s.startDaemon(ctx, home)
 	if err != nil {
@@ -1217,34 +1345,70 @@ func (s *suite) scaleMeasure(ctx context.Context, name string, sz suiteSize) (sc
 	}
 	op := socketapi.NewClient(filepath.Join(home, homeSocket), socketapi.ClientOptions{})
 	defer op.Close()
-	n := 10 * s.o.iterations
+	ids, err := scaleTaskIDs(ctx, op, agents)
+	if err != nil {
+		return res, err
+	}
+	if len(ids) == 0 {
+		return res, fmt.Errorf("%s: no tasks to show", name)
+	}
+	if err := s.scaleReads(ctx, &res, cs, op, ids); err != nil {
+		return res, err
+	}
+	res.rss, res.hwm, err = d.rss()
+	return res, err
+}
+
+// scaleSeed seeds the database of a new home with sz and returns how long
+// that took and the database's size (0 if it cannot be read).
+func (s *suite) scaleSeed(ctx context.Context, name, home string, sz suiteSize) (time.Duration, int64, error) {
+	if err := os.MkdirAll(home, 0o700); err != nil {
+		return 0, 0, err
+	}
+	s.progress("%s: seeding %d messages (%d unread) and %d tasks", name, sz.messages, sz.unread, sz.tasks)
+	start := time.Now()
+	db, err := persistence.Open(ctx, filepath.Join(home, homeDB), persistence.Options{})
+	if err != nil {
+		return 0, 0, err
+	}
+	err = persistencetest.Seed(ctx, db, persistencetest.SeedOptions{Messages: sz.messages, Tasks: sz.tasks, Unread: sz.unread})
+	if cerr := db.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return 0, 0, err
+	}
+	seed := time.Since(start)
+	var size int64
+	if fi, err := os.Stat(filepath.Join(home, homeDB)); err == nil {
+		size = fi.Size()
+	}
+	return seed, size, nil
+}
+
+// scaleTaskIDs lists up to 20 tasks of each agent, the tasks the show
+// calls go through.
+func scaleTaskIDs(ctx context.Context, op *socketapi.Client, agents []string) ([]string, error) {
 	var ids []string
 	for _, a := range agents {
 		ts, err := op.Tasks(ctx, model.TaskFilter{Agent: a, Limit: 20})
 		if err != nil {
-			return res, err
+			return nil, err
 		}
 		for _, t := range ts {
 			ids = append(ids, t.ID)
 		}
 	}
-	if len(ids) == 0 {
-		return res, fmt.Errorf("%s: no tasks to show", name)
-	}
-	timeIt := func(f func(i int) error) ([]time.Duration, error) {
-		var out []time.Duration
-		for i := -len(agents); i < n; i++ { // one warm-up call per agent
-			t0 := time.Now()
-			if err := f(i + len(agents)); err != nil {
-				return nil, err
-			}
-			if i >= 0 {
-				out = append(out, time.Since(t0))
-			}
-		}
-		return out, nil
-	}
-	res.inbox, err = timeIt(func(i int) error {
+	return ids, nil
+}
+
+// scaleReads times 10x --iterations calls of each read, in turn, after one
+// warm-up call per agent: check_inbox and list_tasks through the facades
+// (cs, one per agent, in rotation), then the operator's task show over ids.
+func (s *suite) scaleReads(ctx context.Context, res *scaleResult, cs []*suiteClient, op *socketapi.Client, ids []string) error {
+	n := 10 * s.o.iterations
+	var err error
+	res.inbox, err = timeCalls(len(cs), n, func(i int) error {
 		var in struct {
 			Messages []struct {
 				State string `json:"state"`
@@ -1257,19 +1421,32 @@ func (s *suite) scaleMeasure(ctx context.Context, name string, sz suiteSize) (sc
 		return err
 	})
 	if err != nil {
-		return res, err
+		return err
 	}
-	res.list, err = timeIt(func(i int) error { return cs[i%len(cs)].call(ctx, "list_tasks", map[string]any{}, nil) })
+	res.list, err = timeCalls(len(cs), n, func(i int) error { return cs[i%len(cs)].call(ctx, "list_tasks", map[string]any{}, nil) })
 	if err != nil {
-		return res, err
+		return err
 	}
-	res.show, err = timeIt(func(i int) error {
+	res.show, err = timeCalls(len(cs), n, func(i int) error {
 		_, err := op.ShowTask(ctx, ids[(i*7)%len(ids)])
 		return err
 	})
-	if err != nil {
-		return res, err
+	return err
+}
+
+// timeCalls calls f warm times unmeasured, then n times measured, and
+// returns the measured calls' times. f gets the call's number, counting the
+// warm-ups from 0.
+func timeCalls(warm, n int, f func(i int) error) ([]time.Duration, error) {
+	var out []time.Duration
+	for i := -warm; i < n; i++ {
+		t0 := time.Now()
+		if err := f(i + warm); err != nil {
+			return nil, err
+		}
+		if i >= 0 {
+			out = append(out, time.Since(t0))
+		}
 	}
-	res.rss, res.hwm, err = d.rss()
-	return res, err
+	return out, nil
 }
