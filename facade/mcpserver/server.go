@@ -93,20 +93,17 @@ func newMCP(svc model.AgentService, o Options) (*server.MCPServer, *mcpFacade, e
 			}
 		}()
 	})
-	// A frame is checked whole before mcp-go reads it with encoding/json,
-	// which would pick the last of two "name"s, fold "NAME" into "name"
-	// and replace a lone surrogate.
-	hooks.AddOnRequestInitialization(func(_ context.Context, _ any, message any) error {
-		raw, _ := message.(json.RawMessage)
-		return checkFrame(raw)
-	})
+	// A frame is checked whole (checkFrame) before mcp-go reads it with
+	// encoding/json, which would pick the last of two "name"s, fold "NAME"
+	// into "name" and replace a lone surrogate: by the stdio transport
+	// (stdio.go), once per frame.
 	hooks.AddOnUnregisterSession(func(_ context.Context, s server.ClientSession) {
 		f.mu.Lock()
 		delete(f.audited, s.SessionID())
 		f.mu.Unlock()
 	})
 
-	// Not server.WithInputSchemaValidation: mcp-go (v1.2.1) reports a
+	// Not server.WithInputSchemaValidation: mcp-go (v1.6.0) reports a
 	// failure as plain text (NewToolResultError), without the {code,
 	// message, hint} structured content every tool error carries, from
 	// before the handler with no hook to reshape it, and checks the
@@ -118,6 +115,9 @@ func newMCP(svc model.AgentService, o Options) (*server.MCPServer, *mcpFacade, e
 		server.WithToolCapabilities(false),
 		server.WithHooks(hooks),
 		server.WithInstructions(mcpInstructions(o)),
+		// The MCP tasks extension (tasks.go), in the capabilities of
+		// initialize and server/discover.
+		server.WithExtensions(map[string]any{tasksExtension: map[string]any{}}),
 	)
 	tools := mcpTools(o)
 	st := make([]server.ServerTool, 0, len(tools))

@@ -21,9 +21,10 @@ import (
 // stdout, served by the MCP server's HandleMessage.
 //
 // mcp-go's StdioServer cancels the context of every request in flight as
-// soon as stdin ends, and its workers may drop tool calls still queued: a
-// one-shot client (`printf … | relay mcp`) got daemon_unavailable for
-// calls the daemon had stored, or no answer at all. Here requests run on a
+// soon as stdin ends (v1.6.0 still does: its workers then run the calls
+// still queued with that canceled context), so a one-shot client
+// (`printf … | relay mcp`) got daemon_unavailable for calls the daemon
+// had stored, or no answer at all. Here requests run on a
 // context that stdin's end does not cancel; at the end of stdin (or of the
 // serve context) reading stops, every request already read is finished
 // and answered, and only then does Serve return.
@@ -222,6 +223,16 @@ func (st *mcpStdio) handle(ctx context.Context, f frame) {
 				}
 			}
 		}()
+		// The frame is checked whole before mcp-go reads it (checkFrame):
+		// mcp-go (v1.6) refuses some ambiguous frames itself, with a
+		// message that does not name the relay's code.
+		if err := checkFrame(f.raw); err != nil {
+			if id != nil {
+				resp = mcp.JSONRPCError{JSONRPC: mcp.JSONRPC_VERSION, ID: mcp.NewRequestId(id),
+					Error: mcp.NewJSONRPCErrorDetails(mcp.INVALID_REQUEST, err.Error(), nil)}
+			}
+			return
+		}
 		next := func() mcp.JSONRPCMessage { return st.s.HandleMessage(ctx, f.raw) }
 		if st.tasks != nil {
 			if r, ok := st.tasks.serve(ctx, f, next); ok {

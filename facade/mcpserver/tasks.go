@@ -21,7 +21,8 @@ import (
 // with the result once the task is done: the delegator learns the outcome
 // without anyone polling by hand.
 //
-// mcp-go (v1.2.1) implements only the older 2025-11-25 form of tasks (a
+// mcp-go (v1.6.0) advertises the extension (server.WithExtensions) but
+// implements only the older 2025-11-25 form of tasks (a
 // task parameter on the call, tasks/result), which such a client never
 // sends, so this layer answers the extension's shapes itself, in front of
 // mcp-go: a submit_task call that declares the extension is answered with a
@@ -97,8 +98,6 @@ func (l *taskLayer) serve(ctx context.Context, f frame, next func() mcp.JSONRPCM
 		return nil, false
 	}
 	switch f.method {
-	case "server/discover":
-		return l.discover(next()), true
 	case string(mcp.MethodToolsCall), "tasks/get", "tasks/update", "tasks/cancel":
 	default:
 		return nil, false
@@ -132,34 +131,6 @@ func (l *taskLayer) serve(ctx context.Context, f frame, next func() mcp.JSONRPCM
 		}
 	}
 	return nil, false
-}
-
-// discover adds the extension to the server's capabilities.
-func (l *taskLayer) discover(resp mcp.JSONRPCMessage) mcp.JSONRPCMessage {
-	var m struct {
-		ID     any                        `json:"id"`
-		Result map[string]json.RawMessage `json:"result"`
-	}
-	b, err := json.Marshal(resp)
-	if err != nil || json.Unmarshal(b, &m) != nil || m.Result == nil {
-		return resp
-	}
-	caps := map[string]any{}
-	if raw, ok := m.Result["capabilities"]; ok && json.Unmarshal(raw, &caps) != nil {
-		return resp
-	}
-	ext, _ := caps["extensions"].(map[string]any)
-	if ext == nil {
-		ext = map[string]any{}
-	}
-	ext[tasksExtension] = map[string]any{}
-	caps["extensions"] = ext
-	out := map[string]any{}
-	for k, v := range m.Result {
-		out[k] = v
-	}
-	out["capabilities"] = caps
-	return mcp.JSONRPCResponse{JSONRPC: mcp.JSONRPC_VERSION, ID: mcp.NewRequestId(m.ID), Result: out}
 }
 
 // handle turns submit_task's answer into a task handle bound to the relay
