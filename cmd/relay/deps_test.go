@@ -185,7 +185,7 @@ func testOnly(pkg string) bool {
 var testOnlyPackages = []string{
 	"cmd/testfakes/fakeagent", "cmd/testfakes/fakeauthority", "cmd/testfakes/mcpfloor", "cmd/testfakes/agentshim", "cmd/daemontest",
 	"cmd/relay-bench",
-	"dispatch/dispatchtest", "gates/gatestest", "persistence/persistencetest", "model/servicetest",
+	"dispatch/dispatchtest", "gates/gatestest", "persistence/persistencetest", "model/servicetest", "spec/spectest",
 }
 
 // modulePackages returns each package of the module (non-test code, as go
