@@ -92,35 +92,15 @@ func (d *Dispatcher) runProbe(ctx context.Context, spec AgentSpec, timeout time.
 	defer lg.Close()
 
 	s := newSession(d, spec, "", model.ModeReadOnly, dir, promptBlocks(ProbePrompt, nil), timeout, lg)
-	d.mu.Lock()
-	if d.closed {
-		d.mu.Unlock()
-		return "", "", true
-	}
-	d.probes[s] = struct{}{}
-	d.wg.Add(1)
-	d.mu.Unlock()
-	defer func() {
-		d.mu.Lock()
-		delete(d.probes, s)
-		d.mu.Unlock()
-		d.wg.Done()
-	}()
-
-	if err := s.start(); err != nil {
+	out, res, err, stopped := d.runBounded(ctx, s)
+	if err != nil {
 		return failed("spawn: %v", err)
 	}
-	stopOnCancel := context.AfterFunc(ctx, func() { s.stop(causeCancel) })
-	defer stopOnCancel()
-	res := s.drive(nil)
-	s.teardown()
-	out := s.outcome(res)
 	cause, stopStage, _, _ := s.stopState()
-	lg.Printf("probe outcome: %s %s %s", out.State, out.Code, out.Message)
 	switch {
 	case out.State == model.StateCompleted:
 		return "", "", false
-	case cause == causeCancel || cause == causeShutdown:
+	case stopped:
 		return "", "", true
 	case cause == causeTimeout:
 		return failed("timeout: no end_turn within %s (still in %s)", timeout, stopStage)

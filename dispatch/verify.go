@@ -210,7 +210,7 @@ func (d *Dispatcher) RunVerifySession(ctx context.Context, vs VerifySession) (en
 	s.extra = launch
 	lg.Printf("%s", vs.Note)
 
-	end.Outcome, end.StartErr, stopped = d.runBounded(ctx, s)
+	end.Outcome, _, end.StartErr, stopped = d.runBounded(ctx, s)
 	if stopped {
 		return end, true, nil
 	}
@@ -235,15 +235,16 @@ func (d *Dispatcher) verifyLogDir() string {
 	return filepath.Join(d.o.Home, "logs", "verify")
 }
 
-// runBounded starts s, drives it to its end, and tears it down, as a probe
-// is run: registered so that Stop stops it, stopped when ctx ends. started
-// is the spawn error, if any; stopped reports that ctx or Stop ended the
-// session (its outcome then means nothing).
-func (d *Dispatcher) runBounded(ctx context.Context, s *session) (out model.Outcome, started error, stopped bool) {
+// runBounded starts s, drives it to its end, and tears it down, as probes
+// and verification sessions are run: registered so that Stop stops it,
+// stopped when ctx ends. res is what the drive ended with; started is the
+// spawn error, if any; stopped reports that ctx or Stop ended the session
+// (its outcome then means nothing).
+func (d *Dispatcher) runBounded(ctx context.Context, s *session) (out model.Outcome, res runResult, started error, stopped bool) {
 	d.mu.Lock()
 	if d.closed {
 		d.mu.Unlock()
-		return out, nil, true
+		return out, res, nil, true
 	}
 	d.probes[s] = struct{}{}
 	d.wg.Add(1)
@@ -255,16 +256,16 @@ func (d *Dispatcher) runBounded(ctx context.Context, s *session) (out model.Outc
 		d.wg.Done()
 	}()
 	if err := s.start(); err != nil {
-		return out, err, false
+		return out, res, err, false
 	}
 	stopOnCancel := context.AfterFunc(ctx, func() { s.stop(causeCancel) })
 	defer stopOnCancel()
-	res := s.drive(nil)
+	res = s.drive(nil)
 	s.teardown()
 	out = s.outcome(res)
 	cause, _, _, _ := s.stopState()
 	s.log.Printf("outcome: %s %s %s", out.State, out.Code, out.Message)
-	return out, nil, cause == causeCancel || cause == causeShutdown
+	return out, res, nil, cause == causeCancel || cause == causeShutdown
 }
 
 // RecordVerification records v, a verification that ran, as the agent's
