@@ -174,15 +174,33 @@ func (e *Engine) Start(ctx context.Context) error {
 // all pages through every task matching f, newest first.
 func (e *Engine) all(ctx context.Context, f model.TaskFilter) ([]model.Task, error) {
 	var out []model.Task
+	err := e.pages(ctx, f, func(page []model.Task) { out = append(out, page...) })
+	return out, err
+}
+
+// Count counts the tasks in the given states, a page at a time (nothing
+// is held but the count): the daemon's status and its idle watch.
+func (e *Engine) Count(ctx context.Context, states ...model.State) (int, error) {
+	n := 0
+	for _, st := range states {
+		if err := e.pages(ctx, model.TaskFilter{State: st}, func(page []model.Task) { n += len(page) }); err != nil {
+			return 0, err
+		}
+	}
+	return n, nil
+}
+
+// pages calls fn with each page of the tasks matching f, newest first.
+func (e *Engine) pages(ctx context.Context, f model.TaskFilter, fn func([]model.Task)) error {
 	f.Limit = model.MaxPageSize
 	for {
 		page, err := e.store.ListTasks(ctx, f)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		out = append(out, page...)
+		fn(page)
 		if len(page) < f.Limit {
-			return out, nil
+			return nil
 		}
 		f.Before = page[len(page)-1].ID
 	}

@@ -461,10 +461,10 @@ func (d *daemon) status(ctx context.Context, eng *machine.Engine, cfg config.Con
 	}
 	st.Sandbox = sandboxStatus()
 	var err error
-	if st.TasksRunning, err = countTasks(ctx, eng, model.StateAuthorized, model.StateWorking); err != nil {
+	if st.TasksRunning, err = eng.Count(ctx, model.StateAuthorized, model.StateWorking); err != nil {
 		return st, err
 	}
-	st.TasksQueued, err = countTasks(ctx, eng, model.StateSubmitted)
+	st.TasksQueued, err = eng.Count(ctx, model.StateSubmitted)
 	return st, err
 }
 
@@ -500,26 +500,6 @@ func (d *daemon) stop(ctx context.Context, c *core, s *serving) {
 		d.log.Warn("engine stop", "err", err)
 	}
 	d.log.Info("relay daemon stopped")
-}
-
-// countTasks counts the tasks in the given states, paging through them.
-func countTasks(ctx context.Context, eng *machine.Engine, states ...model.State) (int, error) {
-	n := 0
-	for _, st := range states {
-		f := model.TaskFilter{State: st, Limit: model.MaxPageSize}
-		for {
-			page, err := eng.List(ctx, f)
-			if err != nil {
-				return 0, err
-			}
-			if len(page) == 0 {
-				break
-			}
-			n += len(page)
-			f.Before = page[len(page)-1].ID
-		}
-	}
-	return n, nil
 }
 
 // idleWatch asks the daemon to stop once it has been idle for timeout:
@@ -597,7 +577,7 @@ func (d *daemon) idleStop(ctx context.Context, srv *socketapi.Server, eng *machi
 // tasksPending reports whether a task is queued or running; a store that
 // cannot answer is not proof of idleness.
 func (d *daemon) tasksPending(ctx context.Context, eng *machine.Engine) bool {
-	n, err := countTasks(ctx, eng, model.StateSubmitted, model.StateAuthorized, model.StateWorking)
+	n, err := eng.Count(ctx, model.StateSubmitted, model.StateAuthorized, model.StateWorking)
 	return err != nil || n > 0
 }
 
