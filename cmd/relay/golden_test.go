@@ -31,7 +31,7 @@ func TestCLIHelpGolden(t *testing.T) {
 	var b bytes.Buffer
 	for _, name := range names {
 		args := append(strings.Fields(name), "--help")
-		out, errOut, code := relayEnv(t, []string{"PATH=/usr/bin:/bin", "HOME=/nonexistent"}, args...)
+		out, errOut, code := relayEnv(t, append([]string{"PATH=/usr/bin:/bin", "HOME=/nonexistent"}, fastExit...), args...)
 		b.WriteString("$ relay " + strings.Join(args, " ") + "\n" + out + errOut)
 		if code != 0 {
 			t.Errorf("relay %s: exit %d", strings.Join(args, " "), code)
