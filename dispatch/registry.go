@@ -340,13 +340,14 @@ func (r *Registry) sandboxOK() bool {
 // profile p (nil: none): the sandbox's layers here, without Landlock for
 // an agent that runs a sandbox of its own (Rule.OwnSandbox), or why no
 // task of it can run.
-func (r *Registry) sandboxFor(p *Profile) string {
+func (r *Registry) sandboxFor(p *Profile) model.AgentSandbox {
 	st := sandbox.Check(bwrapPath, r.lookPath)
 	if !st.OK {
-		return "unavailable: " + st.Problem
+		return model.AgentSandbox{Problem: st.Problem}
 	}
+	layers := st.Layers()
 	if p != nil && p.Rules[model.ModeReadOnly].OwnSandbox {
-		return "bubblewrap (Landlock left out: the agent's own sandbox needs the mounts it forbids)"
+		layers = "bubblewrap" + noLandlockOwnSandbox
 	}
-	return st.Layers()
+	return model.AgentSandbox{Layers: layers}
 }

@@ -257,10 +257,14 @@ func landlockNote(p sandbox.Plan) string {
 	case len(p.Exec) == 0:
 		return "; no Landlock step (no sandbox exec command)"
 	case p.NoLandlock:
-		return "; Landlock left out (the agent runs a bubblewrap sandbox of its own)"
+		return ";" + noLandlockOwnSandbox
 	}
 	return ""
 }
+
+// noLandlockOwnSandbox says why an agent that runs a sandbox of its own
+// (Rule.OwnSandbox) runs without the Landlock layer.
+const noLandlockOwnSandbox = " (Landlock left out: the agent runs a bubblewrap sandbox of its own, whose mounts Landlock forbids)"
 
 // maskArgs returns the bubblewrap arguments of the rule's masks for the
 // plan: bind-backs read-only, directories the sandbox makes anew skipped.

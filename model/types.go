@@ -285,10 +285,18 @@ type AgentInfo struct {
 	// verify NAME) stopped every attempt to write, edit or run.
 	Hardening AgentHardening `json:"hardening"`
 	// Sandbox says what holds read_only for this agent's tasks, whatever
-	// the agent does (docs/sandbox.md): the layers ("bubblewrap + Landlock
-	// ABI 7", or bubblewrap alone for an agent that runs a sandbox of its
-	// own), or "unavailable: …" when no task of it can run here.
-	Sandbox string `json:"sandbox"`
+	// the agent does (docs/sandbox.md).
+	Sandbox AgentSandbox `json:"sandbox"`
+}
+
+// AgentSandbox is the sandbox an agent's tasks run in, as it can be made
+// here: its layers when it can ("bubblewrap + Landlock ABI 7", or
+// bubblewrap alone for an agent that runs a sandbox of its own), else
+// the problem; then every task of the agent fails
+// agent_sandbox_unavailable.
+type AgentSandbox struct {
+	Layers  string `json:"layers,omitempty"`
+	Problem string `json:"problem,omitempty"`
 }
 
 // AgentAdapter is the adapter program an agent's command resolves to.

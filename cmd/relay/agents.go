@@ -57,8 +57,8 @@ func agentTable(e *cliIO, wide bool, as []model.AgentInfo) error {
 	for _, a := range as {
 		why := a.WorkedLiveReason
 		switch {
-		case strings.HasPrefix(a.Sandbox, "unavailable: "):
-			why = "tasks fail agent_sandbox_unavailable: the sandbox is " + a.Sandbox
+		case a.Sandbox.Problem != "":
+			why = "tasks fail agent_sandbox_unavailable: the sandbox is unavailable: " + a.Sandbox.Problem
 		case !a.Configured:
 			why = a.ConfiguredReason
 		case !a.Enabled:

@@ -87,8 +87,8 @@ func TestDoctorAllClear(t *testing.T) {
 		if a.Name == "codex" {
 			want = "bubblewrap (Landlock left out"
 		}
-		if !strings.HasPrefix(a.Sandbox, want) || a.Name != "codex" && strings.Contains(a.Sandbox, "left out") {
-			t.Errorf("relay agents --json: %s's sandbox is %q, want %q…", a.Name, a.Sandbox, want)
+		if a.Sandbox.Problem != "" || !strings.HasPrefix(a.Sandbox.Layers, want) || a.Name != "codex" && strings.Contains(a.Sandbox.Layers, "left out") {
+			t.Errorf("relay agents --json: %s's sandbox is %+v, want layers %q…", a.Name, a.Sandbox, want)
 		}
 	}
 }
@@ -146,8 +146,8 @@ func TestDoctorAndTasksWithoutBubblewrap(t *testing.T) {
 		t.Errorf("relay agents --json: sandbox %+v (%v), want not ok\n%s", listed.Sandbox, err, out)
 	}
 	for _, a := range listed.Agents {
-		if !strings.HasPrefix(a.Sandbox, "unavailable: ") {
-			t.Errorf("relay agents --json: %s's sandbox is %q, want unavailable", a.Name, a.Sandbox)
+		if a.Sandbox.Layers != "" || a.Sandbox.Problem == "" {
+			t.Errorf("relay agents --json: %s's sandbox is %+v, want unavailable, with the problem", a.Name, a.Sandbox)
 		}
 	}
 }
