@@ -67,9 +67,6 @@ type Client struct {
 	o    ClientOptions
 	pool clientPool
 
-	verMu sync.Mutex
-	verOK atomic.Bool
-
 	startMu sync.Mutex
 	start   *clientStart
 }
@@ -103,39 +100,25 @@ func NewClient(sockPath string, o ClientOptions) *Client {
 func (c *Client) Close() { c.pool.closeAll() }
 
 // Version returns the daemon's version, and checks its API version.
+// Calls need not ask first: every answer carries the daemon's API version
+// (APIHeader), which the client checks.
 func (c *Client) Version(ctx context.Context) (string, error) {
 	var v VersionInfo
 	if err := c.roundTrip(ctx, http.MethodGet, "/v1/version", nil, "", nil, &v, 0); err != nil {
 		return "", err
 	}
-	if err := c.checkAPI(v); err != nil {
-		return "", err
+	if v.API != APIVersion {
+		return "", c.apiRefusal(strconv.Itoa(v.API), v.Version)
 	}
-	c.verOK.Store(true)
 	return v.Version, nil
 }
 
-func (c *Client) checkAPI(v VersionInfo) error {
-	if v.API != APIVersion {
-		return &model.Error{Code: model.CodeDaemonUnavailable,
-			Message: fmt.Sprintf("the daemon on %s speaks socket API %d; this relay speaks %d (version %q)", c.sock, v.API, APIVersion, v.Version),
-			Hint:    fmt.Sprintf("stop that daemon and start this relay's: `relay daemon --home %s`", filepath.Dir(c.sock))}
-	}
-	return nil
-}
-
-// ensureVersion checks the daemon's API version before the first call.
-func (c *Client) ensureVersion(ctx context.Context) error {
-	if c.verOK.Load() {
-		return nil
-	}
-	c.verMu.Lock()
-	defer c.verMu.Unlock()
-	if c.verOK.Load() {
-		return nil
-	}
-	_, err := c.Version(ctx)
-	return err
+// apiRefusal is the error of an answer from a daemon of another socket
+// API version.
+func (c *Client) apiRefusal(api, version string) error {
+	return &model.Error{Code: model.CodeDaemonUnavailable,
+		Message: fmt.Sprintf("the daemon on %s speaks socket API %s; this relay speaks %d (version %q)", c.sock, model.Clip(api, 64), APIVersion, model.Clip(version, 64)),
+		Hint:    fmt.Sprintf("stop that daemon and start this relay's: `relay daemon --home %s`", filepath.Dir(c.sock))}
 }
 
 func (c *Client) unavailable(msg string, err error) *model.Error {
@@ -240,7 +223,6 @@ func (c *Client) autostartDial(ctx context.Context) (net.Conn, error) {
 	if begin {
 		a = &clientStart{done: make(chan struct{}), deadline: time.Now().Add(c.o.StartWait)}
 		c.start = a
-		c.verOK.Store(false) // a new daemon: check its API again
 	}
 	c.startMu.Unlock()
 
@@ -294,12 +276,8 @@ func (c *Client) autostartDial(ctx context.Context) (net.Conn, error) {
 	}
 }
 
-// call checks the daemon's API version once, then makes one operator
-// request.
+// call makes one operator request.
 func (c *Client) call(ctx context.Context, method, path string, q url.Values, in, out any) error {
-	if err := c.ensureVersion(ctx); err != nil {
-		return err
-	}
 	return c.roundTrip(ctx, method, path, q, "", in, out, 0)
 }
 
@@ -326,6 +304,9 @@ func (c *Client) roundTrip(ctx context.Context, method, path string, q url.Value
 		var me *model.Error
 		if errors.As(err, &me) {
 			return me
+		}
+		if am := (*apiMismatch)(nil); errors.As(err, &am) {
+			return c.apiRefusal(am.api, am.version)
 		}
 		if errors.Is(err, errAnswerLost) && method != http.MethodGet {
 			return c.outcomeUnknown(ctx, method, path, err)
@@ -598,9 +579,6 @@ func (c *Client) agentCallFor(ctx context.Context, caller, method, path string, 
 		return model.Errorf(model.CodeInvalidArgs, "this client acts as %q, not %q", c.o.Agent, caller).
 			WithHint("make a client with ClientOptions.Agent set to the caller")
 	}
-	if err := c.ensureVersion(ctx); err != nil {
-		return err
-	}
 	return c.roundTrip(ctx, method, path, q, caller, in, out, extra)
 }
 
@@ -689,9 +667,6 @@ func (c *Client) ProbeAgent(ctx context.Context, name string, timeout time.Durat
 	if budget <= 0 {
 		budget = defaultProbeTimeout
 	}
-	if err := c.ensureVersion(ctx); err != nil {
-		return model.AgentInfo{}, err
-	}
 	var a model.AgentInfo
 	err = c.roundTrip(ctx, http.MethodPost, "/v1/operator/agents/"+p+"/probe", q, "", nil, &a, budget)
 	return a, err
@@ -711,9 +686,6 @@ func (c *Client) VerifyAgent(ctx context.Context, name string, timeout time.Dura
 	budget := timeout
 	if budget <= 0 {
 		budget = defaultVerifyTimeout
-	}
-	if err := c.ensureVersion(ctx); err != nil {
-		return model.Verification{}, err
 	}
 	var v model.Verification
 	err = c.roundTrip(ctx, http.MethodPost, "/v1/operator/agents/"+p+"/verify", q, "", nil, &v, budget)
@@ -743,9 +715,6 @@ func (c *Client) WatchEvents(ctx context.Context, f model.EventFilter) (model.Ev
 	}
 	if f.Wait > 0 {
 		q.Set("wait", f.Wait.String())
-	}
-	if err := c.ensureVersion(ctx); err != nil {
-		return model.EventBatch{}, err
 	}
 	var b model.EventBatch
 	err := c.roundTrip(ctx, http.MethodGet, "/v1/operator/events", q, "", nil, &b, f.Wait)

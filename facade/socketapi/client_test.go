@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -195,6 +196,11 @@ func TestClientAutostartTimesOut(t *testing.T) {
 	}
 }
 
+// TestClientRefusesAPIMismatch: an answer from a daemon of another socket
+// API version (its X-Relay-API header) is refused, daemon_unavailable with
+// both versions, and its body is not taken as this version's answer;
+// Version refuses one whose body says so. The client asks for no version
+// first: its first request is the call itself.
 func TestClientRefusesAPIMismatch(t *testing.T) {
 	t.Parallel()
 	sock := filepath.Join(apiShortDir(t), "relay.sock")
@@ -202,28 +208,35 @@ func TestClientRefusesAPIMismatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var other atomic.Int32
+	var (
+		mu    sync.Mutex
+		paths []string
+	)
 	hs := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != "/v1/version" {
-			other.Add(1)
-		}
+		mu.Lock()
+		paths = append(paths, r.Method+" "+r.URL.Path+" "+r.Header.Get(APIHeader))
+		mu.Unlock()
 		w.Header().Set("Content-Type", "application/json")
-		_, _ = w.Write([]byte(`{"version":"9.9.9","api":2}`))
+		w.Header().Set(APIHeader, "2")
+		w.Header().Set(VersionHeader, "9.9.9")
+		_, _ = w.Write([]byte(`{"version":"9.9.9","api":2,"messages":[],"unread":0}`))
 	})}
 	done := make(chan struct{})
 	go func() { defer close(done); _ = hs.Serve(ln) }()
 	t.Cleanup(func() { _ = hs.Shutdown(context.Background()); <-done })
 
 	c := apiNewClient(t, sock, ClientOptions{Agent: "claude"})
-	_, err = c.SubmitTask(context.Background(), "", model.SubmitRequest{Target: "codex", Prompt: "p"})
-	if model.ErrorCode(err) != model.CodeDaemonUnavailable || !strings.Contains(err.Error(), "API 2") {
+	_, err = c.CheckInbox(context.Background(), "claude", true, 10)
+	if model.ErrorCode(err) != model.CodeDaemonUnavailable || !strings.Contains(err.Error(), "API 2") || !strings.Contains(err.Error(), "9.9.9") {
 		t.Errorf("API mismatch: %v", err)
 	}
 	if _, err := c.Version(context.Background()); err == nil {
 		t.Error("Version accepted API 2")
 	}
-	if n := other.Load(); n != 0 {
-		t.Errorf("the client sent %d requests past a mismatched version", n)
+	mu.Lock()
+	defer mu.Unlock()
+	if want := []string{"POST /v1/inbox 1", "GET /v1/version 1"}; !slices.Equal(paths, want) {
+		t.Errorf("the daemon got %q, want %q (no version round trip before a call; every request says its API)", paths, want)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -116,7 +117,7 @@ func (r clientReq) write(w *bufio.Writer) error {
 	w.WriteString(r.method)
 	w.WriteByte(' ')
 	w.WriteString(r.target)
-	w.WriteString(" HTTP/1.1\r\nHost: relay\r\nUser-Agent: relay\r\n")
+	w.WriteString(" HTTP/1.1\r\nHost: relay\r\nUser-Agent: relay\r\n" + APIHeader + ": " + apiVersionText + "\r\n")
 	if r.agent != "" {
 		w.WriteString(AgentHeader + ": " + r.agent + "\r\n")
 	}
@@ -211,6 +212,11 @@ func (cc *clientConn) roundTrip(ctx context.Context, req clientReq, limit int64)
 	if err != nil {
 		return 0, nil, false, errors.Join(errAnswerLost, ctxErr(ctx, err))
 	}
+	if v := resp.Header.Values(APIHeader); len(v) > 0 && (len(v) > 1 || v[0] != apiVersionText) {
+		// A daemon of another version: nothing of its answer is read.
+		resp.Body.Close()
+		return 0, nil, false, &apiMismatch{api: strings.Join(v, ", "), version: resp.Header.Get(VersionHeader)}
+	}
 	body, err = io.ReadAll(io.LimitReader(resp.Body, limit))
 	resp.Body.Close()
 	if err != nil {
@@ -220,6 +226,14 @@ func (cc *clientConn) roundTrip(ctx context.Context, req clientReq, limit int64)
 	// short leaves the connection closed: neither is reused.
 	keep = werr == nil && !resp.Close && int64(len(body)) < limit && ctx.Err() == nil
 	return resp.StatusCode, body, keep, nil
+}
+
+// apiMismatch is an answer from a daemon of another socket API version
+// (APIHeader), with its relay version.
+type apiMismatch struct{ api, version string }
+
+func (e *apiMismatch) Error() string {
+	return fmt.Sprintf("the daemon speaks socket API %s (version %q)", e.api, e.version)
 }
 
 // peerClosed reports whether a write failed because the daemon had closed

@@ -292,7 +292,6 @@ func TestClientRequestClosedUnreadIsNotSent(t *testing.T) {
 
 	d := startUnreadDaemon(t, 0)
 	c := connTestClient(t, &connDaemon{sock: d.sock}, 0)
-	c.verOK.Store(true) // this stand-in has no /v1/version
 	_, err := c.SendMessage(ctx, "claude", req)
 	if model.ErrorCode(err) != model.CodeDaemonUnavailable || !strings.Contains(err.Error(), "nothing was changed") {
 		t.Fatalf("fresh connection: err = %v, want daemon_unavailable saying nothing was changed", err)
@@ -303,7 +302,6 @@ func TestClientRequestClosedUnreadIsNotSent(t *testing.T) {
 
 	d = startUnreadDaemon(t, 1)
 	c = connTestClient(t, &connDaemon{sock: d.sock}, 0)
-	c.verOK.Store(true)
 	if _, err := c.SendMessage(ctx, "claude", req); err != nil {
 		t.Fatal(err)
 	}

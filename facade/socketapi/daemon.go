@@ -188,8 +188,8 @@ func (s *Server) Facades() []Facade { return s.facades.live() }
 
 // Activity returns the number of requests being served now and when the
 // last one ended (or began, while one runs). GET /v1/operator/status and
-// GET /v1/version (which every client sends before its first call) are
-// not counted: looking at an idle daemon does not keep it up.
+// GET /v1/version are not counted: looking at an idle daemon does not
+// keep it up.
 func (s *Server) Activity() (inFlight int, last time.Time) {
 	return int(s.inFlight.Load()), time.Unix(0, s.lastActive.Load())
 }
@@ -241,8 +241,7 @@ func (s *Server) Held() int {
 // counts r in Activity, under the same lock Pause takes, so that a
 // request is either counted before Pause waits for the count to drain,
 // or held; the returned func ends it. GET /v1/operator/status and GET
-// /v1/version (which every client sends before its first call) are held
-// but not counted: looking at an idle daemon does not keep it up.
+// /v1/version are held but not counted: looking at an idle daemon does not keep it up.
 func (s *Server) admit(r *http.Request) (end func(), ok bool) {
 	counted := !(r.Method == http.MethodGet && (r.URL.Path == "/v1/operator/status" || r.URL.Path == "/v1/version"))
 	s.gateMu.Lock()

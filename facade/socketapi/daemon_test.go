@@ -54,7 +54,7 @@ func TestAPIDaemonRoutes(t *testing.T) {
 		t.Fatalf("Activity = %d, %v", n, last)
 	}
 	before := last
-	op2 := apiNewClient(t, sock, ClientOptions{}) // a new client: GET /v1/version first
+	op2 := apiNewClient(t, sock, ClientOptions{}) // a new client
 	for range 3 {
 		if _, err := op2.DaemonStatus(ctx); err != nil {
 			t.Fatal(err)

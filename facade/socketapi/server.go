@@ -22,9 +22,23 @@ import (
 	"github.com/hai-relay/relay/spec"
 )
 
-// APIVersion is the version of the socket API's wire contract. A client
-// refuses a daemon that answers GET /v1/version with another one.
+// APIVersion is the version of the socket API's wire contract, the N of
+// its /vN/ routes: a change that breaks it moves the routes, so a daemon
+// of another version answers not_found to what it does not speak. Every
+// request carries it in APIHeader, and the daemon refuses one of another
+// version before it reads the body; every answer carries the daemon's in
+// APIHeader (and its relay version in VersionHeader), and the client
+// refuses an answer of another version. No round trip is spent on it.
 const APIVersion = 1
+
+// APIHeader carries APIVersion on every request and every answer.
+const APIHeader = "X-Relay-API"
+
+// VersionHeader carries the daemon's relay version on every answer.
+const VersionHeader = "X-Relay-Version"
+
+// apiVersionText is APIVersion as APIHeader carries it.
+var apiVersionText = strconv.Itoa(APIVersion)
 
 // AgentHeader carries the calling agent's identity on agent routes. The
 // facade that sends it has its identity fixed at launch; the daemon trusts
@@ -258,6 +272,12 @@ func (s *Server) Shutdown(ctx context.Context) error {
 
 // ServeHTTP serves one API request; tests may call it directly.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set(APIHeader, apiVersionText)
+	w.Header().Set(VersionHeader, s.o.Version)
+	if err := checkAPIHeader(r.Header); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
 	end, ok := s.admit(r)
 	if !ok {
 		s.writeError(w, r, &model.Error{Code: model.CodeDaemonUnavailable,
@@ -283,6 +303,20 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.mux.ServeHTTP(w, r)
+}
+
+// checkAPIHeader refuses a request made for another version of the
+// socket API, before anything of it is read or done. A request without
+// the header (curl, a script) is taken as this version's: its routes are.
+func checkAPIHeader(h http.Header) error {
+	vs := h.Values(APIHeader)
+	if len(vs) == 0 || (len(vs) == 1 && vs[0] == apiVersionText) {
+		return nil
+	}
+	return &model.Error{Code: model.CodeDaemonUnavailable,
+		Message: fmt.Sprintf("this relay daemon speaks socket API %d; the request was made for %s; nothing was done",
+			APIVersion, model.Clip(strings.Join(vs, ", "), 64)),
+		Hint: "stop this daemon with the relay that started it (`relay daemon stop`) or by its pid, then start the relay you run"}
 }
 
 // cleanPath is net/http's cleanPath: path.Clean, keeping a trailing

@@ -392,6 +392,12 @@ func TestAPIStrictRequests(t *testing.T) {
 		{"GET on a POST route", "GET", "/v1/messages", ag, ``, 405, model.CodeInvalidArgs, "GET"},
 		{"POST on a GET route", "POST", "/v1/version", nil, ``, 405, model.CodeInvalidArgs, "POST"},
 		{"GET on cancel", "GET", "/v1/tasks/T-1/cancel", ag, ``, 405, model.CodeInvalidArgs, ""},
+		// A request made for another socket API version is refused before
+		// its body is read: the daemon never acts on what it may misread.
+		{"another API version", "POST", "/v1/messages", map[string]string{AgentHeader: "claude", APIHeader: "2"},
+			`{"to":"codex","body":"hi"}`, 503, model.CodeDaemonUnavailable, "socket API 1; the request was made for 2"},
+		{"another API version, operator", "POST", "/v1/operator/tasks/T-1/cancel", map[string]string{APIHeader: "0"},
+			``, 503, model.CodeDaemonUnavailable, "made for 0"},
 	}
 	for _, c := range cases {
 		status, body := apiDo(t, raw, c.method, c.path, c.hdr, c.body)
@@ -407,7 +413,7 @@ func TestAPIStrictRequests(t *testing.T) {
 		t.Errorf("the service was called for refused requests: %+v", calls)
 	}
 	// The refused requests did not break the connection or the server.
-	status, body := apiDo(t, raw, "GET", "/v1/version", nil, "")
+	status, body := apiDo(t, raw, "GET", "/v1/version", map[string]string{APIHeader: "1"}, "")
 	if status != 200 || !bytes.Contains(body, []byte(`"api":1`)) {
 		t.Errorf("version after refusals: %d %s", status, body)
 	}
@@ -836,5 +842,31 @@ func TestAPIAnswerBound(t *testing.T) {
 				t.Fatalf("error body %s (%v)", body, err)
 			}
 		})
+	}
+}
+
+// Every answer, an error or not, carries the daemon's socket API version
+// and its relay version, so that a client learns both without asking.
+func TestAPIAnswersCarryTheVersion(t *testing.T) {
+	t.Parallel()
+	s := apiServe(t, &apiFakeService{}, ServerOptions{Version: "1.2.3"})
+	raw := apiRawClient(t, s.sock)
+	for _, c := range []struct{ method, path, agent string }{
+		{"POST", "/v1/inbox", "claude"},
+		{"GET", "/v1/nope", ""},
+		{"POST", "/v1/messages", ""}, // refused: no identity
+	} {
+		req, _ := http.NewRequest(c.method, "http://relay"+c.path, nil)
+		if c.agent != "" {
+			req.Header.Set(AgentHeader, c.agent)
+		}
+		resp, err := raw.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = resp.Body.Close()
+		if got, ver := resp.Header.Get(APIHeader), resp.Header.Get(VersionHeader); got != "1" || ver != "1.2.3" {
+			t.Errorf("%s %s (%d): %s %q, %s %q; want 1 and 1.2.3", c.method, c.path, resp.StatusCode, APIHeader, got, VersionHeader, ver)
+		}
 	}
 }
