@@ -3,6 +3,8 @@ package dispatch
 import (
 	"path/filepath"
 	"time"
+
+	"github.com/hai-relay/relay/dispatch/procstat"
 )
 
 // Hooks for the external tests.
@@ -12,8 +14,8 @@ const RunEnvVar = runEnvVar
 
 // ProcStartTime returns pid's start time, /proc/<pid>/stat field 22.
 func ProcStartTime(pid int) (uint64, error) {
-	st, err := readProcStat(pid)
-	return st.start, err
+	st, err := procstat.Read(pid)
+	return st.Start, err
 }
 
 // TestRunRecord is a task's run record as a crashed daemon leaves it.

@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/hai-relay/relay/dispatch/procstat"
 	"github.com/hai-relay/relay/dispatch/supervisor"
 	"github.com/hai-relay/relay/model"
 )
@@ -74,8 +75,8 @@ func startProc(st *supervisor.Starter, ps procSpec) (*proc, error) {
 		return nil, err
 	}
 	p := &proc{Process: sp, pid: sp.Pid(), stdin: sp.Stdin(), stdout: sp.Stdout(), exited: sp.Exited()}
-	if st, err := readProcStat(p.pid); err == nil {
-		p.start = st.start // the leader is ours and unreaped: its pid names it
+	if st, err := procstat.Read(p.pid); err == nil {
+		p.start = st.Start // the leader is ours and unreaped: its pid names it
 	}
 	return p, nil
 }

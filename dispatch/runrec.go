@@ -16,6 +16,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/hai-relay/relay/dispatch/procstat"
 )
 
 // Run records.
@@ -141,22 +143,22 @@ func (d *Dispatcher) recordRun(s *session, p *proc, run string) (*runRecordHandl
 	if d.o.Home == "" {
 		return nil, nil
 	}
-	st, err := readProcStat(p.pid)
+	st, err := procstat.Read(p.pid)
 	if err != nil {
 		return nil, fmt.Errorf("read the agent's start time: %w", err)
 	}
 	rec := runRecord{Version: recordVersion, Kind: recordTask, TaskID: s.taskID, Agent: s.agent, Argv0: s.argv[0],
-		PID: p.pid, StartTime: st.start, BootID: bootID(), Run: run, Started: time.Now().UTC()}
+		PID: p.pid, StartTime: st.Start, BootID: bootID(), Run: run, Started: time.Now().UTC()}
 	name := s.taskID
 	if s.taskID == "" {
 		rec.Kind = recordProbe
 		// Unique among this daemon's live agents, and never reused.
-		name = strconv.Itoa(p.pid) + "-" + strconv.FormatUint(st.start, 10)
+		name = strconv.Itoa(p.pid) + "-" + strconv.FormatUint(st.Start, 10)
 	}
 	if !validFileName(name) {
 		return nil, fmt.Errorf("invalid run record name %q", name)
 	}
-	h := &runRecordHandle{path: filepath.Join(d.runDir(rec.Kind), name+".json"), key: liveKey{p.pid, st.start}}
+	h := &runRecordHandle{path: filepath.Join(d.runDir(rec.Kind), name+".json"), key: liveKey{p.pid, st.Start}}
 	d.mu.Lock()
 	d.live[h.key] = struct{}{}
 	d.mu.Unlock()
@@ -353,9 +355,9 @@ func (d *Dispatcher) reapRecord(ctx context.Context, path, boot string) (int, er
 // verifiably the agent's, and nil when nothing of it is left or it cannot
 // be verified (logged).
 func (d *Dispatcher) leftovers(ctx context.Context, rec runRecord, attrs []any) ([]procMember, error) {
-	st, err := readProcStat(rec.PID)
+	st, err := procstat.Read(rec.PID)
 	switch {
-	case err == nil && st.start != rec.StartTime:
+	case err == nil && st.Start != rec.StartTime:
 		// The pid now names another process, so the agent's group had
 		// emptied (a group id is not reused while any member lives).
 		d.log.Debug("left-behind agent's pid was reused; nothing killed", attrs...)
@@ -435,52 +437,6 @@ func waitGroupGone(ctx context.Context, pgid int, limit time.Duration) error {
 	}
 }
 
-// procStat is what the dispatcher reads from /proc/<pid>/stat.
-type procStat struct {
-	state byte   // field 3
-	ppid  int    // field 4
-	pgrp  int    // field 5
-	start uint64 // field 22, starttime in clock ticks since boot
-}
-
-func readProcStat(pid int) (procStat, error) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return procStat{}, err
-	}
-	return parseProcStat(b)
-}
-
-// parseProcStat parses /proc/<pid>/stat. The command name (field 2) is in
-// parentheses and may itself hold spaces and parentheses, so the fields
-// are counted from its last ')'.
-func parseProcStat(b []byte) (procStat, error) {
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return procStat{}, errors.New("malformed /proc stat: no command name")
-	}
-	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 20 || len(f[0]) != 1 { // f[k] is field k+3
-		return procStat{}, errors.New("malformed /proc stat: too few fields")
-	}
-	ppid, err := strconv.Atoi(f[1])
-	if err != nil {
-		return procStat{}, fmt.Errorf("malformed /proc stat: ppid: %w", err)
-	}
-	pgrp, err := strconv.Atoi(f[2])
-	if err != nil {
-		return procStat{}, fmt.Errorf("malformed /proc stat: pgrp: %w", err)
-	}
-	start, err := strconv.ParseUint(f[19], 10, 64)
-	if err != nil {
-		return procStat{}, fmt.Errorf("malformed /proc stat: starttime: %w", err)
-	}
-	return procStat{state: f[0][0], ppid: ppid, pgrp: pgrp, start: start}, nil
-}
-
-// dead reports whether the state is a zombie's or a dead process's.
-func (s procStat) dead() bool { return s.state == 'Z' || s.state == 'X' || s.state == 'x' }
-
 // procMember is a live process of a process group.
 type procMember struct {
 	pid   int
@@ -500,11 +456,11 @@ func groupMembers(pgid int) ([]procMember, error) {
 		if err != nil || pid <= 0 {
 			continue
 		}
-		st, err := readProcStat(pid)
-		if err != nil || st.pgrp != pgid || st.dead() {
+		st, err := procstat.Read(pid)
+		if err != nil || st.PGRP != pgid || st.Dead() {
 			continue // gone meanwhile, or not a member
 		}
-		out = append(out, procMember{pid: pid, start: st.start})
+		out = append(out, procMember{pid: pid, start: st.Start})
 	}
 	return out, nil
 }

@@ -1,13 +1,14 @@
 package main
 
 import (
-	"bytes"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/hai-relay/relay/dispatch/procstat"
 )
 
 // The send row splits the CPU time its rounds cost by process kind, so a
@@ -55,24 +56,11 @@ func sampleCPU() cpuSample {
 
 // procStat returns pid's user + system CPU time and its parent's pid.
 func procStat(pid int) (time.Duration, int, bool) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	st, err := procstat.Read(pid)
 	if err != nil {
 		return 0, 0, false
 	}
-	// The command name is in parentheses and may hold spaces: the fields
-	// after the last ')' are state, ppid, ... utime (14th field), stime.
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return 0, 0, false
-	}
-	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 13 {
-		return 0, 0, false
-	}
-	ppid, _ := strconv.Atoi(f[1])
-	ut, _ := strconv.ParseInt(f[11], 10, 64)
-	st, _ := strconv.ParseInt(f[12], 10, 64)
-	return time.Duration(ut+st) * time.Second / cpuTicksPerSecond, ppid, true
+	return time.Duration(st.UTime+st.STime) * time.Second / cpuTicksPerSecond, st.PPID, true
 }
 
 // procKind names the kind of process pid is, from its command line.

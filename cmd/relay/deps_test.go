@@ -27,11 +27,14 @@ var allowed = map[string][]string{
 // leafEdges are the only packages of the module a top-level package may
 // import beyond its row in allowed. gates runs the authority adapter with
 // the process supervisor dispatch runs agents with, so that both are
-// started, bounded, killed and reaped by one implementation; the
-// supervisor is a leaf (TestLeafEdgesAreLeaves), so the edge brings gates
-// nothing else of dispatch.
+// started, bounded, killed and reaped by one implementation. The facade's
+// server tells a connection's process from a later one with the same pid
+// by the /proc stat parser the dispatcher reaps runs with. Both are
+// leaves (TestLeafEdgesAreLeaves), so an edge brings nothing else of
+// dispatch.
 var leafEdges = map[string][]string{
-	"gates": {"dispatch/supervisor"},
+	"gates":  {"dispatch/supervisor"},
+	"facade": {"dispatch/procstat"},
 }
 
 // edgeAllowed reports whether a package under the top-level package from
@@ -119,6 +122,9 @@ func TestEdgeAllowedCatches(t *testing.T) {
 		{"gates", module + "/machine", false},
 		{"machine", module + "/dispatch/supervisor", false},
 		{"dispatch", module + "/gates", false},
+		{"facade", module + "/dispatch/procstat", true},
+		{"facade", module + "/dispatch/supervisor", false},
+		{"gates", module + "/dispatch/procstat", false},
 	} {
 		if got := edgeAllowed(c.from, c.imp); got != c.want {
 			t.Errorf("edgeAllowed(%s, %s) = %v, want %v", c.from, c.imp, got, c.want)

@@ -39,6 +39,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/hai-relay/relay/dispatch/procstat"
 )
 
 // Command is the relay's hidden subcommand that runs Main.
@@ -231,21 +233,7 @@ func scanChildren(ppid int) []int {
 		if err != nil || pid <= 0 {
 			continue
 		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		// Fields after the command name (in parentheses, may hold
-		// anything): state, ppid, ...
-		i := bytes.LastIndexByte(b, ')')
-		if i < 0 {
-			continue
-		}
-		f := bytes.Fields(b[i+1:])
-		if len(f) < 2 {
-			continue
-		}
-		if p, err := strconv.Atoi(string(f[1])); err == nil && p == ppid {
+		if st, err := procstat.Read(pid); err == nil && st.PPID == ppid {
 			out = append(out, pid)
 		}
 	}

@@ -4,6 +4,8 @@ import (
 	"os"
 	"strconv"
 	"strings"
+
+	"github.com/hai-relay/relay/dispatch/procstat"
 )
 
 // Agents run in a pid namespace of their own (package dispatch/sandbox):
@@ -73,19 +75,6 @@ func HostPIDOf(pid int, start uint64, ns string) int {
 // ProcStart returns the start time of process pid (field 22 of its
 // /proc stat, clock ticks since boot), or 0.
 func ProcStart(pid int) uint64 {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return 0
-	}
-	f := strings.Fields(s[i+1:])
-	if len(f) < 20 {
-		return 0
-	}
-	v, _ := strconv.ParseUint(f[19], 10, 64)
-	return v
+	st, _ := procstat.Read(pid)
+	return st.Start
 }

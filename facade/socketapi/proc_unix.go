@@ -5,28 +5,19 @@ package socketapi
 import (
 	"os"
 	"strconv"
-	"strings"
 	"syscall"
+
+	"github.com/hai-relay/relay/dispatch/procstat"
 )
 
 // procStart returns field 22 of /proc/PID/stat, the process's start time
 // in clock ticks since boot, or "" where there is no /proc.
 func procStart(pid int) string {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
+	st, err := procstat.Read(pid)
+	if err != nil || st.Dead() {
 		return ""
 	}
-	// The command name (field 2) is in parentheses and may hold spaces.
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return ""
-	}
-	f := strings.Fields(s[i+1:])
-	if len(f) < 20 || f[0] == "Z" {
-		return ""
-	}
-	return f[19]
+	return strconv.FormatUint(st.Start, 10)
 }
 
 // ProcessAlive reports whether pid exists and is not a zombie (a process

@@ -140,6 +140,8 @@ import (
 	"time"
 
 	acp "github.com/coder/acp-go-sdk"
+
+	"github.com/hai-relay/relay/dispatch/procstat"
 )
 
 const probePrompt = "Reply with the single word OK."
@@ -940,21 +942,8 @@ func pidNS(pid int) string {
 
 // procStart returns the start time of process pid (/proc stat field 22).
 func procStart(pid int) uint64 {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return 0
-	}
-	f := strings.Fields(s[i+1:])
-	if len(f) < 20 {
-		return 0
-	}
-	v, _ := strconv.ParseUint(f[19], 10, 64)
-	return v
+	st, _ := procstat.Read(pid)
+	return st.Start
 }
 
 // vandal acts as an agent that never asks: it writes "x" to each PATH of
