@@ -12,6 +12,7 @@ import (
 
 	acp "github.com/coder/acp-go-sdk"
 
+	"github.com/hai-relay/relay/dispatch/hardening"
 	"github.com/hai-relay/relay/model"
 )
 
@@ -130,7 +131,7 @@ type Rule struct {
 	// race-free (mask.go): directories where code or rules the agent
 	// would load could be planted at any moment, the check before the
 	// start notwithstanding.
-	Masks []Mask
+	Masks []hardening.Mask
 	// Preapprove, when set, returns session/new's _meta with the tools of
 	// the MCP servers the relay passes (from config, for state_changing
 	// tasks) pre-approved: they are the guarded way to change state, and
@@ -185,14 +186,14 @@ func (r *Rule) precheck(cwd string) string {
 	for _, pat := range r.RefuseIfExists {
 		var globs []string
 		if rel, ok := strings.CutPrefix(pat, "{cwd}/"); ok {
-			dirs, err := cwdAndAbove(cwd)
+			dirs, err := hardening.CwdAndAbove(cwd)
 			if err != nil {
 				return fmt.Sprintf("the cwd %s cannot be checked: %v", cwd, err)
 			}
 			for _, dir := range dirs {
 				globs = append(globs, filepath.Join(dir, rel))
 			}
-		} else if g, ok := expandPath(pat); ok {
+		} else if g, ok := hardening.ExpandPath(pat); ok {
 			globs = append(globs, g)
 		}
 		for _, g := range globs {
@@ -202,27 +203,6 @@ func (r *Rule) precheck(cwd string) string {
 		}
 	}
 	return ""
-}
-
-// expandPath expands a leading "~" and $VARS; ok is false when a variable
-// is unset.
-func expandPath(p string) (string, bool) {
-	ok := true
-	p = os.Expand(p, func(v string) string {
-		val, set := os.LookupEnv(v)
-		if !set || val == "" {
-			ok = false
-		}
-		return val
-	})
-	if rest, found := strings.CutPrefix(p, "~/"); found {
-		home, err := os.UserHomeDir()
-		if err != nil {
-			return "", false
-		}
-		p = filepath.Join(home, rest)
-	}
-	return p, ok
 }
 
 // withNonce returns the rule with nonceMark replaced by nonce.

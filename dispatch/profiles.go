@@ -13,6 +13,7 @@ import (
 
 	acp "github.com/coder/acp-go-sdk"
 
+	"github.com/hai-relay/relay/dispatch/hardening"
 	"github.com/hai-relay/relay/model"
 )
 
@@ -242,7 +243,7 @@ var codexZedVerify = &VerifySpec{
 // they allow outside the sandbox, and no override turns them off. The
 // user's CODEX_HOME can be written by any process of theirs, so a check
 // before the start would be a race: the directory is masked instead.
-var codexRulesMasks = []Mask{{Dir: "$CODEX_HOME", Names: []string{"rules"}}, {Dir: "~/.codex", Names: []string{"rules"}}}
+var codexRulesMasks = []hardening.Mask{{Dir: "$CODEX_HOME", Names: []string{"rules"}}, {Dir: "~/.codex", Names: []string{"rules"}}}
 
 // codexZed is @zed-industries/codex-acp 0.16.x, a Rust adapter that
 // reports itself as codex-acp (its Node launcher runs the native binary
@@ -379,7 +380,7 @@ func geminiAuthRefusal() string {
 	if h := os.Getenv("GEMINI_CLI_HOME"); h != "" {
 		files = append(files, filepath.Join(h, "settings.json"), filepath.Join(h, ".gemini", "settings.json"))
 	}
-	if p, ok := expandPath("~/.gemini/settings.json"); ok {
+	if p, ok := hardening.ExpandPath("~/.gemini/settings.json"); ok {
 		files = append(files, p)
 	}
 	for _, f := range files {
@@ -513,7 +514,7 @@ var opencodeProfile = &Profile{
 			// the configuration says (OpenCode globs {plugin,plugins}/*.{ts,js}
 			// in every config directory it finds; OPENCODE_PURE and
 			// OPENCODE_DISABLE_PROJECT_CONFIG do not skip them): hidden.
-			Masks: []Mask{{Dir: "{cwd}", Names: []string{".opencode", "opencode.json", "opencode.jsonc"}},
+			Masks: []hardening.Mask{{Dir: "{cwd}", Names: []string{".opencode", "opencode.json", "opencode.jsonc"}},
 				{Dir: "$XDG_CONFIG_HOME/opencode", Names: []string{"plugin", "plugins"}},
 				{Dir: "~/.config/opencode", Names: []string{"plugin", "plugins"}}},
 			// Its login, and its config directory, which it writes at

@@ -14,6 +14,7 @@ import (
 
 	acp "github.com/coder/acp-go-sdk"
 
+	"github.com/hai-relay/relay/dispatch/hardening"
 	"github.com/hai-relay/relay/model"
 )
 
@@ -67,45 +68,6 @@ func (s *session) makeOwnDir(env []string) ([]string, error) {
 	s.ownDir = dir
 	s.log.Printf("%s is %s, the session's own, holding only %s", od.Var, dir, strings.Join(slices.Sorted(maps.Keys(files)), ", "))
 	return []string{od.Var + "=" + dir}, nil
-}
-
-// maskedAdapterBinds returns the bubblewrap arguments that bind back,
-// read-only, the agent's own installation when a mask would hide it: the
-// Hermes installer puts Hermes in ~/.hermes/hermes-agent, and .hermes is
-// masked in the cwd and every directory above it, the home directory
-// among them. Only the masked entry's child that holds the executable
-// comes back, not the rest of it (plugins, config, .env).
-func (s *session) maskedAdapterBinds() []string {
-	keep := adapterUnderMask(s.rule.Masks, s.cwd, s.adapter.RealPath)
-	if keep == "" {
-		return nil
-	}
-	s.log.Printf("bound back for the agent, read-only: %s (its own installation, under a masked name)", keep)
-	return []string{"--ro-bind", keep, keep}
-}
-
-// adapterUnderMask returns the child of a masked path that holds real (the
-// agent's executable), or "".
-func adapterUnderMask(masks []Mask, cwd, real string) string {
-	if real == "" {
-		return ""
-	}
-	dirs, names, err := maskDirs(masks, cwd)
-	if err != nil {
-		return ""
-	}
-	for _, d := range dirs {
-		for _, n := range names[d] {
-			hidden := filepath.Join(d, n)
-			rel, err := filepath.Rel(hidden, real)
-			if err != nil || rel == "." || rel == ".." || strings.HasPrefix(rel, "../") {
-				continue
-			}
-			first, _, _ := strings.Cut(rel, string(filepath.Separator))
-			return filepath.Join(hidden, first)
-		}
-	}
-	return ""
 }
 
 // refusedAdapters are adapters no profile will ever cover, by package or
@@ -216,7 +178,7 @@ var cursorProfile = &Profile{
 			// hooks and rules, and Cursor loads Claude Code's hooks too:
 			// hidden in the cwd and every directory above it (the home
 			// directory's ~/.cursor and ~/.claude among them).
-			Masks: []Mask{{Dir: "{cwd}", Names: []string{".cursor", ".claude"}}},
+			Masks: []hardening.Mask{{Dir: "{cwd}", Names: []string{".cursor", ".claude"}}},
 			// Cursor keeps its chats and project state under ~/.cursor.
 			SetMode:     "plan",
 			AcceptModes: []acp.SessionModeId{"plan", "ask"},
@@ -459,7 +421,7 @@ var hermesProfile = &Profile{
 			Env:   []string{"HERMES_EXEC_ASK=1", "HERMES_ACP_SKIP_CONFIGURED_MCP=1"},
 			Unset: hermesUnset,
 			// Project plugins and config: hidden in the cwd and above.
-			Masks:       []Mask{{Dir: "{cwd}", Names: []string{".hermes"}}},
+			Masks:       []hardening.Mask{{Dir: "{cwd}", Names: []string{".hermes"}}},
 			SetMode:     "plan",
 			AcceptModes: []acp.SessionModeId{"plan"},
 			Summary: "a HERMES_HOME of its own holding only your model settings and approvals manual; execute_code asks; " +

@@ -204,7 +204,7 @@ func (r *Registry) Agent(_ context.Context, name string) (model.AgentInfo, bool)
 		}
 	}
 	info.Profile = describeChoice(s.Profiles, c, inst.version)
-	info.Hardening = hardening(s, v, verified, ad, inst, now)
+	info.Hardening = hardeningSignal(s, v, verified, ad, inst, now)
 	info.Sandbox = r.sandboxFor(c.profile)
 	again := "; run `relay agents probe " + name + "`"
 	switch {
@@ -247,10 +247,10 @@ func (r *Registry) Agents(ctx context.Context) []model.AgentInfo {
 	return out
 }
 
-// hardening is an agent's hardening signal: its last verification v (when
+// hardeningSignal is an agent's hardening signal: its last verification v (when
 // verified), and whether v holds for require_verified given the adapter
 // installed now (ad: its fingerprint; installed: its version).
-func hardening(s AgentSpec, v model.Verification, verified bool, ad Adapter, installed installed, now time.Time) model.AgentHardening {
+func hardeningSignal(s AgentSpec, v model.Verification, verified bool, ad Adapter, installed installed, now time.Time) model.AgentHardening {
 	h := model.AgentHardening{Status: model.HardeningUnverified, InstalledVersion: installed.version,
 		InstalledFingerprint: ad.Fingerprint,
 		RequireVerified:      s.RequireVerified, VerifiedWithin: model.ShortDuration(s.VerifiedWithin)}

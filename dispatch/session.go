@@ -379,18 +379,6 @@ func (s *session) jsonEnv(env []string) []string {
 	return out
 }
 
-func describeMasks(ms []Mask) string {
-	var parts []string
-	for _, m := range ms {
-		where := m.Dir
-		if where == "{cwd}" {
-			where = "the cwd and every directory above it"
-		}
-		parts = append(parts, strings.Join(m.Names, ", ")+" in "+where)
-	}
-	return strings.Join(parts, "; ")
-}
-
 // watchdog closes the agent's stdout shortly after its leader exited, so
 // that the connection ends even if a descendant holds the pipe open.
 func (s *session) watchdog() {

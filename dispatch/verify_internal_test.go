@@ -241,7 +241,7 @@ func TestHardeningCurrent(t *testing.T) {
 		{"not found", spec, passed, true, Adapter{}, installed{"", "the command is not found"}, false, "cannot be fingerprinted"},
 		{"no profile", AgentSpec{Name: "hermes", VerifiedWithin: time.Hour}, model.Verification{}, false, same, here, false, "no hardening profile"},
 	} {
-		h := hardening(c.spec, c.v, c.verified, c.adapter, c.installed, now)
+		h := hardeningSignal(c.spec, c.v, c.verified, c.adapter, c.installed, now)
 		if h.Current != c.current || !strings.Contains(h.CurrentReason+" "+h.Reason, c.reason) {
 			t.Errorf("%s: current %v (%s / %s), want %v with %q", c.name, h.Current, h.CurrentReason, h.Reason, c.current, c.reason)
 		}

@@ -1,4 +1,4 @@
-package dispatch
+package hardening
 
 import (
 	"context"
@@ -319,39 +319,12 @@ func TestMaskCoverNames(t *testing.T) {
 	}
 }
 
-// RefuseIfExists's "{cwd}/" patterns are tried above the directory the cwd
-// resolves to, not above a symlink's name for it.
-func TestPrecheckResolvesCwd(t *testing.T) {
-	t.Parallel()
-	root, err := filepath.EvalSymlinks(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	project := filepath.Join(root, "real", "project")
-	if err := os.MkdirAll(project, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	planted := filepath.Join(root, "real", "policy.toml")
-	mustWrite(t, planted, "")
-	link := filepath.Join(root, "link")
-	if err := os.Symlink(project, link); err != nil {
-		t.Fatal(err)
-	}
-	r := &Rule{RefuseIfExists: []string{"{cwd}/*.toml"}}
-	if why := r.precheck(link); !strings.Contains(why, planted) {
-		t.Errorf("precheck(%s) = %q, want %s named", link, why, planted)
-	}
-	if why := r.precheck(filepath.Join(root, "nope")); why == "" {
-		t.Error("a cwd that does not resolve passed the precheck")
-	}
-}
-
 // maskArgv returns the bubblewrap command line, up to the "--" before the
 // agent's argv, that runs an agent with masks applied for a session in cwd:
 // the host's root bound as it is (--dev-bind / /), then maskBinds with rw
 // set: the masks alone, without the sandbox's read-only root.
 func maskArgv(masks []Mask, cwd, _ string) ([]string, error) {
-	bwrap, err := exec.LookPath(bwrapPath)
+	bwrap, err := exec.LookPath("bwrap")
 	if err != nil {
 		return nil, fmt.Errorf("bubblewrap (bwrap) is needed to hide the paths the profile masks: %w", err)
 	}
@@ -364,4 +337,32 @@ func maskArgv(masks []Mask, cwd, _ string) ([]string, error) {
 		return nil, err
 	}
 	return append(out, binds...), nil
+}
+
+// A mask that would hide the agent's own installation gives back only the
+// entry that holds it.
+func TestAdapterUnderMask(t *testing.T) {
+	t.Parallel()
+	root, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	home := filepath.Join(root, "home", "u")
+	cwd := filepath.Join(home, "src", "proj")
+	if err := os.MkdirAll(cwd, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	masks := []Mask{{Dir: "{cwd}", Names: []string{".hermes"}}}
+	for _, c := range []struct{ real, want string }{
+		{home + "/.hermes/hermes-agent/venv/bin/hermes", home + "/.hermes/hermes-agent"},
+		{home + "/.hermes/hermes", home + "/.hermes/hermes"},
+		{home + "/.local/bin/hermes", ""},
+		{home + "/.hermesx/bin/hermes", ""},
+		{"/opt/.hermes/bin/hermes", ""}, // not above the cwd
+		{"", ""},
+	} {
+		if got := adapterUnderMask(masks, cwd, c.real); got != c.want {
+			t.Errorf("adapterUnderMask(%q) = %q, want %q", c.real, got, c.want)
+		}
+	}
 }
