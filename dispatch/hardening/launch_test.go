@@ -212,8 +212,11 @@ func homeCases() []launchCase {
 			}
 		},
 	}, {
-		name:   "no HOME: nothing copied",
-		edit:   func(in *hardening.LaunchInput) { in.Env = []string{"PATH=/usr/bin"}; in.Home = []string{".claude.json"} },
+		name: "no HOME: nothing copied",
+		edit: func(in *hardening.LaunchInput) {
+			in.Env = []string{"PATH=/usr/bin"}
+			in.Home = []string{".claude.json"}
+		},
 		copies: []hardening.Copy{},
 		notEnv: []string{"XDG_CONFIG_HOME"},
 		env:    []string{"HOME=" + ownHome},
@@ -242,7 +245,9 @@ func TestPlanLaunchRefuses(t *testing.T) {
 		fix:  "keep the task's cwd, the relay home (--home) and the agent's program out of /tmp (e.g. under your home directory)",
 	}, {
 		name: "own sandbox, HOME in /tmp",
-		edit: func(in *hardening.LaunchInput) { in.OwnSandbox, in.Env = true, []string{"HOME=/tmp/u", "CODEX_HOME=/tmp/u/.codex"} },
+		edit: func(in *hardening.LaunchInput) {
+			in.OwnSandbox, in.Env = true, []string{"HOME=/tmp/u", "CODEX_HOME=/tmp/u/.codex"}
+		},
 		want: []string{"(/tmp/u is in /tmp)"},
 		fix:  "keep the task's cwd",
 	}, {
