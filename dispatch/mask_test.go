@@ -42,7 +42,7 @@ func TestMasksHidePathsRaceFree(t *testing.T) {
 	fake := newEnv(t).bin
 	e := newEnv(t, func(o *dispatch.Options) {
 		o.Registry = dispatch.NewRegistry([]dispatch.AgentSpec{{Name: "masked", Command: []string{fake}, Enabled: true,
-			Profiles: []*dispatch.Profile{{Name: "test-masks", VerifiedOn: []string{"1"}, Rules: map[model.Mode]dispatch.Rule{
+			Profiles: []*hardening.Profile{{Name: "test-masks", VerifiedOn: []string{"1"}, Rules: map[model.Mode]hardening.Rule{
 				model.ModeReadOnly: {Masks: []hardening.Mask{{Dir: "{cwd}", Names: []string{".plant", "late"}}},
 					SetMode: "default", AcceptModes: []acp.SessionModeId{"default"}, Summary: "masks"}}}}}}, nil, nil)
 	})

@@ -215,7 +215,7 @@ func sandboxRefusal(agent string, err error) *model.Error {
 // sandboxRule is the rule whose sandbox fields (Home, HomeVars,
 // OwnSandbox) the run's sandbox follows: the session's, or the bare one
 // of a run without its profile (the test switch).
-func (s *session) sandboxRule() *Rule {
+func (s *session) sandboxRule() *hardening.Rule {
 	if s.rule != nil {
 		return s.rule
 	}
@@ -225,10 +225,10 @@ func (s *session) sandboxRule() *Rule {
 // bareRule keeps of the first profile's rule for mode only what the
 // sandbox needs for the agent to run at all: its own home and whether it
 // runs a sandbox of its own. Nil when there is none.
-func bareRule(profiles []*Profile, mode model.Mode) *Rule {
+func bareRule(profiles []*hardening.Profile, mode model.Mode) *hardening.Rule {
 	for _, p := range profiles {
 		if r, ok := p.Rules[mode]; ok {
-			return &Rule{Home: r.Home, HomeVars: r.HomeVars, OwnSandbox: r.OwnSandbox}
+			return &hardening.Rule{Home: r.Home, HomeVars: r.HomeVars, OwnSandbox: r.OwnSandbox}
 		}
 	}
 	return nil

@@ -52,9 +52,9 @@ type Mask struct {
 	Names []string
 }
 
-// CwdAndAbove returns the canonical path of cwd and of every directory
+// cwdAndAbove returns the canonical path of cwd and of every directory
 // above it, cwd first.
-func CwdAndAbove(cwd string) ([]string, error) {
+func cwdAndAbove(cwd string) ([]string, error) {
 	canon, err := filepath.EvalSymlinks(cwd)
 	if err != nil {
 		return nil, fmt.Errorf("resolving the cwd: %w", err)
@@ -83,7 +83,7 @@ func maskDirs(masks []Mask, cwd string) ([]string, map[string][]string, error) {
 	}
 	for _, m := range masks {
 		if m.Dir == "{cwd}" {
-			dirs, err := CwdAndAbove(cwd)
+			dirs, err := cwdAndAbove(cwd)
 			if err != nil {
 				return nil, nil, err
 			}
@@ -92,7 +92,7 @@ func maskDirs(masks []Mask, cwd string) ([]string, map[string][]string, error) {
 			}
 			continue
 		}
-		if d, ok := ExpandPath(m.Dir); ok {
+		if d, ok := expandPath(m.Dir); ok {
 			if canon, err := filepath.EvalSymlinks(d); err == nil {
 				add(canon, m.Names)
 			}
@@ -226,9 +226,9 @@ func exists(p string) bool {
 	return !errors.Is(err, os.ErrNotExist)
 }
 
-// ExpandPath expands a leading "~" and $VARS from the daemon's
+// expandPath expands a leading "~" and $VARS from the daemon's
 // environment; ok is false when a variable is unset.
-func ExpandPath(p string) (string, bool) {
+func expandPath(p string) (string, bool) {
 	ok := true
 	p = os.Expand(p, func(v string) string {
 		val, set := os.LookupEnv(v)

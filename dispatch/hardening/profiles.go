@@ -1,4 +1,4 @@
-package dispatch
+package hardening
 
 import (
 	"encoding/json"
@@ -13,7 +13,6 @@ import (
 
 	acp "github.com/coder/acp-go-sdk"
 
-	"github.com/hai-relay/relay/dispatch/hardening"
 	"github.com/hai-relay/relay/model"
 )
 
@@ -243,7 +242,7 @@ var codexZedVerify = &VerifySpec{
 // they allow outside the sandbox, and no override turns them off. The
 // user's CODEX_HOME can be written by any process of theirs, so a check
 // before the start would be a race: the directory is masked instead.
-var codexRulesMasks = []hardening.Mask{{Dir: "$CODEX_HOME", Names: []string{"rules"}}, {Dir: "~/.codex", Names: []string{"rules"}}}
+var codexRulesMasks = []Mask{{Dir: "$CODEX_HOME", Names: []string{"rules"}}, {Dir: "~/.codex", Names: []string{"rules"}}}
 
 // codexZed is @zed-industries/codex-acp 0.16.x, a Rust adapter that
 // reports itself as codex-acp (its Node launcher runs the native binary
@@ -380,7 +379,7 @@ func geminiAuthRefusal() string {
 	if h := os.Getenv("GEMINI_CLI_HOME"); h != "" {
 		files = append(files, filepath.Join(h, "settings.json"), filepath.Join(h, ".gemini", "settings.json"))
 	}
-	if p, ok := hardening.ExpandPath("~/.gemini/settings.json"); ok {
+	if p, ok := expandPath("~/.gemini/settings.json"); ok {
 		files = append(files, p)
 	}
 	for _, f := range files {
@@ -478,7 +477,7 @@ var opencodeVerify = &VerifySpec{
 	Vocab: ToolVocab{Write: "write", Read: "read", Edit: "edit", Shell: "bash",
 		Path: "filePath", Old: "oldString", New: "newString"},
 	Redirect: func(to ScriptedModel, ruleEnv []string) (Launch, error) {
-		content, _ := envValue(ruleEnv, "OPENCODE_CONFIG_CONTENT")
+		content, _ := EnvValue(ruleEnv, "OPENCODE_CONFIG_CONTENT")
 		provider := map[string]any{verifyProvider: map[string]any{
 			"npm": "@ai-sdk/openai-compatible", "name": "HAI-Relay verification",
 			"options": map[string]any{"baseURL": to.URL + "/v1", "apiKey": to.Key},
@@ -514,7 +513,7 @@ var opencodeProfile = &Profile{
 			// the configuration says (OpenCode globs {plugin,plugins}/*.{ts,js}
 			// in every config directory it finds; OPENCODE_PURE and
 			// OPENCODE_DISABLE_PROJECT_CONFIG do not skip them): hidden.
-			Masks: []hardening.Mask{{Dir: "{cwd}", Names: []string{".opencode", "opencode.json", "opencode.jsonc"}},
+			Masks: []Mask{{Dir: "{cwd}", Names: []string{".opencode", "opencode.json", "opencode.jsonc"}},
 				{Dir: "$XDG_CONFIG_HOME/opencode", Names: []string{"plugin", "plugins"}},
 				{Dir: "~/.config/opencode", Names: []string{"plugin", "plugins"}}},
 			// Its login, and its config directory, which it writes at

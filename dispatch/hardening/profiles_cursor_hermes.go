@@ -1,11 +1,10 @@
-package dispatch
+package hardening
 
 import (
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
-	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,7 +13,6 @@ import (
 
 	acp "github.com/coder/acp-go-sdk"
 
-	"github.com/hai-relay/relay/dispatch/hardening"
 	"github.com/hai-relay/relay/model"
 )
 
@@ -41,33 +39,6 @@ type OwnDir struct {
 	// given the agent's environment before Var is set (the daemon's, the
 	// rule's and a verification's redirect).
 	Files func(env []string) (map[string]string, error)
-}
-
-// makeOwnDir makes the session's own directory (Rule.OwnDir) and returns
-// the variable that points the agent at it.
-func (s *session) makeOwnDir(env []string) ([]string, error) {
-	od := s.rule.OwnDir
-	files, err := od.Files(env)
-	if err != nil {
-		return nil, err
-	}
-	base, err := s.d.profileDir()
-	if err != nil {
-		return nil, err
-	}
-	dir, err := os.MkdirTemp(base, strings.ToLower(od.Var)+"-")
-	if err != nil {
-		return nil, err
-	}
-	for _, name := range slices.Sorted(maps.Keys(files)) {
-		if err := writePrivate(filepath.Join(dir, name), files[name]); err != nil {
-			_ = os.RemoveAll(dir)
-			return nil, err
-		}
-	}
-	s.ownDir = dir
-	s.log.Printf("%s is %s, the session's own, holding only %s", od.Var, dir, strings.Join(slices.Sorted(maps.Keys(files)), ", "))
-	return []string{od.Var + "=" + dir}, nil
 }
 
 // refusedAdapters are adapters no profile will ever cover, by package or
@@ -138,7 +109,7 @@ func cursorConfigCheck() OfflineCheck {
 // masksCheck checks that the masks a profile names can be applied here.
 func masksCheck() OfflineCheck {
 	c := OfflineCheck{Name: "masks (.cursor, .claude in the cwd and above)"}
-	if p, err := exec.LookPath(bwrapPath); err != nil {
+	if p, err := exec.LookPath("bwrap"); err != nil {
 		c.Detail = "bubblewrap (bwrap) not found: every session would fail to start"
 	} else {
 		c.Passed, c.Detail = true, "bubblewrap found at "+p
@@ -178,7 +149,7 @@ var cursorProfile = &Profile{
 			// hooks and rules, and Cursor loads Claude Code's hooks too:
 			// hidden in the cwd and every directory above it (the home
 			// directory's ~/.cursor and ~/.claude among them).
-			Masks: []hardening.Mask{{Dir: "{cwd}", Names: []string{".cursor", ".claude"}}},
+			Masks: []Mask{{Dir: "{cwd}", Names: []string{".cursor", ".claude"}}},
 			// Cursor keeps its chats and project state under ~/.cursor.
 			SetMode:     "plan",
 			AcceptModes: []acp.SessionModeId{"plan", "ask"},
@@ -206,7 +177,7 @@ const hermesVerifyURLVar = "HAI_RELAY_VERIFY_BASE_URL"
 // credentials or .env).
 func hermesFiles(env []string) (map[string]string, error) {
 	var m hermesModel
-	if url, ok := envValue(env, hermesVerifyURLVar); ok && url != "" {
+	if url, ok := EnvValue(env, hermesVerifyURLVar); ok && url != "" {
 		m = hermesModel{Provider: "custom", Default: verifyProvider + "-model", BaseURL: url}
 	} else {
 		var err error
@@ -220,7 +191,7 @@ func hermesFiles(env []string) (map[string]string, error) {
 // userHermesModel reads the model settings of the user's Hermes config.
 func userHermesModel(env []string) (hermesModel, error) {
 	get := func(k string) string {
-		if v, ok := envValue(env, k); ok {
+		if v, ok := EnvValue(env, k); ok {
 			return v
 		}
 		return os.Getenv(k)
@@ -421,7 +392,7 @@ var hermesProfile = &Profile{
 			Env:   []string{"HERMES_EXEC_ASK=1", "HERMES_ACP_SKIP_CONFIGURED_MCP=1"},
 			Unset: hermesUnset,
 			// Project plugins and config: hidden in the cwd and above.
-			Masks:       []hardening.Mask{{Dir: "{cwd}", Names: []string{".hermes"}}},
+			Masks:       []Mask{{Dir: "{cwd}", Names: []string{".hermes"}}},
 			SetMode:     "plan",
 			AcceptModes: []acp.SessionModeId{"plan"},
 			Summary: "a HERMES_HOME of its own holding only your model settings and approvals manual; execute_code asks; " +

@@ -1,4 +1,4 @@
-package dispatch
+package hardening
 
 import (
 	"os"
@@ -116,7 +116,7 @@ func TestCursorProfileCovers(t *testing.T) {
 			t.Errorf("Covers(%q, %q) = %v, want %v", c.name, c.version, got, c.want)
 		}
 	}
-	msg := choose("cursor", profiles["cursor"], "@blowmage/cursor-agent-acp", "0.7.1").refused
+	msg := Choose("cursor", profiles["cursor"], "@blowmage/cursor-agent-acp", "0.7.1").Refused
 	if !strings.Contains(msg, "--force") || !strings.Contains(msg, "`agent acp`") {
 		t.Errorf("refusal %q does not say why", msg)
 	}
