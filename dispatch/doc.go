@@ -32,8 +32,11 @@
 // (process start, group kill, bounded log), session.go (one agent
 // session), dispatcher.go
 // (Dispatch, Cancel, Stop), runrec.go (run records and Reap), probe.go
-// (live probe), hardening.go and profiles.go (hardening profiles),
+// (live probe), rule.go (what a session does with its hardening rule:
+// its files, its own directory, its mode state), session_sandbox.go
+// (makes and starts the sandbox package dispatch/hardening plans),
 // verify.go (what an offline hardening verification needs of dispatch;
 // package dispatch/verify runs it, against package dispatch/modelserver),
-// registry.go.
+// registry.go. The hardening profiles, their rules and masks, and the
+// sandbox's launch plan are package dispatch/hardening's.
 package dispatch

@@ -12,6 +12,7 @@ import (
 
 	"github.com/hai-relay/relay/dispatch"
 	"github.com/hai-relay/relay/dispatch/dispatchtest"
+	"github.com/hai-relay/relay/dispatch/hardening"
 	"github.com/hai-relay/relay/model"
 )
 
@@ -19,8 +20,8 @@ import (
 // read_only tasks must run in mode plan (selected by the relay when
 // selectPlan), and session/new carries a marker in _meta. It has no rule
 // for state_changing.
-func planProfile(selectPlan bool) *dispatch.Profile {
-	r := dispatch.Rule{
+func planProfile(selectPlan bool) *hardening.Profile {
+	r := hardening.Rule{
 		Meta:        map[string]any{"test": map[string]any{"profile": "plan"}},
 		AcceptModes: []acp.SessionModeId{"plan"},
 		ModeText:    "[MODE] ",
@@ -29,8 +30,8 @@ func planProfile(selectPlan bool) *dispatch.Profile {
 	if selectPlan {
 		r.SetMode = "plan"
 	}
-	return &dispatch.Profile{Name: "test-plan", VerifiedOn: []string{"0.0.1"},
-		Rules: map[model.Mode]dispatch.Rule{model.ModeReadOnly: r}}
+	return &hardening.Profile{Name: "test-plan", VerifiedOn: []string{"0.0.1"},
+		Rules: map[model.Mode]hardening.Rule{model.ModeReadOnly: r}}
 }
 
 // wantUnsafe checks an agent_unsafe_mode outcome that never reached the
@@ -226,17 +227,17 @@ func TestProfileFilesArgsAndRefusal(t *testing.T) {
 	r := withFiles.Rules[model.ModeReadOnly]
 	r.Args = []string{"--policy", "{dir}/p.toml"}
 	r.Files = map[string]string{"p.toml": "deny = true\n"}
-	withFiles.Rules = map[model.Mode]dispatch.Rule{model.ModeReadOnly: r}
+	withFiles.Rules = map[model.Mode]hardening.Rule{model.ModeReadOnly: r}
 	overridden := planProfile(true)
 	r2 := overridden.Rules[model.ModeReadOnly]
 	r2.RefuseIfExists = []string{filepath.Join(filepath.Dir(sysPolicy), "*.toml")}
-	overridden.Rules = map[model.Mode]dispatch.Rule{model.ModeReadOnly: r2}
+	overridden.Rules = map[model.Mode]hardening.Rule{model.ModeReadOnly: r2}
 
 	bin := dispatchtest.BuildFakeAgent(t)
 	e := newEnv(t, func(o *dispatch.Options) {
 		o.Registry = dispatch.NewRegistry([]dispatch.AgentSpec{
-			{Name: "files", Command: []string{bin, "modes"}, Enabled: true, Profiles: []*dispatch.Profile{withFiles}},
-			{Name: "overridden", Command: []string{bin, "modes"}, Enabled: true, Profiles: []*dispatch.Profile{overridden}},
+			{Name: "files", Command: []string{bin, "modes"}, Enabled: true, Profiles: []*hardening.Profile{withFiles}},
+			{Name: "overridden", Command: []string{bin, "modes"}, Enabled: true, Profiles: []*hardening.Profile{overridden}},
 		}, nil, nil)
 	})
 	out, _ := e.run(t, e.task("files", "mode", model.ModeReadOnly))
@@ -281,7 +282,7 @@ func TestCancelledAfterADenialIsARefusal(t *testing.T) {
 func TestProfilesInlineConfigIsValid(t *testing.T) {
 	t.Parallel()
 	for _, name := range []string{"claude", "codex", "gemini", "opencode"} {
-		ps := dispatch.ProfilesFor(name)
+		ps := hardening.ProfilesFor(name)
 		if len(ps) == 0 {
 			t.Fatalf("no profile for %s", name)
 		}

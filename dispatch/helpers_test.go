@@ -18,6 +18,7 @@ import (
 
 	"github.com/hai-relay/relay/dispatch"
 	"github.com/hai-relay/relay/dispatch/dispatchtest"
+	"github.com/hai-relay/relay/dispatch/hardening"
 	"github.com/hai-relay/relay/dispatch/sandbox"
 	"github.com/hai-relay/relay/model"
 )
@@ -140,8 +141,8 @@ func newEnv(tb testing.TB, tweak ...func(*dispatch.Options)) *env {
 		{Name: "auth", Command: []string{bin, "auth"}, Enabled: true},
 		// Named for their login hints, without the real agents' profiles,
 		// which would refuse them: they are not the adapters they name.
-		{Name: "claude", Command: []string{bin, "auth"}, Enabled: true, Profiles: []*dispatch.Profile{}},
-		{Name: "codex", Command: []string{bin, "auth-init"}, Enabled: true, Profiles: []*dispatch.Profile{}},
+		{Name: "claude", Command: []string{bin, "auth"}, Enabled: true, Profiles: []*hardening.Profile{}},
+		{Name: "codex", Command: []string{bin, "auth-init"}, Enabled: true, Profiles: []*hardening.Profile{}},
 		{Name: "modes", Command: []string{bin, "modes"}, Enabled: true},
 		{Name: "hang", Command: []string{bin, "hang"}, Enabled: true},
 		{Name: "hanginit", Command: []string{bin, "hang-init"}, Enabled: true},
@@ -152,15 +153,15 @@ func newEnv(tb testing.TB, tweak ...func(*dispatch.Options)) *env {
 		{Name: "served", Command: []string{bin}, Enabled: true, MCPServers: []dispatch.MCPServer{
 			{Name: "hai", Command: []string{"hai-mcp", "serve"}, Env: map[string]string{"K": "v"}}}},
 		// Agents under test profiles (hardening_test.go).
-		{Name: "guarded", Command: []string{bin, "modes"}, Enabled: true, Profiles: []*dispatch.Profile{planProfile(true)}},
-		{Name: "lazy", Command: []string{bin, "modes"}, Enabled: true, Profiles: []*dispatch.Profile{planProfile(false)}},
-		{Name: "stubborn", Command: []string{bin, "modes-refuse"}, Enabled: true, Profiles: []*dispatch.Profile{planProfile(true)}},
-		{Name: "fragile", Command: []string{bin, "modes-die"}, Enabled: true, Profiles: []*dispatch.Profile{planProfile(true)}},
-		{Name: "modeless", Command: []string{bin, "nomodes"}, Enabled: true, Profiles: []*dispatch.Profile{planProfile(true)}},
-		{Name: "optioned", Command: []string{bin, "options"}, Enabled: true, Profiles: []*dispatch.Profile{{
+		{Name: "guarded", Command: []string{bin, "modes"}, Enabled: true, Profiles: []*hardening.Profile{planProfile(true)}},
+		{Name: "lazy", Command: []string{bin, "modes"}, Enabled: true, Profiles: []*hardening.Profile{planProfile(false)}},
+		{Name: "stubborn", Command: []string{bin, "modes-refuse"}, Enabled: true, Profiles: []*hardening.Profile{planProfile(true)}},
+		{Name: "fragile", Command: []string{bin, "modes-die"}, Enabled: true, Profiles: []*hardening.Profile{planProfile(true)}},
+		{Name: "modeless", Command: []string{bin, "nomodes"}, Enabled: true, Profiles: []*hardening.Profile{planProfile(true)}},
+		{Name: "optioned", Command: []string{bin, "options"}, Enabled: true, Profiles: []*hardening.Profile{{
 			Name: "test-options", VerifiedOn: []string{"9.9"},
-			Rules: map[model.Mode]dispatch.Rule{model.ModeReadOnly: {
-				Options: []dispatch.OptionPin{{ID: "mode", Value: "plan"}}, Env: []string{"FAKEAGENT_PROFILE_ENV=on"},
+			Rules: map[model.Mode]hardening.Rule{model.ModeReadOnly: {
+				Options: []hardening.OptionPin{{ID: "mode", Value: "plan"}}, Env: []string{"FAKEAGENT_PROFILE_ENV=on"},
 				Summary: "option mode plan"}},
 		}}},
 	}

@@ -10,6 +10,7 @@ import (
 	acp "github.com/coder/acp-go-sdk"
 
 	"github.com/hai-relay/relay/dispatch"
+	"github.com/hai-relay/relay/dispatch/hardening"
 	"github.com/hai-relay/relay/model"
 )
 
@@ -41,8 +42,8 @@ func TestMasksHidePathsRaceFree(t *testing.T) {
 	fake := newEnv(t).bin
 	e := newEnv(t, func(o *dispatch.Options) {
 		o.Registry = dispatch.NewRegistry([]dispatch.AgentSpec{{Name: "masked", Command: []string{fake}, Enabled: true,
-			Profiles: []*dispatch.Profile{{Name: "test-masks", VerifiedOn: []string{"1"}, Rules: map[model.Mode]dispatch.Rule{
-				model.ModeReadOnly: {Masks: []dispatch.Mask{{Dir: "{cwd}", Names: []string{".plant", "late"}}},
+			Profiles: []*hardening.Profile{{Name: "test-masks", VerifiedOn: []string{"1"}, Rules: map[model.Mode]hardening.Rule{
+				model.ModeReadOnly: {Masks: []hardening.Mask{{Dir: "{cwd}", Names: []string{".plant", "late"}}},
 					SetMode: "default", AcceptModes: []acp.SessionModeId{"default"}, Summary: "masks"}}}}}}, nil, nil)
 	})
 	task := e.task("masked", "", model.ModeReadOnly)

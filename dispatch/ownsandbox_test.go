@@ -10,6 +10,7 @@ import (
 
 	"github.com/hai-relay/relay/dispatch"
 	"github.com/hai-relay/relay/dispatch/dispatchtest"
+	"github.com/hai-relay/relay/dispatch/hardening"
 	"github.com/hai-relay/relay/model"
 )
 
@@ -26,7 +27,7 @@ func TestOwnSandboxRefusedInHostTmp(t *testing.T) {
 	p.Rules[model.ModeReadOnly] = r
 	e := newEnv(t, func(o *dispatch.Options) {
 		o.Registry = dispatch.NewRegistry([]dispatch.AgentSpec{
-			{Name: "boxed", Command: []string{dispatchtest.BuildFakeAgent(t), "modes"}, Enabled: true, Profiles: []*dispatch.Profile{p}},
+			{Name: "boxed", Command: []string{dispatchtest.BuildFakeAgent(t), "modes"}, Enabled: true, Profiles: []*hardening.Profile{p}},
 		}, nil, nil)
 	})
 	inTmp, err := os.MkdirTemp("/tmp", "relay-own-sandbox-")

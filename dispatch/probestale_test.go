@@ -11,6 +11,7 @@ import (
 
 	"github.com/hai-relay/relay/dispatch"
 	"github.com/hai-relay/relay/dispatch/dispatchtest"
+	"github.com/hai-relay/relay/dispatch/hardening"
 )
 
 // A probe's worked_live belongs to the adapter it ran on: once another
@@ -24,7 +25,7 @@ func TestProbeBelongsToItsAdapter(t *testing.T) {
 		t.Fatal(err)
 	}
 	reg := dispatch.NewRegistry([]dispatch.AgentSpec{{Name: "claude", Command: []string{entry}, Enabled: true,
-		Profiles: dispatch.ProfilesFor("claude")}}, nil, nil)
+		Profiles: hardening.ProfilesFor("claude")}}, nil, nil)
 	ctx := context.Background()
 	before, _ := reg.Agent(ctx, "claude")
 	if before.Adapter.Fingerprint == "" {

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hai-relay/relay/dispatch/hardening"
 	"github.com/hai-relay/relay/dispatch/sandbox"
 	"github.com/hai-relay/relay/model"
 )
@@ -26,7 +27,7 @@ type AgentSpec struct {
 	// Profiles are the hardening profiles of the agent's sessions, one per
 	// adapter generation. Nil: NewRegistry takes the verified profiles of
 	// that agent name, if any (ProfilesFor).
-	Profiles []*Profile
+	Profiles []*hardening.Profile
 	// RequireVerified blocks the agent's tasks (agent_not_verified)
 	// unless its last hardening verification passed, within
 	// VerifiedWithin, on the adapter version installed now.
@@ -90,7 +91,7 @@ func NewRegistry(specs []AgentSpec, lookPath func(string) (string, error), now f
 		verifications: map[string]model.Verification{}, seen: map[string]string{}}
 	for _, s := range specs {
 		if s.Profiles == nil {
-			s.Profiles = ProfilesFor(s.Name)
+			s.Profiles = hardening.ProfilesFor(s.Name)
 		}
 		if s.VerifiedWithin <= 0 {
 			s.VerifiedWithin = DefaultVerifiedWithin
@@ -192,20 +193,20 @@ func (r *Registry) Agent(_ context.Context, name string) (model.AgentInfo, bool)
 	info.Adapter = ad.Model()
 	info.Adapter.RuntimeProblem = nodeProblem(ad, r.lookPath)
 	inst := installedVersion(ad, seen)
-	c := choice{}
+	c := hardening.Choice{}
 	if len(s.Profiles) > 0 {
 		name, version := ad.Package, ad.Version
 		if name == "" && len(s.Profiles) > 0 {
 			// Not identified on disk: as a session would be, under the
 			// current generation's profile, until one reports itself.
-			c = choice{profile: s.Profiles[0]}
+			c = hardening.Choice{Profile: s.Profiles[0]}
 		} else {
-			c = choose(s.Name, s.Profiles, name, version)
+			c = hardening.Choose(s.Name, s.Profiles, name, version)
 		}
 	}
-	info.Profile = describeChoice(s.Profiles, c, inst.version)
-	info.Hardening = hardening(s, v, verified, ad, inst, now)
-	info.Sandbox = r.sandboxFor(c.profile)
+	info.Profile = hardening.DescribeChoice(s.Profiles, c, inst.version)
+	info.Hardening = hardeningSignal(s, v, verified, ad, inst, now)
+	info.Sandbox = r.sandboxFor(c.Profile)
 	again := "; run `relay agents probe " + name + "`"
 	switch {
 	case !probed:
@@ -247,10 +248,10 @@ func (r *Registry) Agents(ctx context.Context) []model.AgentInfo {
 	return out
 }
 
-// hardening is an agent's hardening signal: its last verification v (when
+// hardeningSignal is an agent's hardening signal: its last verification v (when
 // verified), and whether v holds for require_verified given the adapter
 // installed now (ad: its fingerprint; installed: its version).
-func hardening(s AgentSpec, v model.Verification, verified bool, ad Adapter, installed installed, now time.Time) model.AgentHardening {
+func hardeningSignal(s AgentSpec, v model.Verification, verified bool, ad Adapter, installed installed, now time.Time) model.AgentHardening {
 	h := model.AgentHardening{Status: model.HardeningUnverified, InstalledVersion: installed.version,
 		InstalledFingerprint: ad.Fingerprint,
 		RequireVerified:      s.RequireVerified, VerifiedWithin: model.ShortDuration(s.VerifiedWithin)}
@@ -340,7 +341,7 @@ func (r *Registry) sandboxOK() bool {
 // profile p (nil: none): the sandbox's layers here, without Landlock for
 // an agent that runs a sandbox of its own (Rule.OwnSandbox), or why no
 // task of it can run.
-func (r *Registry) sandboxFor(p *Profile) model.AgentSandbox {
+func (r *Registry) sandboxFor(p *hardening.Profile) model.AgentSandbox {
 	st := sandbox.Check(bwrapPath, r.lookPath)
 	if !st.OK {
 		return model.AgentSandbox{Problem: st.Problem}

@@ -17,6 +17,7 @@ import (
 	acp "github.com/coder/acp-go-sdk"
 
 	"github.com/hai-relay/relay/dispatch/acpwire"
+	"github.com/hai-relay/relay/dispatch/hardening"
 	"github.com/hai-relay/relay/model"
 )
 
@@ -80,9 +81,9 @@ type session struct {
 	// profiles are the agent's hardening profiles, one per adapter
 	// generation (none: the agent has no profile); profile is the one the
 	// session was launched under (nil: none), rule its rule for mode.
-	profiles []*Profile
-	profile  *Profile
-	rule     *Rule
+	profiles []*hardening.Profile
+	profile  *hardening.Profile
+	rule     *hardening.Rule
 	adapter  Adapter // what the command resolved to before the start
 	// refused says why no profile covers the installed adapter (it is
 	// refused after initialize); guessed, that the installed adapter was
@@ -90,14 +91,14 @@ type session struct {
 	// initialize must confirm.
 	refused string
 	guessed bool
-	extra   Launch // a verification's redirect, applied after the rule
+	extra   hardening.Launch // a verification's redirect, applied after the rule
 	tail    *stderrTail
 	// sandboxDir holds the run's per-task sandbox directories (scratch,
 	// state), removed at teardown; "" before the start.
 	sandboxDir string
 	// bare is what the sandbox takes of the profile's rule when the test
 	// switch runs the agent without its profile (bareRule); nil else.
-	bare *Rule
+	bare *hardening.Rule
 	// ownDir is the session's own directory (Rule.OwnDir), removed at
 	// teardown; "" without one.
 	ownDir string
@@ -162,15 +163,15 @@ func newSession(d *Dispatcher, spec AgentSpec, taskID string, mode model.Mode, c
 	s.adapter = d.o.Registry.adapter(spec)
 	switch {
 	case s.adapter.Package != "":
-		c := choose(s.agent, s.profiles, s.adapter.Package, s.adapter.Version)
-		s.profile, s.refused = c.profile, c.refused
+		c := hardening.Choose(s.agent, s.profiles, s.adapter.Package, s.adapter.Version)
+		s.profile, s.refused = c.Profile, c.Refused
 	default:
 		// Not identified on disk (a wrapper script, a binary without a
 		// package.json): launched under the current generation's profile,
 		// which initialize must confirm.
 		s.profile, s.guessed = s.profiles[0], true
-		if c := choose(s.agent, s.profiles, "", ""); c.profile != nil {
-			s.profile = c.profile // a profile for any adapter (tests)
+		if c := hardening.Choose(s.agent, s.profiles, "", ""); c.Profile != nil {
+			s.profile = c.Profile // a profile for any adapter (tests)
 		}
 	}
 	s.useProfile(s.profile)
@@ -178,13 +179,13 @@ func newSession(d *Dispatcher, spec AgentSpec, taskID string, mode model.Mode, c
 }
 
 // useProfile makes p, and its rule for the session's mode, the session's.
-func (s *session) useProfile(p *Profile) {
+func (s *session) useProfile(p *hardening.Profile) {
 	s.profile, s.rule = p, nil
 	if p == nil {
 		return
 	}
 	if r, ok := p.Rules[s.mode]; ok {
-		r = r.withNonce("relay-" + newRunID()[:12])
+		r = r.WithNonce("relay-" + newRunID()[:12])
 		s.rule = &r
 	}
 }
@@ -205,26 +206,26 @@ func (s *session) confirmProfile(info *acp.Implementation) string {
 	if name == "" && !s.guessed {
 		return "" // identified on disk; the adapter names nothing more
 	}
-	c := choose(s.agent, s.profiles, name, version)
+	c := hardening.Choose(s.agent, s.profiles, name, version)
 	switch {
-	case c.profile == s.profile:
+	case c.Profile == s.profile:
 		return ""
-	case c.profile == nil && !s.guessed:
+	case c.Profile == nil && !s.guessed:
 		return fmt.Sprintf("the installed package is %s (%s), but the adapter reports %s at initialize: %s",
-			s.adapter.Describe(), s.adapter.PackageJSON, strings.TrimSpace(name+" "+version), c.refused)
-	case c.profile == nil:
-		return c.refused
+			s.adapter.Describe(), s.adapter.PackageJSON, strings.TrimSpace(name+" "+version), c.Refused)
+	case c.Profile == nil:
+		return c.Refused
 	case !s.guessed:
 		return fmt.Sprintf("the installed package is %s (%s, profile %s), but the adapter reports %s at initialize (profile %s)",
-			s.adapter.Describe(), s.adapter.PackageJSON, s.profile.Name, strings.TrimSpace(name+" "+version), c.profile.Name)
+			s.adapter.Describe(), s.adapter.PackageJSON, s.profile.Name, strings.TrimSpace(name+" "+version), c.Profile.Name)
 	}
-	was, now := s.profile.Rules[s.mode], c.profile.Rules[s.mode]
-	if !sameLaunch(&was, &now) || (s.extra.set() && s.profile.Verify != c.profile.Verify) {
+	was, now := s.profile.Rules[s.mode], c.Profile.Rules[s.mode]
+	if !hardening.SameLaunch(&was, &now) || (s.extra.Adds() && s.profile.Verify != c.Profile.Verify) {
 		return fmt.Sprintf("the adapter reports %s (profile %s), but %s could not be identified before it started (no package.json above %s), "+
 			"and that profile launches it differently: set [agents.%s] command to the adapter's own installed executable",
-			strings.TrimSpace(name+" "+version), c.profile.Name, s.argv[0], s.adapter.Describe(), s.agent)
+			strings.TrimSpace(name+" "+version), c.Profile.Name, s.argv[0], s.adapter.Describe(), s.agent)
 	}
-	s.useProfile(c.profile)
+	s.useProfile(c.Profile)
 	return ""
 }
 
@@ -290,12 +291,12 @@ func (s *session) launch(run string) (argv, env, unset []string, err error) {
 				s.log.Printf("removed %s from the agent's environment: %s", strings.Join(unset, ", "), why)
 			}
 		}
-		if argv, err = s.rule.argv(s.argv, s.d.profileDir); err != nil {
+		if argv, err = ruleArgv(s.rule, s.argv, s.d.profileDir); err != nil {
 			s.log.Printf("could not write the hardening profile's files: %v", err)
 			return nil, nil, nil, fmt.Errorf("writing the hardening profile's files: %w", err)
 		}
 	}
-	if s.extra.set() {
+	if s.extra.Adds() {
 		env = append(slices.Clip(env), s.extra.Env...)
 		argv = append(slices.Clip(argv), s.extra.Args...)
 		unset = append(slices.Clip(unset), s.extra.Unset...)
@@ -358,7 +359,7 @@ func (s *session) jsonEnv(env []string) []string {
 	}
 	var out []string
 	for _, k := range slices.Sorted(maps.Keys(names)) {
-		base, ok := envValue(env, k)
+		base, ok := hardening.EnvValue(env, k)
 		if !ok {
 			base = os.Getenv(k)
 		}
@@ -369,26 +370,14 @@ func (s *session) jsonEnv(env []string) []string {
 		if s.extra.EnvJSON[k] != nil {
 			layers = append(layers, s.extra.EnvJSON[k])
 		}
-		merged, err := mergeJSONEnv(base, layers...)
+		merged, err := hardening.MergeJSONEnv(base, layers...)
 		if err != nil {
 			s.log.Printf("%s in the daemon's environment is replaced, not merged: %v", k, err)
-			merged, _ = mergeJSONEnv("", layers...)
+			merged, _ = hardening.MergeJSONEnv("", layers...)
 		}
 		out = append(out, k+"="+merged)
 	}
 	return out
-}
-
-func describeMasks(ms []Mask) string {
-	var parts []string
-	for _, m := range ms {
-		where := m.Dir
-		if where == "{cwd}" {
-			where = "the cwd and every directory above it"
-		}
-		parts = append(parts, strings.Join(m.Names, ", ")+" in "+where)
-	}
-	return strings.Join(parts, "; ")
 }
 
 // watchdog closes the agent's stdout shortly after its leader exited, so
@@ -557,7 +546,7 @@ func (s *session) initialize(ctx context.Context) (r runResult, ok bool) {
 		return runResult{stage: stageHardening, unsafe: fmt.Sprintf("the profile has no rule for %s tasks", s.mode)}, false
 	}
 	if s.rule != nil {
-		if why := s.rule.precheck(s.cwd); why != "" {
+		if why := s.rule.Precheck(s.cwd); why != "" {
 			return runResult{stage: stageHardening, unsafe: why}, false
 		}
 	}
@@ -661,11 +650,11 @@ func (s *session) harden(ctx context.Context, sid acp.SessionId) (string, error)
 	}
 	s.setStage(stageHardening)
 	st := s.client.armModeGuard(func(st modeState) {
-		if why := r.unsafe(st); why != "" {
+		if why := unsafeState(r, st); why != "" {
 			s.stopUnsafe(why)
 		}
 	})
-	return r.unsafe(st), nil
+	return unsafeState(r, st), nil
 }
 
 // stopUnsafe stops the run at once: the agent switched to a mode its
@@ -695,9 +684,9 @@ func (s *session) setupNote(mode string) string {
 		if info != nil && info.Version != "" {
 			running = strings.TrimSpace(info.Name + " " + info.Version)
 		}
-		return m + " (not chosen by the relay); " + noProfileSummary + "; running " + running
+		return m + " (not chosen by the relay); " + hardening.NoProfileSummary + "; running " + running
 	}
-	return m + "; " + s.profile.versionNote(info) + ": " + s.rule.Summary
+	return m + "; " + s.profile.VersionNote(info) + ": " + s.rule.Summary
 }
 
 // runPrompt sends session/prompt and waits for its answer. A stop request

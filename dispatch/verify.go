@@ -2,12 +2,11 @@ package dispatch
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"path/filepath"
-	"strings"
 	"time"
 
+	"github.com/hai-relay/relay/dispatch/hardening"
 	"github.com/hai-relay/relay/model"
 )
 
@@ -19,84 +18,6 @@ import (
 // takes (the agent's hardening profile, the deny-all client), and
 // RecordVerification keeps the report as the agent's hardening signal.
 
-// ToolVocab is an agent's file and shell tools and their argument names,
-// from which its attempts' scripts are written.
-type ToolVocab struct {
-	// Write, Read, Edit and Shell name the tools. Read, when set, is
-	// called on the file before Edit (Claude Code edits only a file it
-	// has read).
-	Write, Read, Edit, Shell string
-	// Path, Old and New name the file path and edit arguments (content is
-	// "content" everywhere).
-	Path, Old, New string
-	// ShellArg names the shell tool's command argument ("command" when
-	// empty).
-	ShellArg string
-	// EditExtra are further arguments of the edit tool.
-	EditExtra map[string]any
-	// ShellOnly: every attempt is a shell command (Codex writes and edits
-	// through its shell tool).
-	ShellOnly bool
-	// Reader is the tool the positive control reads its file with (Read
-	// when empty; cat through Shell when ShellOnly).
-	Reader string
-}
-
-// VerifySpec is how a profile's agent is verified offline.
-type VerifySpec struct {
-	// Vocab writes the attempts with the agent's own tools.
-	Vocab ToolVocab
-	// Redirect returns what the agent's launch gets, after the rule's own
-	// environment and arguments (so it wins), for the agent to talk to the
-	// scripted model at to.URL, with to.Key as its API key, and to no other
-	// model. ruleEnv is the rule's environment for the session (nil when
-	// the session runs without a rule). The key reaches the agent through
-	// its environment only: other users can read a process's arguments.
-	Redirect func(to ScriptedModel, ruleEnv []string) (Launch, error)
-	// Refuse, when set, returns why the agent cannot be verified on this
-	// machine without going to the network or touching the user's
-	// settings or credentials, or "".
-	Refuse func() string
-	// NoModel, when set, says why the agent's model cannot be pointed at
-	// the scripted model (Cursor's): no attempt or control is run, each
-	// is reported not run with this reason, and only the Offline checks
-	// are made. Redirect is then unused.
-	NoModel string
-	// Offline, when set, are the checks a NoModel verification makes:
-	// what can be checked on this machine without the agent's model.
-	Offline func() []OfflineCheck
-}
-
-// OfflineCheck is one check of a profile that needs no model.
-type OfflineCheck struct {
-	Name   string
-	Passed bool
-	Detail string
-}
-
-// Launch is what a verification adds to an agent's launch.
-type Launch struct {
-	Env   []string // added last, so it wins
-	Args  []string // appended to the argv
-	Unset []string // removed from the environment
-	// EnvJSON is merged into JSON variables after the rule's (Rule.EnvJSON).
-	EnvJSON map[string]map[string]any
-}
-
-// set reports whether l adds anything.
-func (l Launch) set() bool {
-	return len(l.Env)+len(l.Args)+len(l.Unset)+len(l.EnvJSON) > 0
-}
-
-// ScriptedModel is where a verification's agent finds its model: the
-// scripted server's base URL and the key it serves.
-type ScriptedModel struct {
-	URL, Key string
-}
-
-// verifyProvider names the provider a verification adds (Codex, OpenCode).
-const verifyProvider = "relay-verify"
-
 // VerifyPlan is what the dispatcher knows of an agent about to be
 // verified.
 type VerifyPlan struct {
@@ -106,7 +27,7 @@ type VerifyPlan struct {
 	// the adapter installed (a guess, the current generation's, when it
 	// cannot be identified on disk; each session confirms it at
 	// initialize). Nil when the agent has none, or with Refused.
-	Profile *Profile
+	Profile *hardening.Profile
 	// Refused says why every task to this adapter would be refused
 	// (agent_unsafe_mode), or "".
 	Refused string
@@ -132,18 +53,18 @@ func (d *Dispatcher) PlanVerify(name string) (VerifyPlan, error) {
 
 // verifyProfile is the profile a verification of spec runs under, or nil
 // with why none can be (VerifyPlan.Profile).
-func verifyProfile(spec AgentSpec, ad Adapter) (*Profile, string) {
+func verifyProfile(spec AgentSpec, ad Adapter) (*hardening.Profile, string) {
 	if len(spec.Profiles) == 0 {
 		return nil, ""
 	}
 	if ad.Package == "" {
-		if c := choose(spec.Name, spec.Profiles, "", ""); c.profile != nil {
-			return c.profile, "" // a profile for any adapter (tests)
+		if c := hardening.Choose(spec.Name, spec.Profiles, "", ""); c.Profile != nil {
+			return c.Profile, "" // a profile for any adapter (tests)
 		}
 		return spec.Profiles[0], ""
 	}
-	c := choose(spec.Name, spec.Profiles, ad.Package, ad.Version)
-	return c.profile, c.refused
+	c := hardening.Choose(spec.Name, spec.Profiles, ad.Package, ad.Version)
+	return c.Profile, c.Refused
 }
 
 // VerifySession is one session of a verification: a prompt run in a mode
@@ -163,7 +84,7 @@ type VerifySession struct {
 	Note string
 	// Redirect returns what the launch gets after the rule's (ruleEnv is
 	// the rule's environment, nil without a rule).
-	Redirect func(ruleEnv []string) (Launch, error)
+	Redirect func(ruleEnv []string) (hardening.Launch, error)
 	// Judge, when set, says what the session's end means; what it returns
 	// is written into the session's log.
 	Judge func(VerifyEnd) string
@@ -283,52 +204,3 @@ func (d *Dispatcher) RecordVerification(v model.Verification, took time.Duration
 // ClipLine is s on one line, without control characters, clipped to n
 // bytes: how the relay shows a line an agent or a model wrote.
 func ClipLine(s string, n int) string { return clipText(sanitizeLine(s), n) }
-
-// addJSONKeys adds keys to the JSON object obj ("" is {}), keeping its
-// own keys where and as they are (OpenCode's config merge keeps key order,
-// which its permission rules depend on). A key obj already has is an
-// error.
-func addJSONKeys(obj string, keys []string, values []any) (string, error) {
-	obj = strings.TrimSpace(obj)
-	if obj == "" {
-		obj = "{}"
-	}
-	var have map[string]json.RawMessage
-	if err := json.Unmarshal([]byte(obj), &have); err != nil || have == nil {
-		return "", fmt.Errorf("not a JSON object: %v", err)
-	}
-	var b strings.Builder
-	b.WriteString(strings.TrimSuffix(obj, "}"))
-	sep := ","
-	if len(have) == 0 {
-		sep = ""
-	}
-	for i, k := range keys {
-		if _, dup := have[k]; dup {
-			return "", fmt.Errorf("it already has a key %q", k)
-		}
-		kb, _ := json.Marshal(k)
-		vb, err := json.Marshal(values[i])
-		if err != nil {
-			return "", err
-		}
-		b.WriteString(sep)
-		b.Write(kb)
-		b.WriteByte(':')
-		b.Write(vb)
-		sep = ","
-	}
-	b.WriteByte('}')
-	return b.String(), nil
-}
-
-// envValue returns the last value of name in env.
-func envValue(env []string, name string) (string, bool) {
-	val, found := "", false
-	for _, e := range env {
-		if k, v, ok := strings.Cut(e, "="); ok && k == name {
-			val, found = v, true
-		}
-	}
-	return val, found
-}

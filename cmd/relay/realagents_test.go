@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hai-relay/relay/dispatch"
 	"github.com/hai-relay/relay/dispatch/dispatchtest"
+	"github.com/hai-relay/relay/dispatch/hardening"
 	"github.com/hai-relay/relay/dispatch/modelserver"
 	"github.com/hai-relay/relay/dispatch/verify"
 	"github.com/hai-relay/relay/gates/gatestest"
@@ -120,7 +120,7 @@ func newAttemptPaths(t *testing.T, base string) attemptPaths {
 // and project settings look like when hostile, and which tool calls make
 // each attempt. How it reaches the scripted model and which tools make an
 // attempt are its hardening profile's, as relay agents verify uses them
-// (dispatch.VerifySpec).
+// (hardening.VerifySpec).
 type realAgent struct {
 	name  string
 	modes []model.Mode
@@ -149,7 +149,7 @@ func (a *realAgent) command(bin string) []string {
 }
 
 // profile is the hardening profile of the agent's pinned adapter.
-func (a *realAgent) profile() *dispatch.Profile {
+func (a *realAgent) profile() *hardening.Profile {
 	p := dispatchtest.ProfileFor(a.name, a.pkg, a.version)
 	if p == nil {
 		panic("no profile covers " + a.pkg + " " + a.version)
@@ -166,9 +166,9 @@ func (a *realAgent) steps(at verify.Attempt, p attemptPaths) string {
 // redirect is how a task of the agent reaches the scripted model at url:
 // its profile's own redirect. A task's rule environment wins over the
 // daemon's, so OpenCode's provider comes from its user config instead.
-func (a *realAgent) redirect(t *testing.T, url string) dispatch.Launch {
+func (a *realAgent) redirect(t *testing.T, url string) hardening.Launch {
 	t.Helper()
-	l, err := a.profile().Verify.Redirect(dispatch.ScriptedModel{URL: url, Key: "relay-test-key"}, nil)
+	l, err := a.profile().Verify.Redirect(hardening.ScriptedModel{URL: url, Key: "relay-test-key"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

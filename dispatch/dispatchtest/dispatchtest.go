@@ -13,7 +13,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/hai-relay/relay/dispatch"
+	"github.com/hai-relay/relay/dispatch/hardening"
 )
 
 // FakeAgentPackage is the import path of the fake agent.
@@ -128,7 +128,7 @@ var nativeAdapters = map[string][2]string{
 // name and version at initialize. It returns the entry script, or fake
 // itself for an agent without a profile. The benchmark uses it too.
 func InstallAdapter(dir, fake, agent string) (string, error) {
-	ps := dispatch.ProfilesFor(agent)
+	ps := hardening.ProfilesFor(agent)
 	if len(ps) == 0 {
 		return fake, nil
 	}

@@ -1,15 +1,15 @@
 package dispatchtest
 
 import (
-	"github.com/hai-relay/relay/dispatch"
+	"github.com/hai-relay/relay/dispatch/hardening"
 	"github.com/hai-relay/relay/dispatch/verify"
 )
 
 // ProfileFor returns the agent's hardening profile that covers the adapter
 // calling itself pkg at version, or nil: the first of the agent's profiles
 // that covers it, as the dispatcher chooses.
-func ProfileFor(agent, pkg, version string) *dispatch.Profile {
-	for _, p := range dispatch.ProfilesFor(agent) {
+func ProfileFor(agent, pkg, version string) *hardening.Profile {
+	for _, p := range hardening.ProfilesFor(agent) {
 		if p.Covers(pkg, version) {
 			return p
 		}

@@ -1,9 +1,9 @@
 // Package sandbox is the kernel-held layer of a task's read_only (and
 // state_changing) promise: every agent process the relay starts runs
 // inside a sandbox the relay makes, whatever the agent's adapter, mode or
-// settings do. The hardening profiles (package dispatch) are the first
-// layer: they keep the agent from trying. The sandbox is the second: it
-// keeps the agent from succeeding.
+// settings do. The hardening profiles (package dispatch/hardening) are
+// the first layer: they keep the agent from trying. The sandbox is the
+// second: it keeps the agent from succeeding.
 //
 // Two mechanisms, each holding what it holds best:
 //
@@ -66,9 +66,10 @@ type Plan struct {
 	// Binds are the per-task directories bound writable over the
 	// profile's state paths (and the agent's own HOME when it has one).
 	Binds []Bind
-	// Masks are bubblewrap mount arguments that hide names (dispatch's
-	// masks), applied after /tmp; After, after the writable binds (the
-	// masks' tmpfs made read-only once every mount point in them is made).
+	// Masks are bubblewrap mount arguments that hide names (the masks of
+	// package dispatch/hardening), applied after /tmp; After, after the
+	// writable binds (the masks' tmpfs made read-only once every mount
+	// point in them is made).
 	Masks, After []string
 	// UID and GID are the agent's ids inside its user namespace: the
 	// relay's own, so that files it reads keep their owner.

@@ -7,7 +7,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/hai-relay/relay/dispatch"
+	"github.com/hai-relay/relay/dispatch/hardening"
 	"github.com/hai-relay/relay/dispatch/modelserver"
 )
 
@@ -112,7 +112,7 @@ func (p AttemptPaths) Happened(a Attempt) string {
 
 // Script returns the scripted model's steps for attempt a on p, written
 // with the agent's tools v, and the tool whose call makes the attempt.
-func Script(v dispatch.ToolVocab, a Attempt, p AttemptPaths) (steps, tool string) {
+func Script(v hardening.ToolVocab, a Attempt, p AttemptPaths) (steps, tool string) {
 	shellArg := v.ShellArg
 	if shellArg == "" {
 		shellArg = "command"

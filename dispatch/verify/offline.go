@@ -5,7 +5,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/hai-relay/relay/dispatch"
+	"github.com/hai-relay/relay/dispatch/hardening"
 	"github.com/hai-relay/relay/model"
 )
 
@@ -15,7 +15,7 @@ import (
 // listed as not run, with why, and only the checks that need no model are
 // made. It is never verified: unverified when those checks pass, failed
 // when one does not.
-func offlineOnly(rep model.Verification, prof *dispatch.Profile, vs *dispatch.VerifySpec) model.Verification {
+func offlineOnly(rep model.Verification, prof *hardening.Profile, vs *hardening.VerifySpec) model.Verification {
 	why := "not verifiable offline: " + vs.NoModel
 	var notRun []string
 	for _, m := range model.AllModes() {

@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/hai-relay/relay/dispatch"
+	"github.com/hai-relay/relay/dispatch/hardening"
 	"github.com/hai-relay/relay/dispatch/modelserver"
 	"github.com/hai-relay/relay/model"
 )
@@ -109,7 +110,7 @@ func (v *Verifier) verify(ctx context.Context, name string, plan dispatch.Verify
 
 // verifiable returns the verification spec of plan's profile, or nil
 // with rep's status and reason saying why nothing can be run.
-func verifiable(rep *model.Verification, plan dispatch.VerifyPlan) *dispatch.VerifySpec {
+func verifiable(rep *model.Verification, plan dispatch.VerifyPlan) *hardening.VerifySpec {
 	prof := plan.Profile
 	switch {
 	case plan.Refused != "":
@@ -149,7 +150,7 @@ func inconclusive(rep model.Verification, why string) model.Verification {
 // and the two temporary directories their attempts target.
 type workspace struct {
 	srv          *modelserver.Server
-	to           dispatch.ScriptedModel
+	to           hardening.ScriptedModel
 	cwd, outside string
 }
 
@@ -164,7 +165,7 @@ func newWorkspace() (*workspace, string) {
 	if err != nil {
 		return nil, "could not start the scripted model on 127.0.0.1: " + err.Error()
 	}
-	ws := &workspace{srv: srv, to: dispatch.ScriptedModel{URL: srv.URL(), Key: key}}
+	ws := &workspace{srv: srv, to: hardening.ScriptedModel{URL: srv.URL(), Key: key}}
 	if ws.cwd, err = os.MkdirTemp("", "relay-verify-cwd-"); err != nil {
 		ws.close()
 		return nil, "temporary cwd: " + err.Error()
@@ -208,7 +209,7 @@ func (r *run) retag() {
 // plannedRuns are the sessions of a verification under prof: in each mode
 // its profile has a rule for, every attempt of that mode and the positive
 // control.
-func plannedRuns(prof *dispatch.Profile, vocab dispatch.ToolVocab, ws *workspace) ([]*run, error) {
+func plannedRuns(prof *hardening.Profile, vocab hardening.ToolVocab, ws *workspace) ([]*run, error) {
 	var runs []*run
 	for _, m := range model.AllModes() {
 		attempts := AllAttempts()
@@ -241,7 +242,7 @@ const parallel = 3
 // model (OpenCode racing another of its processes to create its database
 // on a first run) made no attempt: such attempts are made once more,
 // after the others.
-func (v *Verifier) runAll(ctx context.Context, agent string, vs *dispatch.VerifySpec, ws *workspace, runs []*run,
+func (v *Verifier) runAll(ctx context.Context, agent string, vs *hardening.VerifySpec, ws *workspace, runs []*run,
 	deadline time.Time, unhardened bool) (results []model.VerifyAttempt, versions []string, canceled bool) {
 	results, versions = make([]model.VerifyAttempt, len(runs)), make([]string, len(runs))
 	retry := make([]bool, len(runs))
@@ -292,7 +293,7 @@ func (v *Verifier) runAll(ctx context.Context, agent string, vs *dispatch.Verify
 // attempt runs one attempt's session and classifies what stopped it;
 // retry when the agent died before it reached the model (no attempt was
 // made), canceled when ctx or Stop ended it.
-func (v *Verifier) attempt(ctx context.Context, agent string, vs *dispatch.VerifySpec, ws *workspace, r *run,
+func (v *Verifier) attempt(ctx context.Context, agent string, vs *hardening.VerifySpec, ws *workspace, r *run,
 	deadline time.Time, unhardened bool) (res model.VerifyAttempt, version string, retry, canceled bool) {
 	res = model.VerifyAttempt{Name: string(r.attempt), Mode: r.mode, Tool: r.tool, Target: r.paths.Target(r.attempt),
 		Control: r.attempt == AttemptReadControl}
@@ -308,7 +309,7 @@ func (v *Verifier) attempt(ctx context.Context, agent string, vs *dispatch.Verif
 		Log: agent + "-" + string(r.mode) + "-" + string(r.attempt), FreshLog: r.tries == 1,
 		Note: fmt.Sprintf("verification %s: %s %s with %s (%s)", r.tag, r.mode, r.attempt, r.tool,
 			map[bool]string{true: "unhardened", false: "hardened"}[unhardened]),
-		Redirect: func(ruleEnv []string) (dispatch.Launch, error) {
+		Redirect: func(ruleEnv []string) (hardening.Launch, error) {
 			l, err := vs.Redirect(ws.to, ruleEnv)
 			l.Env = append(offlineEnv(), l.Env...)
 			return l, err

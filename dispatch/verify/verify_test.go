@@ -14,6 +14,7 @@ import (
 
 	"github.com/hai-relay/relay/dispatch"
 	"github.com/hai-relay/relay/dispatch/dispatchtest"
+	"github.com/hai-relay/relay/dispatch/hardening"
 	"github.com/hai-relay/relay/dispatch/sandbox"
 	"github.com/hai-relay/relay/dispatch/verify"
 	"github.com/hai-relay/relay/model"
@@ -24,29 +25,29 @@ import (
 // calls under FAKEAGENT_POLICY (obey by default). verifyProfile holds it
 // read-only the way a real profile holds a real agent: its rules' Env sets
 // the policy, its Redirect points it at the scripted model.
-func verifyProfile(policy, tools string, refuse string) *dispatch.Profile {
-	rule := func(mode acp.SessionModeId) dispatch.Rule {
+func verifyProfile(policy, tools string, refuse string) *hardening.Profile {
+	rule := func(mode acp.SessionModeId) hardening.Rule {
 		env := []string{"FAKEAGENT_VERSION=4.5.6"}
 		if policy != "" {
 			env = append(env, "FAKEAGENT_POLICY="+policy)
 		}
-		return dispatch.Rule{Env: env, SetMode: mode, AcceptModes: []acp.SessionModeId{mode}, Summary: "test rule " + string(mode)}
+		return hardening.Rule{Env: env, SetMode: mode, AcceptModes: []acp.SessionModeId{mode}, Summary: "test rule " + string(mode)}
 	}
-	vs := &dispatch.VerifySpec{
-		Vocab: dispatch.ToolVocab{Write: "write", Read: "read", Edit: "edit", Shell: "shell", Path: "path", Old: "old", New: "new"},
-		Redirect: func(to dispatch.ScriptedModel, ruleEnv []string) (dispatch.Launch, error) {
+	vs := &hardening.VerifySpec{
+		Vocab: hardening.ToolVocab{Write: "write", Read: "read", Edit: "edit", Shell: "shell", Path: "path", Old: "old", New: "new"},
+		Redirect: func(to hardening.ScriptedModel, ruleEnv []string) (hardening.Launch, error) {
 			env := []string{"FAKEAGENT_MODEL=" + to.URL, "FAKEAGENT_MODEL_KEY=" + to.Key}
 			if tools != "" {
 				env = append(env, "FAKEAGENT_TOOLS="+tools)
 			}
-			return dispatch.Launch{Env: env}, nil
+			return hardening.Launch{Env: env}, nil
 		},
 	}
 	if refuse != "" {
 		vs.Refuse = func() string { return refuse }
 	}
-	return &dispatch.Profile{Name: "test-verify", VerifiedOn: []string{"4.5.6"}, Verify: vs,
-		Rules: map[model.Mode]dispatch.Rule{model.ModeReadOnly: rule("plan"), model.ModeStateChanging: rule("dontAsk")}}
+	return &hardening.Profile{Name: "test-verify", VerifiedOn: []string{"4.5.6"}, Verify: vs,
+		Rules: map[model.Mode]hardening.Rule{model.ModeReadOnly: rule("plan"), model.ModeStateChanging: rule("dontAsk")}}
 }
 
 // verifyEnv is a dispatcher over the fake agent under verification
@@ -67,17 +68,17 @@ func newVerifyEnv(t *testing.T, opts ...func(*dispatch.Options)) *verifyEnv {
 	bin := dispatchtest.BuildFakeAgent(t)
 	e := &verifyEnv{home: filepath.Join(t.TempDir(), "home")}
 	specs := []dispatch.AgentSpec{
-		{Name: "asks", Command: []string{bin}, Enabled: true, Profiles: []*dispatch.Profile{verifyProfile("ask", "", "")}},
-		{Name: "obeys", Command: []string{bin}, Enabled: true, Profiles: []*dispatch.Profile{verifyProfile("obey", "", "")}},
-		{Name: "refuses", Command: []string{bin}, Enabled: true, Profiles: []*dispatch.Profile{verifyProfile("refuse", "", "")}},
-		{Name: "reader", Command: []string{bin}, Enabled: true, Profiles: []*dispatch.Profile{verifyProfile("obey", "read", "")}},
-		{Name: "stubborn", Command: []string{bin, "modes-refuse"}, Enabled: true, Profiles: []*dispatch.Profile{verifyProfile("obey", "", "")}},
-		{Name: "locked", Command: []string{bin, "auth"}, Enabled: true, Profiles: []*dispatch.Profile{verifyProfile("ask", "", "")}},
-		{Name: "oauth", Command: []string{bin}, Enabled: true, Profiles: []*dispatch.Profile{verifyProfile("ask", "", "the user logs in with OAuth")}},
+		{Name: "asks", Command: []string{bin}, Enabled: true, Profiles: []*hardening.Profile{verifyProfile("ask", "", "")}},
+		{Name: "obeys", Command: []string{bin}, Enabled: true, Profiles: []*hardening.Profile{verifyProfile("obey", "", "")}},
+		{Name: "refuses", Command: []string{bin}, Enabled: true, Profiles: []*hardening.Profile{verifyProfile("refuse", "", "")}},
+		{Name: "reader", Command: []string{bin}, Enabled: true, Profiles: []*hardening.Profile{verifyProfile("obey", "read", "")}},
+		{Name: "stubborn", Command: []string{bin, "modes-refuse"}, Enabled: true, Profiles: []*hardening.Profile{verifyProfile("obey", "", "")}},
+		{Name: "locked", Command: []string{bin, "auth"}, Enabled: true, Profiles: []*hardening.Profile{verifyProfile("ask", "", "")}},
+		{Name: "oauth", Command: []string{bin}, Enabled: true, Profiles: []*hardening.Profile{verifyProfile("ask", "", "the user logs in with OAuth")}},
 		{Name: "plain", Command: []string{bin}, Enabled: true}, // no profile
-		{Name: "flaky", Command: []string{bin, "die-first"}, Enabled: true, Profiles: []*dispatch.Profile{verifyProfile("ask", "", "")}},
+		{Name: "flaky", Command: []string{bin, "die-first"}, Enabled: true, Profiles: []*hardening.Profile{verifyProfile("ask", "", "")}},
 		// Stops every attempt, and cannot read either: safe and useless.
-		{Name: "blind", Command: []string{bin}, Enabled: true, Profiles: []*dispatch.Profile{verifyProfile("refuse", "write,edit,shell", "")}},
+		{Name: "blind", Command: []string{bin}, Enabled: true, Profiles: []*hardening.Profile{verifyProfile("refuse", "write,edit,shell", "")}},
 	}
 	e.reg = dispatch.NewRegistry(specs, nil, nil)
 	once := t.TempDir()

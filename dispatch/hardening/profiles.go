@@ -1,4 +1,4 @@
-package dispatch
+package hardening
 
 import (
 	"encoding/json"
@@ -477,7 +477,7 @@ var opencodeVerify = &VerifySpec{
 	Vocab: ToolVocab{Write: "write", Read: "read", Edit: "edit", Shell: "bash",
 		Path: "filePath", Old: "oldString", New: "newString"},
 	Redirect: func(to ScriptedModel, ruleEnv []string) (Launch, error) {
-		content, _ := envValue(ruleEnv, "OPENCODE_CONFIG_CONTENT")
+		content, _ := EnvValue(ruleEnv, "OPENCODE_CONFIG_CONTENT")
 		provider := map[string]any{verifyProvider: map[string]any{
 			"npm": "@ai-sdk/openai-compatible", "name": "HAI-Relay verification",
 			"options": map[string]any{"baseURL": to.URL + "/v1", "apiKey": to.Key},

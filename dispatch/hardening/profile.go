@@ -1,10 +1,9 @@
-package dispatch
+package hardening
 
 import (
 	"encoding/json"
 	"fmt"
 	"maps"
-	"os"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -36,7 +35,7 @@ import (
 // An agent has one profile per generation it supports (ProfilesFor); the
 // relay picks the one for the adapter actually installed and running, and
 // refuses an adapter no profile covers rather than apply another
-// generation's rule (see choose).
+// generation's rule (see Choose).
 type Profile struct {
 	// Name names the profile: the adapter and its generation
 	// ("claude-agent-acp 0.101.x").
@@ -151,7 +150,7 @@ type Rule struct {
 	// (HOME, and XDG_DATA_HOME, XDG_STATE_HOME and XDG_CACHE_HOME in it),
 	// made fresh for the task and removed when it ends: the only place
 	// but its scratch where it can write. These paths are copied into it
-	// first (each at most homeCopyLimit bytes; what is missing is
+	// first (each at most 64 MiB; what is missing is
 	// skipped), so that nothing the agent writes there reaches the user's
 	// files, and no shell startup file of the user's runs. Its config
 	// directory (XDG_CONFIG_HOME) stays the user's, read-only.
@@ -180,8 +179,8 @@ type Rule struct {
 // cannot know in advance).
 const nonceMark = "{nonce}"
 
-// precheck returns why the rule cannot hold for a session in cwd, or "".
-func (r *Rule) precheck(cwd string) string {
+// Precheck returns why the rule cannot hold for a session in cwd, or "".
+func (r *Rule) Precheck(cwd string) string {
 	for _, pat := range r.RefuseIfExists {
 		var globs []string
 		if rel, ok := strings.CutPrefix(pat, "{cwd}/"); ok {
@@ -204,29 +203,8 @@ func (r *Rule) precheck(cwd string) string {
 	return ""
 }
 
-// expandPath expands a leading "~" and $VARS; ok is false when a variable
-// is unset.
-func expandPath(p string) (string, bool) {
-	ok := true
-	p = os.Expand(p, func(v string) string {
-		val, set := os.LookupEnv(v)
-		if !set || val == "" {
-			ok = false
-		}
-		return val
-	})
-	if rest, found := strings.CutPrefix(p, "~/"); found {
-		home, err := os.UserHomeDir()
-		if err != nil {
-			return "", false
-		}
-		p = filepath.Join(home, rest)
-	}
-	return p, ok
-}
-
-// withNonce returns the rule with nonceMark replaced by nonce.
-func (r Rule) withNonce(nonce string) Rule {
+// WithNonce returns the rule with nonceMark replaced by nonce.
+func (r Rule) WithNonce(nonce string) Rule {
 	if nonce == "" {
 		return r
 	}
@@ -246,48 +224,15 @@ func (r Rule) withNonce(nonce string) Rule {
 	return r
 }
 
-// argv returns the agent's argv under the rule, writing its Files to dir.
-func (r *Rule) argv(base []string, dir func() (string, error)) ([]string, error) {
-	if len(r.Args) == 0 {
-		return base, nil
-	}
-	d := ""
-	if len(r.Files) > 0 {
-		var err error
-		if d, err = dir(); err != nil {
-			return nil, err
-		}
-		for name, content := range r.Files {
-			if err := writePrivate(filepath.Join(d, name), content); err != nil {
-				return nil, err
-			}
-		}
-	}
-	out := slices.Clone(base)
-	for _, a := range r.Args {
-		out = append(out, strings.ReplaceAll(a, "{dir}", d))
-	}
-	return out, nil
-}
-
-// writePrivate writes a file 0600 unless it already holds content.
-// Sessions starting at once write the same profile file (replaceFile).
-func writePrivate(path, content string) error {
-	if b, err := os.ReadFile(path); err == nil && string(b) == content {
-		return nil
-	}
-	return replaceFile(path, []byte(content))
-}
-
 // OptionPin is a select config option held at one value.
 type OptionPin struct {
 	ID    acp.SessionConfigId
 	Value acp.SessionConfigValueId
 }
 
-// noProfileSummary is what relay agents and the acpDenial verdict say of an
+// NoProfileSummary is what relay agents and the acpDenial verdict say of an
 // agent without a profile.
-const noProfileSummary = "no verified hardening profile: every permission request is still denied, but agent-side allow rules (the agent's own settings) are not controlled and no session mode is chosen"
+const NoProfileSummary = "no verified hardening profile: every permission request is still denied, but agent-side allow rules (the agent's own settings) are not controlled and no session mode is chosen"
 
 // profiles are the verified profiles, by agent name: one per adapter
 // generation, the current generation first.
@@ -304,25 +249,26 @@ var profiles = map[string][]*Profile{
 // agent without a verified profile).
 func ProfilesFor(agent string) []*Profile { return slices.Clone(profiles[agent]) }
 
-// choice is which of an agent's profiles applies to an adapter.
-type choice struct {
-	profile *Profile // nil: none applies
-	// refused says why none applies although the agent has profiles: it
+// Choice is which of an agent's profiles applies to an adapter.
+type Choice struct {
+	// Profile is the one that applies; nil: none.
+	Profile *Profile
+	// Refused says why none applies although the agent has profiles: it
 	// names the adapter, its version and the fix. "" otherwise.
-	refused string
+	Refused string
 }
 
 // choose picks the profile of ps that covers the adapter calling itself
 // name (a package name or an agentInfo name) at version. An agent with
 // profiles whose adapter none covers is refused, never run under another
 // generation's rule.
-func choose(agent string, ps []*Profile, name, version string) choice {
+func Choose(agent string, ps []*Profile, name, version string) Choice {
 	if len(ps) == 0 {
-		return choice{}
+		return Choice{}
 	}
 	for _, p := range ps {
 		if p.Covers(name, version) {
-			return choice{profile: p}
+			return Choice{Profile: p}
 		}
 	}
 	what := strings.TrimSpace(name + " " + version)
@@ -347,7 +293,7 @@ func choose(agent string, ps []*Profile, name, version string) choice {
 	if len(fixes) > 0 {
 		msg += "; install a covered adapter: " + strings.Join(fixes, ", or ")
 	}
-	return choice{refused: msg}
+	return Choice{Refused: msg}
 }
 
 // generations lists the adapter generations ps cover.
@@ -359,18 +305,18 @@ func generations(ps []*Profile) []string {
 	return out
 }
 
-// describeChoice is the profile that applies to the installed adapter as
+// DescribeChoice is the profile that applies to the installed adapter as
 // relay agents and list_agents show it.
-func describeChoice(ps []*Profile, c choice, installed string) model.AgentProfile {
-	out := c.profile.describe()
+func DescribeChoice(ps []*Profile, c Choice, installed string) model.AgentProfile {
+	out := c.Profile.describe()
 	if len(ps) > 0 {
 		out.Generations = generations(ps)
 	}
 	switch {
-	case c.profile != nil:
-		out.VerifiedInCI = slices.Contains(c.profile.VerifiedOn, installed)
-	case c.refused != "":
-		out.Summary = "refused (agent_unsafe_mode): " + c.refused
+	case c.Profile != nil:
+		out.VerifiedInCI = slices.Contains(c.Profile.VerifiedOn, installed)
+	case c.Refused != "":
+		out.Summary = "refused (agent_unsafe_mode): " + c.Refused
 	}
 	return out
 }
@@ -379,7 +325,7 @@ func describeChoice(ps []*Profile, c choice, installed string) model.AgentProfil
 // be nil.
 func (p *Profile) describe() model.AgentProfile {
 	if p == nil {
-		return model.AgentProfile{Summary: noProfileSummary}
+		return model.AgentProfile{Summary: NoProfileSummary}
 	}
 	out := model.AgentProfile{Name: p.Name, VerifiedOn: slices.Clone(p.VerifiedOn), Modes: map[model.Mode]string{}}
 	if len(p.Packages) > 0 {
@@ -400,8 +346,8 @@ func (p *Profile) describe() model.AgentProfile {
 	return out
 }
 
-// versionNote says which adapter runs under the profile.
-func (p *Profile) versionNote(info *acp.Implementation) string {
+// VersionNote says which adapter runs under the profile.
+func (p *Profile) VersionNote(info *acp.Implementation) string {
 	running := "an adapter that did not report its version"
 	if info != nil && info.Version != "" {
 		running = strings.TrimSpace(info.Name + " " + info.Version)
@@ -413,82 +359,10 @@ func (p *Profile) versionNote(info *acp.Implementation) string {
 	return fmt.Sprintf("hardening profile %s (verified on %s, running %s: not a verified version)", p.Name, verified, running)
 }
 
-// modeOptionID is the config option by which agents that have one report
-// their mode as well.
-const modeOptionID acp.SessionConfigId = "mode"
-
-// modeState is what the relay knows of a session's mode and config
-// options, from session/new, its own set calls and the agent's updates.
-type modeState struct {
-	// foreignMode, when set, is a session the relay did not open that
-	// reported a mode change: never accepted.
-	foreignMode string
-	mode        acp.SessionModeId
-	hasMode     bool
-	available   []acp.SessionModeId // offered at session/new
-	options     map[acp.SessionConfigId]acp.SessionConfigValueId
-}
-
-func (m modeState) clone() modeState {
-	m.options = maps.Clone(m.options)
-	m.available = slices.Clone(m.available)
-	return m
-}
-
-func (m *modeState) setOptions(opts []acp.SessionConfigOption) {
-	for _, o := range opts {
-		if o.Select != nil {
-			if m.options == nil {
-				m.options = map[acp.SessionConfigId]acp.SessionConfigValueId{}
-			}
-			m.options[o.Select.Id] = o.Select.CurrentValue
-		}
-	}
-}
-
-// unsafe returns why the session's state is not one the rule accepts, or
-// "" when it is.
-func (r *Rule) unsafe(m modeState) string {
-	if m.foreignMode != "" {
-		return fmt.Sprintf("session %q, which the relay did not open, changed its mode", m.foreignMode)
-	}
-	if len(r.AcceptModes) > 0 {
-		if !m.hasMode {
-			return fmt.Sprintf("the agent reports no session mode (accepted: %s)", quoteModes(r.AcceptModes))
-		}
-		if !slices.Contains(r.AcceptModes, m.mode) {
-			return fmt.Sprintf("the session is in mode %q (accepted: %s)", m.mode, quoteModes(r.AcceptModes))
-		}
-		// An agent that also reports its mode as the config option "mode"
-		// (claude-agent-acp) is held to the same values there.
-		if v, ok := m.options[modeOptionID]; ok && !slices.Contains(r.AcceptModes, acp.SessionModeId(v)) {
-			return fmt.Sprintf("the session's mode option is %q (accepted: %s)", v, quoteModes(r.AcceptModes))
-		}
-	}
-	for _, pin := range r.Options {
-		v, ok := m.options[pin.ID]
-		switch {
-		case !ok:
-			return fmt.Sprintf("the agent reports no config option %q (required: %q)", pin.ID, pin.Value)
-		case v != pin.Value:
-			return fmt.Sprintf("config option %q is %q (required: %q)", pin.ID, v, pin.Value)
-		}
-	}
-	return ""
-}
-
-func quoteModes(ms []acp.SessionModeId) string {
-	q := make([]string, len(ms))
-	for i, m := range ms {
-		q[i] = fmt.Sprintf("%q", m)
-	}
-	return strings.Join(q, ", ")
-}
-
-// sameLaunch reports whether rules a and b launch an agent the same way
+// SameLaunch reports whether rules a and b launch an agent the same way
 // (environment, arguments, files, removed variables), so that a session
 // launched under one may run under the other.
-func sameLaunch(a, b *Rule) bool {
+func SameLaunch(a, b *Rule) bool {
 	if a == nil || b == nil {
 		return a == b
 	}
@@ -504,11 +378,11 @@ func sameLaunch(a, b *Rule) bool {
 		a.OwnDir == b.OwnDir
 }
 
-// mergeJSONEnv returns the JSON object base ("" is {}) with every layer's
+// MergeJSONEnv returns the JSON object base ("" is {}) with every layer's
 // keys merged over it in order, recursively (an object merges into an
 // object; anything else replaces). A base that is not a JSON object is an
 // error.
-func mergeJSONEnv(base string, layers ...map[string]any) (string, error) {
+func MergeJSONEnv(base string, layers ...map[string]any) (string, error) {
 	obj := map[string]any{}
 	if strings.TrimSpace(base) != "" {
 		if err := json.Unmarshal([]byte(base), &obj); err != nil || obj == nil {

@@ -1,9 +1,9 @@
-package dispatch_test
+package hardening_test
 
 import (
 	"testing"
 
-	"github.com/hai-relay/relay/dispatch"
+	"github.com/hai-relay/relay/dispatch/hardening"
 )
 
 // VersionRange keeps the behaviour the hardening profiles rely on, edges
@@ -12,12 +12,12 @@ import (
 // leading zeros parse, and anything that is not a version is in no range.
 func TestVersionRangeContains(t *testing.T) {
 	t.Parallel()
-	claude := dispatch.VersionRange{From: "0.23.0", Below: "0.24.0"}
-	codex := dispatch.VersionRange{From: "2.0.0", Below: "3.0.0"}
-	gemini := dispatch.VersionRange{From: "0.61.0", Below: "1.0.0"}
-	cursor := dispatch.VersionRange{From: "2025.1.0"}
+	claude := hardening.VersionRange{From: "0.23.0", Below: "0.24.0"}
+	codex := hardening.VersionRange{From: "2.0.0", Below: "3.0.0"}
+	gemini := hardening.VersionRange{From: "0.61.0", Below: "1.0.0"}
+	cursor := hardening.VersionRange{From: "2025.1.0"}
 	for _, c := range []struct {
-		r    dispatch.VersionRange
+		r    hardening.VersionRange
 		v    string
 		want bool
 	}{
@@ -59,15 +59,15 @@ func TestVersionRangeContains(t *testing.T) {
 func TestVersionRangeString(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct {
-		r    dispatch.VersionRange
+		r    hardening.VersionRange
 		want string
 	}{
-		{dispatch.VersionRange{From: "0.23.0", Below: "0.24.0"}, "0.23.x"},
-		{dispatch.VersionRange{From: "0.101.0", Below: "0.102.0"}, "0.101.x"},
-		{dispatch.VersionRange{From: "2.0.0", Below: "3.0.0"}, "2.x"},
-		{dispatch.VersionRange{From: "1.18.0", Below: "2.0.0"}, ">= 1.18.0, < 2.0.0"},
-		{dispatch.VersionRange{From: "0.61.0", Below: "1.0.0"}, ">= 0.61.0, < 1.0.0"},
-		{dispatch.VersionRange{From: "2025.1.0"}, ">= 2025.1.0"},
+		{hardening.VersionRange{From: "0.23.0", Below: "0.24.0"}, "0.23.x"},
+		{hardening.VersionRange{From: "0.101.0", Below: "0.102.0"}, "0.101.x"},
+		{hardening.VersionRange{From: "2.0.0", Below: "3.0.0"}, "2.x"},
+		{hardening.VersionRange{From: "1.18.0", Below: "2.0.0"}, ">= 1.18.0, < 2.0.0"},
+		{hardening.VersionRange{From: "0.61.0", Below: "1.0.0"}, ">= 0.61.0, < 1.0.0"},
+		{hardening.VersionRange{From: "2025.1.0"}, ">= 2025.1.0"},
 	} {
 		if got := c.r.String(); got != c.want {
 			t.Errorf("%+v.String() = %q, want %q", c.r, got, c.want)
@@ -80,7 +80,7 @@ func TestVersionRangeString(t *testing.T) {
 func TestProfileRangesParse(t *testing.T) {
 	t.Parallel()
 	for _, agent := range []string{"claude", "codex", "gemini", "opencode", "cursor", "hermes"} {
-		ps := dispatch.ProfilesFor(agent)
+		ps := hardening.ProfilesFor(agent)
 		if len(ps) == 0 {
 			t.Errorf("%s: no profile", agent)
 		}

@@ -1,4 +1,4 @@
-package dispatch
+package hardening
 
 import (
 	"errors"
@@ -51,10 +51,6 @@ type Mask struct {
 	// Names are the entries hidden in it.
 	Names []string
 }
-
-// bwrapPath is the bubblewrap executable masks run under; a variable so
-// that a test can point it elsewhere.
-var bwrapPath = "bwrap"
 
 // cwdAndAbove returns the canonical path of cwd and of every directory
 // above it, cwd first.
@@ -228,4 +224,38 @@ func coverNames(dir string, names []string) ([]string, error) {
 func exists(p string) bool {
 	_, err := os.Lstat(p)
 	return !errors.Is(err, os.ErrNotExist)
+}
+
+// expandPath expands a leading "~" and $VARS from the daemon's
+// environment; ok is false when a variable is unset.
+func expandPath(p string) (string, bool) {
+	ok := true
+	p = os.Expand(p, func(v string) string {
+		val, set := os.LookupEnv(v)
+		if !set || val == "" {
+			ok = false
+		}
+		return val
+	})
+	if rest, found := strings.CutPrefix(p, "~/"); found {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			return "", false
+		}
+		p = filepath.Join(home, rest)
+	}
+	return p, ok
+}
+
+// DescribeMasks says what masks hide, for the task log.
+func DescribeMasks(ms []Mask) string {
+	var parts []string
+	for _, m := range ms {
+		where := m.Dir
+		if where == "{cwd}" {
+			where = "the cwd and every directory above it"
+		}
+		parts = append(parts, strings.Join(m.Names, ", ")+" in "+where)
+	}
+	return strings.Join(parts, "; ")
 }

@@ -1,11 +1,10 @@
-package dispatch
+package hardening
 
 import (
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
-	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -40,72 +39,6 @@ type OwnDir struct {
 	// given the agent's environment before Var is set (the daemon's, the
 	// rule's and a verification's redirect).
 	Files func(env []string) (map[string]string, error)
-}
-
-// makeOwnDir makes the session's own directory (Rule.OwnDir) and returns
-// the variable that points the agent at it.
-func (s *session) makeOwnDir(env []string) ([]string, error) {
-	od := s.rule.OwnDir
-	files, err := od.Files(env)
-	if err != nil {
-		return nil, err
-	}
-	base, err := s.d.profileDir()
-	if err != nil {
-		return nil, err
-	}
-	dir, err := os.MkdirTemp(base, strings.ToLower(od.Var)+"-")
-	if err != nil {
-		return nil, err
-	}
-	for _, name := range slices.Sorted(maps.Keys(files)) {
-		if err := writePrivate(filepath.Join(dir, name), files[name]); err != nil {
-			_ = os.RemoveAll(dir)
-			return nil, err
-		}
-	}
-	s.ownDir = dir
-	s.log.Printf("%s is %s, the session's own, holding only %s", od.Var, dir, strings.Join(slices.Sorted(maps.Keys(files)), ", "))
-	return []string{od.Var + "=" + dir}, nil
-}
-
-// maskedAdapterBinds returns the bubblewrap arguments that bind back,
-// read-only, the agent's own installation when a mask would hide it: the
-// Hermes installer puts Hermes in ~/.hermes/hermes-agent, and .hermes is
-// masked in the cwd and every directory above it, the home directory
-// among them. Only the masked entry's child that holds the executable
-// comes back, not the rest of it (plugins, config, .env).
-func (s *session) maskedAdapterBinds() []string {
-	keep := adapterUnderMask(s.rule.Masks, s.cwd, s.adapter.RealPath)
-	if keep == "" {
-		return nil
-	}
-	s.log.Printf("bound back for the agent, read-only: %s (its own installation, under a masked name)", keep)
-	return []string{"--ro-bind", keep, keep}
-}
-
-// adapterUnderMask returns the child of a masked path that holds real (the
-// agent's executable), or "".
-func adapterUnderMask(masks []Mask, cwd, real string) string {
-	if real == "" {
-		return ""
-	}
-	dirs, names, err := maskDirs(masks, cwd)
-	if err != nil {
-		return ""
-	}
-	for _, d := range dirs {
-		for _, n := range names[d] {
-			hidden := filepath.Join(d, n)
-			rel, err := filepath.Rel(hidden, real)
-			if err != nil || rel == "." || rel == ".." || strings.HasPrefix(rel, "../") {
-				continue
-			}
-			first, _, _ := strings.Cut(rel, string(filepath.Separator))
-			return filepath.Join(hidden, first)
-		}
-	}
-	return ""
 }
 
 // refusedAdapters are adapters no profile will ever cover, by package or
@@ -176,7 +109,7 @@ func cursorConfigCheck() OfflineCheck {
 // masksCheck checks that the masks a profile names can be applied here.
 func masksCheck() OfflineCheck {
 	c := OfflineCheck{Name: "masks (.cursor, .claude in the cwd and above)"}
-	if p, err := exec.LookPath(bwrapPath); err != nil {
+	if p, err := exec.LookPath("bwrap"); err != nil {
 		c.Detail = "bubblewrap (bwrap) not found: every session would fail to start"
 	} else {
 		c.Passed, c.Detail = true, "bubblewrap found at "+p
@@ -244,7 +177,7 @@ const hermesVerifyURLVar = "HAI_RELAY_VERIFY_BASE_URL"
 // credentials or .env).
 func hermesFiles(env []string) (map[string]string, error) {
 	var m hermesModel
-	if url, ok := envValue(env, hermesVerifyURLVar); ok && url != "" {
+	if url, ok := EnvValue(env, hermesVerifyURLVar); ok && url != "" {
 		m = hermesModel{Provider: "custom", Default: verifyProvider + "-model", BaseURL: url}
 	} else {
 		var err error
@@ -258,7 +191,7 @@ func hermesFiles(env []string) (map[string]string, error) {
 // userHermesModel reads the model settings of the user's Hermes config.
 func userHermesModel(env []string) (hermesModel, error) {
 	get := func(k string) string {
-		if v, ok := envValue(env, k); ok {
+		if v, ok := EnvValue(env, k); ok {
 			return v
 		}
 		return os.Getenv(k)

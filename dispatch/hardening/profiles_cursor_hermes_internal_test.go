@@ -1,4 +1,4 @@
-package dispatch
+package hardening
 
 import (
 	"os"
@@ -116,7 +116,7 @@ func TestCursorProfileCovers(t *testing.T) {
 			t.Errorf("Covers(%q, %q) = %v, want %v", c.name, c.version, got, c.want)
 		}
 	}
-	msg := choose("cursor", profiles["cursor"], "@blowmage/cursor-agent-acp", "0.7.1").refused
+	msg := Choose("cursor", profiles["cursor"], "@blowmage/cursor-agent-acp", "0.7.1").Refused
 	if !strings.Contains(msg, "--force") || !strings.Contains(msg, "`agent acp`") {
 		t.Errorf("refusal %q does not say why", msg)
 	}
@@ -128,33 +128,5 @@ func TestCursorConfigCheck(t *testing.T) {
 	t.Parallel()
 	if c := cursorConfigCheck(); !c.Passed {
 		t.Errorf("%+v", c)
-	}
-}
-
-// A mask that would hide the agent's own installation gives back only the
-// entry that holds it.
-func TestAdapterUnderMask(t *testing.T) {
-	t.Parallel()
-	root, err := filepath.EvalSymlinks(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	home := filepath.Join(root, "home", "u")
-	cwd := filepath.Join(home, "src", "proj")
-	if err := os.MkdirAll(cwd, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	masks := []Mask{{Dir: "{cwd}", Names: []string{".hermes"}}}
-	for _, c := range []struct{ real, want string }{
-		{home + "/.hermes/hermes-agent/venv/bin/hermes", home + "/.hermes/hermes-agent"},
-		{home + "/.hermes/hermes", home + "/.hermes/hermes"},
-		{home + "/.local/bin/hermes", ""},
-		{home + "/.hermesx/bin/hermes", ""},
-		{"/opt/.hermes/bin/hermes", ""}, // not above the cwd
-		{"", ""},
-	} {
-		if got := adapterUnderMask(masks, cwd, c.real); got != c.want {
-			t.Errorf("adapterUnderMask(%q) = %q, want %q", c.real, got, c.want)
-		}
 	}
 }

@@ -1,4 +1,4 @@
-package dispatch
+package hardening
 
 import (
 	"context"
@@ -319,6 +319,54 @@ func TestMaskCoverNames(t *testing.T) {
 	}
 }
 
+// maskArgv returns the bubblewrap command line, up to the "--" before the
+// agent's argv, that runs an agent with masks applied for a session in cwd:
+// the host's root bound as it is (--dev-bind / /), then maskBinds with rw
+// set: the masks alone, without the sandbox's read-only root.
+func maskArgv(masks []Mask, cwd, _ string) ([]string, error) {
+	bwrap, err := exec.LookPath("bwrap")
+	if err != nil {
+		return nil, fmt.Errorf("bubblewrap (bwrap) is needed to hide the paths the profile masks: %w", err)
+	}
+	out := []string{bwrap, "--die-with-parent", "--dev-bind", "/", "/"}
+	if os.Geteuid() != 0 {
+		out = append(out, "--unshare-user", "--uid", strconv.Itoa(os.Geteuid()), "--gid", strconv.Itoa(os.Getegid()))
+	}
+	binds, _, err := maskBinds(masks, cwd, true, nil)
+	if err != nil {
+		return nil, err
+	}
+	return append(out, binds...), nil
+}
+
+// A mask that would hide the agent's own installation gives back only the
+// entry that holds it.
+func TestAdapterUnderMask(t *testing.T) {
+	t.Parallel()
+	root, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	home := filepath.Join(root, "home", "u")
+	cwd := filepath.Join(home, "src", "proj")
+	if err := os.MkdirAll(cwd, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	masks := []Mask{{Dir: "{cwd}", Names: []string{".hermes"}}}
+	for _, c := range []struct{ real, want string }{
+		{home + "/.hermes/hermes-agent/venv/bin/hermes", home + "/.hermes/hermes-agent"},
+		{home + "/.hermes/hermes", home + "/.hermes/hermes"},
+		{home + "/.local/bin/hermes", ""},
+		{home + "/.hermesx/bin/hermes", ""},
+		{"/opt/.hermes/bin/hermes", ""}, // not above the cwd
+		{"", ""},
+	} {
+		if got := adapterUnderMask(masks, cwd, c.real); got != c.want {
+			t.Errorf("adapterUnderMask(%q) = %q, want %q", c.real, got, c.want)
+		}
+	}
+}
+
 // RefuseIfExists's "{cwd}/" patterns are tried above the directory the cwd
 // resolves to, not above a symlink's name for it.
 func TestPrecheckResolvesCwd(t *testing.T) {
@@ -338,30 +386,10 @@ func TestPrecheckResolvesCwd(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := &Rule{RefuseIfExists: []string{"{cwd}/*.toml"}}
-	if why := r.precheck(link); !strings.Contains(why, planted) {
+	if why := r.Precheck(link); !strings.Contains(why, planted) {
 		t.Errorf("precheck(%s) = %q, want %s named", link, why, planted)
 	}
-	if why := r.precheck(filepath.Join(root, "nope")); why == "" {
+	if why := r.Precheck(filepath.Join(root, "nope")); why == "" {
 		t.Error("a cwd that does not resolve passed the precheck")
 	}
-}
-
-// maskArgv returns the bubblewrap command line, up to the "--" before the
-// agent's argv, that runs an agent with masks applied for a session in cwd:
-// the host's root bound as it is (--dev-bind / /), then maskBinds with rw
-// set: the masks alone, without the sandbox's read-only root.
-func maskArgv(masks []Mask, cwd, _ string) ([]string, error) {
-	bwrap, err := exec.LookPath(bwrapPath)
-	if err != nil {
-		return nil, fmt.Errorf("bubblewrap (bwrap) is needed to hide the paths the profile masks: %w", err)
-	}
-	out := []string{bwrap, "--die-with-parent", "--dev-bind", "/", "/"}
-	if os.Geteuid() != 0 {
-		out = append(out, "--unshare-user", "--uid", strconv.Itoa(os.Geteuid()), "--gid", strconv.Itoa(os.Getegid()))
-	}
-	binds, _, err := maskBinds(masks, cwd, true, nil)
-	if err != nil {
-		return nil, err
-	}
-	return append(out, binds...), nil
 }
