@@ -66,9 +66,37 @@ const exitPoliteness = 500 * time.Millisecond
 const drainAfterExit = time.Second
 
 // session is one agent process and its ACP connection: a task's run or a
-// probe.
+// probe. Its fields are grouped by concern: what the run is for
+// (runTask), the hardening it runs under (runHardening), its process and
+// connection (runWire), and its state, under mu.
 type session struct {
-	d       *Dispatcher
+	d *Dispatcher
+	runTask
+	runHardening
+	runWire
+
+	// The start-up deadline (startup.go): its length (zero: none) and its
+	// timer; setUp, under mu, says that it no longer applies.
+	startTimeout time.Duration
+	startTimer   *time.Timer
+
+	stopc chan struct{}
+
+	mu          sync.Mutex
+	setUp       bool
+	cause       stopCause
+	stopStage   stage
+	stage       stage
+	garbage     string
+	setupCancel context.CancelFunc
+	graceKill   bool
+	unsafeWhy   string // causeUnsafeMode: what was seen
+	pidNS       uint64 // the sandbox's pid namespace (sandboxNS), once known
+	agentInfo   *acp.Implementation
+}
+
+// runTask is what a run is for, fixed when it is made.
+type runTask struct {
 	agent   string
 	argv    []string
 	taskID  string // "" for a probe
@@ -78,6 +106,11 @@ type session struct {
 	timeout time.Duration
 	log     *boundedLog
 	servers []MCPServer // passed to state_changing sessions
+}
+
+// runHardening is the hardening a run is launched under, and the
+// directories its sandbox makes.
+type runHardening struct {
 	// profiles are the agent's hardening profiles, one per adapter
 	// generation (none: the agent has no profile); profile is the one the
 	// session was launched under (nil: none), rule its rule for mode.
@@ -92,44 +125,27 @@ type session struct {
 	refused string
 	guessed bool
 	extra   hardening.Launch // a verification's redirect, applied after the rule
-	tail    *stderrTail
-	// sandboxDir holds the run's per-task sandbox directories (scratch,
-	// state), removed at teardown; "" before the start.
-	sandboxDir string
 	// bare is what the sandbox takes of the profile's rule when the test
 	// switch runs the agent without its profile (bareRule); nil else.
 	bare *hardening.Rule
+	// sandboxDir holds the run's per-task sandbox directories (scratch,
+	// state), removed at teardown; "" before the start.
+	sandboxDir string
 	// ownDir is the session's own directory (Rule.OwnDir), removed at
 	// teardown; "" without one.
 	ownDir string
+}
 
-	// The start-up deadline (startup.go): its length (zero: none), its
-	// timer, and whether the session is set up (under mu), after which it
-	// no longer applies.
-	startTimeout time.Duration
-	startTimer   *time.Timer
-	setUp        bool
-
+// runWire is a run's agent process and what reads and answers it.
+type runWire struct {
 	p      *proc
 	rec    *runRecordHandle // nil without a Home
+	tail   *stderrTail
 	stdout *acpwire.Limiter
 	conn   *acp.ClientSideConnection
 	client *client
 	timer  *time.Timer
 	bg     sync.WaitGroup // the session's helper goroutines
-
-	stopc chan struct{}
-
-	mu          sync.Mutex
-	cause       stopCause
-	stopStage   stage
-	stage       stage
-	garbage     string
-	setupCancel context.CancelFunc
-	graceKill   bool
-	unsafeWhy   string // causeUnsafeMode: what was seen
-	pidNS       uint64 // the sandbox's pid namespace (sandboxNS), once known
-	agentInfo   *acp.Implementation
 }
 
 // runResult is what drive observed, classified after teardown.
@@ -147,9 +163,10 @@ type runResult struct {
 }
 
 func newSession(d *Dispatcher, spec AgentSpec, taskID string, mode model.Mode, cwd string, prompt []acp.ContentBlock, timeout time.Duration, log *boundedLog) *session {
-	s := &session{d: d, agent: spec.Name, argv: spec.Command, taskID: taskID, mode: mode, cwd: cwd,
-		prompt: prompt, timeout: timeout, log: log, stopc: make(chan struct{}), stage: stageSpawn,
-		profiles: spec.Profiles, servers: spec.MCPServers}
+	s := &session{d: d, stopc: make(chan struct{}), stage: stageSpawn,
+		runTask: runTask{agent: spec.Name, argv: spec.Command, taskID: taskID, mode: mode, cwd: cwd,
+			prompt: prompt, timeout: timeout, log: log, servers: spec.MCPServers},
+		runHardening: runHardening{profiles: spec.Profiles}}
 	if d.unhardened(spec.Name) != "" {
 		// Without the profile's session options, still in the sandbox the
 		// profile's agent needs to run at all (its own home).
