@@ -224,7 +224,7 @@ func NewServer(svc model.Service, o ServerOptions) *Server {
 		},
 		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
 			if pc, ok := c.(*peerConn); ok {
-				return context.WithValue(ctx, peerKey{}, peer{uid: pc.uid, pid: pc.pid, start: pc.start, topLevel: new(atomic.Bool)})
+				return context.WithValue(ctx, peerKey{}, peer{uid: pc.uid, pid: pc.pid, start: pc.start, topLevel: new(atomic.Bool), pidfd: pc.pidfd})
 			}
 			return ctx
 		},
@@ -342,6 +342,25 @@ type peer struct {
 	// (its pid namespace never changes), so later requests check only
 	// that it is still the one that connected.
 	topLevel *atomic.Bool
+	// pidfd names the peer's process (nil: none, see openPidfd); the
+	// connection owns it.
+	pidfd *os.File
+}
+
+// same reports whether the peer's process is still the one that
+// connected, not one that took its pid over. The pidfd, opened before the
+// start time was read, tells it with one poll: a process alive now held
+// its pid since then. Without one, the start time is read again.
+func (p peer) same() bool {
+	if p.pid <= 0 || p.start == "" {
+		return false
+	}
+	if p.pidfd != nil {
+		if alive, ok := pidfdAlive(p.pidfd); ok {
+			return alive
+		}
+	}
+	return procStart(p.pid) == p.start
 }
 
 type peerKey struct{}
@@ -369,6 +388,9 @@ func (l *peerListener) Accept() (net.Conn, error) {
 		if err == nil && uid == l.s.o.UID {
 			pc := &peerConn{Conn: c, uid: uid, pid: pid}
 			if l.s.o.TaskOf != nil {
+				// The pidfd first: the start time read after it is its
+				// process's while that process lives (peer.same).
+				pc.pidfd = openPidfd(pid)
 				pc.start = procStart(pid)
 			}
 			l.s.connMu.Lock()
@@ -401,7 +423,19 @@ type peerConn struct {
 	net.Conn
 	uid, pid int
 	start    string      // the peer's start time at accept (with TaskOf only)
+	pidfd    *os.File    // the peer's process (with TaskOf only; nil: none)
 	read     atomic.Bool // a byte was read: a request has begun
+}
+
+// Close closes the connection and the peer's pidfd. A request still
+// being served that polls the pidfd meanwhile holds it (os.File), and
+// then finds it closed: its peer can no longer be placed.
+func (c *peerConn) Close() error {
+	err := c.Conn.Close()
+	if c.pidfd != nil {
+		_ = c.pidfd.Close()
+	}
+	return err
 }
 
 func (c *peerConn) Read(p []byte) (int, error) {
@@ -729,7 +763,7 @@ func (s *Server) outsideTasks(ctx context.Context) error {
 		return nil
 	}
 	pid := p.pid
-	if pid <= 0 || p.start == "" || procStart(pid) != p.start {
+	if !p.same() {
 		pid = 0
 	}
 	id, _, err := s.o.TaskOf(pid)
@@ -772,13 +806,13 @@ func (s *Server) place(ctx context.Context, caller string) (string, error) {
 		return "", nil
 	}
 	pid := p.pid
-	if pid <= 0 || p.start == "" || procStart(pid) != p.start {
+	if !p.same() {
 		pid = 0
 	} else if p.topLevel != nil && p.topLevel.Load() {
 		return "", nil
 	}
 	id, target, err := s.o.TaskOf(pid)
-	if err == nil && pid != 0 && procStart(pid) != p.start {
+	if err == nil && pid != 0 && !p.same() {
 		id, target, err = "", "", errors.New("the process that connected is gone")
 	}
 	refuse := func(why string, e *model.Error) (string, error) {
