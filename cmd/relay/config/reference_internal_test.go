@@ -60,7 +60,7 @@ run go test ./cmd/relay/config -run Reference -update. -->
 The relay reads an optional ` + "`config.toml`" + ` in its home. Every table and
 every key is optional; a key left out takes its default. A syntax error,
 an unknown key, or a value of the wrong type or out of range is an error
-(` + "`invalid_config`" + `) that names the file, the line and the key, and says
+(` + "`invalid_config`" + `). It names the file, the line and the key, and says
 what to write. Keys are case-sensitive. Agent names match
 ` + "`[a-z0-9][a-z0-9_-]{0,63}`" + `; ` + "`relay`" + ` is reserved.
 
