@@ -117,7 +117,17 @@ func PlanLaunch(in LaunchInput) (LaunchPlan, error) {
 		Exec:       in.Exec,
 		NoLandlock: in.OwnSandbox,
 	}
-	out := ownHome(in)
+	// The masks are expanded once, from one look at the directories: the
+	// copies' skip lists, the mount arguments and the adapter's bind-back
+	// agree.
+	var masks maskSet
+	var err error
+	if len(in.Masks) > 0 {
+		if masks, err = expandMasks(in.Masks, in.Cwd); err != nil {
+			return LaunchPlan{}, err
+		}
+	}
+	out := ownHome(in, masks)
 	inTmp := needsHostTmp(in.Cwd, in.RelayHome, in.Argv, in.Exec, out.Env)
 	plan.HostTmp = inTmp != ""
 	if in.OwnSandbox && plan.HostTmp {
@@ -129,11 +139,10 @@ func PlanLaunch(in LaunchInput) (LaunchPlan, error) {
 			Fix:    "keep the task's cwd, the relay home (--home) and the agent's program out of /tmp (e.g. under your home directory)"}
 	}
 	if len(in.Masks) > 0 {
-		var err error
-		if plan.Masks, plan.After, err = maskArgs(in.Masks, plan); err != nil {
+		if plan.Masks, plan.After, err = maskArgs(masks, plan); err != nil {
 			return LaunchPlan{}, err
 		}
-		if out.AdapterBind = adapterUnderMask(in.Masks, in.Cwd, in.Adapter); out.AdapterBind != "" {
+		if out.AdapterBind = masks.adapterBind(in.Adapter); out.AdapterBind != "" {
 			plan.Masks = append(plan.Masks, "--ro-bind", out.AdapterBind, out.AdapterBind)
 		}
 	}
@@ -153,7 +162,7 @@ func PlanLaunch(in LaunchInput) (LaunchPlan, error) {
 // (HOME, the XDG data, state and cache directories in it, the rule's
 // HomeVars, and XDG_CONFIG_HOME at the user's, read-only in the sandbox)
 // after in.Env in Env.
-func ownHome(in LaunchInput) LaunchPlan {
+func ownHome(in LaunchInput, masks maskSet) LaunchPlan {
 	get := func(k string) string {
 		if v, ok := EnvValue(in.Env, k); ok {
 			return v
@@ -178,7 +187,6 @@ func ownHome(in LaunchInput) LaunchPlan {
 		vars = append(vars, k+"="+filepath.Join(home, rel))
 	}
 	if real != "" && len(in.Home) > 0 {
-		masked := maskedNames(in.Masks, in.Cwd)
 		for _, rel := range in.Home {
 			src := filepath.Join(real, rel)
 			for _, prefix := range slices.Sorted(maps.Keys(from)) {
@@ -186,7 +194,7 @@ func ownHome(in LaunchInput) LaunchPlan {
 					src = filepath.Join(from[prefix], rest)
 				}
 			}
-			out.Copies = append(out.Copies, Copy{Rel: rel, Src: src, Dst: filepath.Join(home, rel), Skip: masked.in(src)})
+			out.Copies = append(out.Copies, Copy{Rel: rel, Src: src, Dst: filepath.Join(home, rel), Skip: masks.in(src)})
 		}
 	}
 	config := get("XDG_CONFIG_HOME")
@@ -205,67 +213,30 @@ func ownHome(in LaunchInput) LaunchPlan {
 	return out
 }
 
-// masked are the names masks hide, by canonical directory.
-type masked map[string][]string
-
-// maskedNames expands masks for a task in cwd; nil when they cannot be.
-func maskedNames(masks []Mask, cwd string) masked {
-	if len(masks) == 0 {
-		return nil
-	}
-	_, names, err := maskDirs(masks, cwd)
-	if err != nil {
-		return nil
-	}
-	return names
-}
-
-// in returns the names hidden in directory dir.
-func (m masked) in(dir string) []string {
-	if len(m) == 0 {
-		return nil
-	}
-	canon, err := filepath.EvalSymlinks(dir)
-	if err != nil {
-		return nil
-	}
-	return m[canon]
-}
-
 // maskArgs returns the bubblewrap arguments of masks for plan: bind-backs
 // read-only, directories the sandbox makes anew skipped. A mask on a
 // writable cwd itself cannot be held (binding the cwd writable would show
 // what it hides), so it refuses the start.
-func maskArgs(masks []Mask, plan sandbox.Plan) (args, after []string, err error) {
-	if plan.WritableCwd {
-		dirs, names, err := maskDirs(masks, plan.Cwd)
-		if err != nil {
-			return nil, nil, err
-		}
-		if slices.Contains(dirs, filepath.Clean(plan.Cwd)) {
-			return nil, nil, fmt.Errorf("%w: the profile masks %s in the cwd, which a state_changing task writes",
-				sandbox.ErrUnavailable, strings.Join(names[filepath.Clean(plan.Cwd)], ", "))
-		}
+func maskArgs(masks maskSet, plan sandbox.Plan) (args, after []string, err error) {
+	if plan.WritableCwd && len(masks.names[filepath.Clean(plan.Cwd)]) > 0 {
+		return nil, nil, fmt.Errorf("%w: the profile masks %s in the cwd, which a state_changing task writes",
+			sandbox.ErrUnavailable, strings.Join(masks.names[filepath.Clean(plan.Cwd)], ", "))
 	}
-	return maskBinds(masks, plan.Cwd, false, plan.Fresh)
+	return masks.binds(false, plan.Fresh)
 }
 
-// adapterUnderMask returns the child of a masked path that holds real (the
+// adapterBind returns the child of a masked path that holds real (the
 // agent's executable), or "". The Hermes installer puts Hermes in
 // ~/.hermes/hermes-agent, and .hermes is masked in the cwd and every
 // directory above it, the home directory among them: only the masked
 // entry's child that holds the executable comes back, not the rest of it
 // (plugins, config, .env).
-func adapterUnderMask(masks []Mask, cwd, real string) string {
+func (m maskSet) adapterBind(real string) string {
 	if real == "" {
 		return ""
 	}
-	dirs, names, err := maskDirs(masks, cwd)
-	if err != nil {
-		return ""
-	}
-	for _, d := range dirs {
-		for _, n := range names[d] {
+	for _, d := range m.dirs {
+		for _, n := range m.names[d] {
 			hidden := filepath.Join(d, n)
 			rel, err := filepath.Rel(hidden, real)
 			if err != nil || rel == "." || rel == ".." || strings.HasPrefix(rel, "../") {

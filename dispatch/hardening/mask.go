@@ -68,6 +68,32 @@ func cwdAndAbove(cwd string) ([]string, error) {
 	}
 }
 
+// maskSet is the masks of a session, expanded once for its cwd
+// (expandMasks): the canonical directories, outermost first, and the
+// names hidden in each.
+type maskSet struct {
+	dirs  []string
+	names map[string][]string
+}
+
+// expandMasks expands masks for a session in cwd (maskDirs).
+func expandMasks(masks []Mask, cwd string) (maskSet, error) {
+	dirs, names, err := maskDirs(masks, cwd)
+	return maskSet{dirs: dirs, names: names}, err
+}
+
+// in returns the names hidden in directory dir (symbolic links followed).
+func (m maskSet) in(dir string) []string {
+	if len(m.names) == 0 {
+		return nil
+	}
+	canon, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		return nil
+	}
+	return m.names[canon]
+}
+
 // maskDirs expands the masks for a session in cwd into canonical
 // directories, each with the names hidden in it, outermost first. A
 // directory that does not exist is left out (nothing there, and nowhere to
@@ -110,8 +136,8 @@ func maskDirs(masks []Mask, cwd string) ([]string, map[string][]string, error) {
 	return dirs, names, nil
 }
 
-// maskBinds returns the bubblewrap mount arguments that apply masks for a
-// session in cwd, outermost directory first: for each masked directory a
+// binds returns the bubblewrap mount arguments that apply the masks,
+// outermost directory first: for each masked directory a
 // --tmpfs over it, each of its entries but the masked names bound back
 // (--symlink for a symlink), a --chmod giving the tmpfs the directory's
 // mode, and, when rw is false, a --remount-ro. They go after the caller's
@@ -132,11 +158,8 @@ func maskDirs(masks []Mask, cwd string) ([]string, map[string][]string, error) {
 // When rw is false, the masks' tmpfs are made read-only by the arguments
 // of tail, which the caller appends after its own mounts inside them (a
 // mount point is made in a tmpfs while it is still writable).
-func maskBinds(masks []Mask, cwd string, rw bool, skip func(dir string) bool) (args, tail []string, err error) {
-	dirs, names, err := maskDirs(masks, cwd)
-	if err != nil {
-		return nil, nil, err
-	}
+func (m maskSet) binds(rw bool, skip func(dir string) bool) (args, tail []string, err error) {
+	dirs, names := m.dirs, m.names
 	var out []string
 	for _, dir := range dirs {
 		if skip != nil && skip(dir) {

@@ -393,3 +393,23 @@ func TestPrecheckResolvesCwd(t *testing.T) {
 		t.Error("a cwd that does not resolve passed the precheck")
 	}
 }
+
+// maskBinds expands masks for cwd and returns their mount arguments, as
+// PlanLaunch does in two steps.
+func maskBinds(masks []Mask, cwd string, rw bool, skip func(dir string) bool) (args, tail []string, err error) {
+	m, err := expandMasks(masks, cwd)
+	if err != nil {
+		return nil, nil, err
+	}
+	return m.binds(rw, skip)
+}
+
+// adapterUnderMask expands masks for cwd and returns what of real's
+// installation is bound back.
+func adapterUnderMask(masks []Mask, cwd, real string) string {
+	m, err := expandMasks(masks, cwd)
+	if err != nil {
+		return ""
+	}
+	return m.adapterBind(real)
+}
