@@ -193,17 +193,9 @@ func (r *Registry) Agent(_ context.Context, name string) (model.AgentInfo, bool)
 	info.Adapter = ad.Model()
 	info.Adapter.RuntimeProblem = nodeProblem(ad, r.lookPath)
 	inst := installedVersion(ad, seen)
-	c := hardening.Choice{}
-	if len(s.Profiles) > 0 {
-		name, version := ad.Package, ad.Version
-		if name == "" && len(s.Profiles) > 0 {
-			// Not identified on disk: as a session would be, under the
-			// current generation's profile, until one reports itself.
-			c = hardening.Choice{Profile: s.Profiles[0]}
-		} else {
-			c = hardening.Choose(s.Name, s.Profiles, name, version)
-		}
-	}
+	// As a session would be launched: a guess for an adapter not
+	// identified on disk, until one reports itself.
+	c, _ := hardening.Pick(s.Name, s.Profiles, ad.Package, ad.Version)
 	info.Profile = hardening.DescribeChoice(s.Profiles, c, inst.version)
 	info.Hardening = hardeningSignal(s, v, verified, ad, inst, now)
 	info.Sandbox = r.sandboxFor(c.Profile)

@@ -178,19 +178,8 @@ func newSession(d *Dispatcher, spec AgentSpec, taskID string, mode model.Mode, c
 		return s
 	}
 	s.adapter = d.o.Registry.adapter(spec)
-	switch {
-	case s.adapter.Package != "":
-		c := hardening.Choose(s.agent, s.profiles, s.adapter.Package, s.adapter.Version)
-		s.profile, s.refused = c.Profile, c.Refused
-	default:
-		// Not identified on disk (a wrapper script, a binary without a
-		// package.json): launched under the current generation's profile,
-		// which initialize must confirm.
-		s.profile, s.guessed = s.profiles[0], true
-		if c := hardening.Choose(s.agent, s.profiles, "", ""); c.Profile != nil {
-			s.profile = c.Profile // a profile for any adapter (tests)
-		}
-	}
+	c, guessed := hardening.Pick(s.agent, s.profiles, s.adapter.Package, s.adapter.Version)
+	s.profile, s.refused, s.guessed = c.Profile, c.Refused, guessed
 	s.useProfile(s.profile)
 	return s
 }

@@ -258,6 +258,24 @@ type Choice struct {
 	Refused string
 }
 
+// Pick returns the profile an adapter's session launches under, before
+// the adapter reports itself: the one covering pkg at version, as found
+// on disk, or, for an adapter not identified there (pkg "": a wrapper
+// script, a binary without a package.json), the current generation's
+// (a profile covering any adapter first), a guess initialize must confirm.
+func Pick(agent string, ps []*Profile, pkg, version string) (c Choice, guessed bool) {
+	switch {
+	case len(ps) == 0:
+		return Choice{}, false
+	case pkg != "":
+		return Choose(agent, ps, pkg, version), false
+	}
+	if c := Choose(agent, ps, "", ""); c.Profile != nil {
+		return c, true
+	}
+	return Choice{Profile: ps[0]}, true
+}
+
 // choose picks the profile of ps that covers the adapter calling itself
 // name (a package name or an agentInfo name) at version. An agent with
 // profiles whose adapter none covers is refused, never run under another
